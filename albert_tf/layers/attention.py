@@ -1,0 +1,140 @@
+"""The self-attention half of ALBERT's post-LN transformer block."""
+
+import math
+
+import keras
+from keras import ops
+
+from albert_tf.layers.precision import layer_norm
+
+# The original's additive key mask: (1 - mask) * -10000.
+MASK_ADDER = -10000.0
+
+
+class AlbertAttention(keras.layers.Layer):
+    """Multi-head self-attention, residual, LayerNorm (post-LN, as BERT).
+
+    Computes `LayerNorm(h + dropout(W_o · softmax(q kᵀ/√D + bias) v))` where the
+    bias is `(1 - input_mask) * -10000` on the keys only, as in Google's code.
+    Logits and softmax are computed in float32 under mixed precision.
+
+    Sublayer names are stable (the checkpoint converter targets them):
+    `query`, `key`, `value` (kernels `[H, N, D]`), `output` (`[N, D, H]`) and
+    `layer_norm`.
+
+    Args:
+        hidden_size: width H.
+        num_attention_heads: heads N (D = H / N).
+        initializer_range: stddev of the truncated-normal initializer.
+        attention_dropout: dropout on the attention probabilities.
+        output_dropout: dropout on the projected output, before the residual.
+        layer_norm_epsilon: LayerNorm epsilon.
+
+    Example:
+
+    >>> layer = AlbertAttention(16, 4, 0.02, 0.0, 0.0)
+    >>> x = keras.ops.ones((2, 5, 16))
+    >>> tuple(layer(x, keras.ops.ones((2, 5), dtype="int32")).shape)
+    (2, 5, 16)
+    """
+
+    def __init__(
+        self,
+        hidden_size,
+        num_attention_heads,
+        initializer_range,
+        attention_dropout,
+        output_dropout,
+        layer_norm_epsilon=1e-12,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.initializer_range = initializer_range
+        self.attention_dropout = attention_dropout
+        self.output_dropout = output_dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.head_size = hidden_size // num_attention_heads
+
+        def projection(name):
+            return keras.layers.EinsumDense(
+                "bsh,hnd->bsnd",
+                output_shape=(None, num_attention_heads, self.head_size),
+                bias_axes="nd",
+                kernel_initializer=self._initializer(),
+                name=name,
+                dtype=self.dtype_policy,
+            )
+
+        self.query = projection("query")
+        self.key = projection("key")
+        self.value = projection("value")
+        self.output_dense = keras.layers.EinsumDense(
+            "bsnd,ndh->bsh",
+            output_shape=(None, hidden_size),
+            bias_axes="h",
+            kernel_initializer=self._initializer(),
+            name="output",
+            dtype=self.dtype_policy,
+        )
+        self.attention_dropout_layer = keras.layers.Dropout(
+            attention_dropout, name="attention_dropout", dtype=self.dtype_policy
+        )
+        self.output_dropout_layer = keras.layers.Dropout(
+            output_dropout, name="output_dropout", dtype=self.dtype_policy
+        )
+        self.layer_norm = layer_norm(
+            layer_norm_epsilon, "layer_norm", self.dtype_policy
+        )
+
+    def _initializer(self):
+        return keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+
+    def build(self, hidden_shape, input_mask_shape=None):
+        hidden_shape = tuple(hidden_shape)
+        for projection in (self.query, self.key, self.value):
+            projection.build(hidden_shape)
+        self.output_dense.build(
+            hidden_shape[:2] + (self.num_attention_heads, self.head_size)
+        )
+        self.layer_norm.build(hidden_shape)
+        self.built = True
+
+    def call(self, hidden, input_mask, training=None):
+        # Scaling q (B·S·H values) is cheaper than scaling the logits (B·N·S·S).
+        query = self.query(hidden) * ops.cast(
+            1.0 / math.sqrt(self.head_size), self.compute_dtype
+        )
+        key = self.key(hidden)
+        value = self.value(hidden)
+        logits = ops.einsum("bqnd,bknd->bnqk", query, key)
+        key_bias = (1.0 - ops.cast(input_mask, "float32")) * MASK_ADDER
+        probs = ops.softmax(
+            ops.cast(logits, "float32") + key_bias[:, None, None, :], axis=-1
+        )
+        probs = ops.cast(probs, self.compute_dtype)
+        if self.attention_dropout > 0:
+            probs = self.attention_dropout_layer(probs, training=training)
+        context = ops.einsum("bnqk,bknd->bqnd", probs, value)
+        output = self.output_dense(context)
+        if self.output_dropout > 0:
+            output = self.output_dropout_layer(output, training=training)
+        return self.layer_norm(output + hidden)
+
+    def compute_output_shape(self, hidden_shape, input_mask_shape=None):
+        return tuple(hidden_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "hidden_size": self.hidden_size,
+                "num_attention_heads": self.num_attention_heads,
+                "initializer_range": self.initializer_range,
+                "attention_dropout": self.attention_dropout,
+                "output_dropout": self.output_dropout,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+            }
+        )
+        return config
