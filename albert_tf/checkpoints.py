@@ -379,6 +379,7 @@ def write_original_checkpoint(values, prefix):
     """Writes {TF1 name: array} as a name-based (V2 bundle) checkpoint."""
     import tensorflow as tf
 
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     names = sorted(values)
     tf.raw_ops.SaveV2(
         prefix=prefix,

@@ -95,12 +95,14 @@ class AlbertEmbedding(keras.layers.Layer):
                 f"{self.max_position_embeddings} of the config"
             )
         positions = ops.slice(
-            self.position_embeddings, (0, 0), (seq_length, self.embedding_size)
+            ops.cast(self.position_embeddings, self.compute_dtype),
+            (0, 0),
+            (seq_length, self.embedding_size),
         )
         x = (
             self.word_embeddings(input_ids)
             + self.token_type_embeddings(segment_ids)
-            + ops.cast(positions, self.compute_dtype)[None, :, :]
+            + positions[None, :, :]
         )
         x = self.layer_norm(x)
         if self.dropout > 0:

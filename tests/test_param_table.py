@@ -1,0 +1,51 @@
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from albert_tf.config import AlbertConfig
+from albert_tf.param_table import count_parameters
+from conftest import CONFIGS, REPO
+
+# Released models, counted by running Google's graph (spec §1).
+RELEASED = {
+    "albert_base": (11_683_584, 11_813_810),
+    "albert_large": (17_683_968, 17_847_474),
+    "albert_xlarge": (58_724_864, 59_021_490),
+    "albert_xxlarge": (222_595_584, 223_158_450),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(RELEASED))
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_released_models_count_exactly(name, version):
+    counts = count_parameters(AlbertConfig.from_json_file(str(CONFIGS / f"{name}_{version}.json")))
+    assert (counts["backbone"], counts["with_heads"]) == RELEASED[name]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,paper,exact", [
+    ("bert_base", 108e6, 109_081_344), ("bert_large", 334e6, 334_607_360)])
+def test_bert_lands_at_the_papers_counts(name, paper, exact):
+    counts = count_parameters(AlbertConfig.from_json_file(str(CONFIGS / f"{name}.json")))
+    assert counts["backbone"] == exact
+    # The paper's 108M / 334M match the encoder without the pooler (108.5M,
+    # 333.6M); with the pooler base is 109.1M, 1.0% above the paper.
+    assert abs(counts["backbone_without_pooler"] - paper) / paper < 0.01
+
+
+def test_cli_prints_table_and_json(tmp_path):
+    for name in ("albert_tiny", "albert_base_v2"):
+        shutil.copy(CONFIGS / f"{name}.json", tmp_path)
+    run = lambda *flags: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "albert_tf.param_table", f"--configs_dir={tmp_path}", *flags],
+        capture_output=True, text=True, cwd=REPO, check=True).stdout
+    rows = json.loads(run("--json"))
+    assert [r["config"] for r in rows] == ["albert_base_v2", "albert_tiny"]
+    assert rows[0]["backbone"] == 11_683_584 and rows[0]["with_heads"] == 11_813_810
+    assert rows[0]["sharing"] == "all" and rows[0]["embedding"] == 128
+    table = run()
+    assert "albert_base_v2" in table and "11,683,584" in table and "11,813,810" in table
