@@ -121,6 +121,9 @@ def build_model_garden(cfg, precision, xla):
             attention_dropout_rate=cfg.attention_probs_dropout_prob,
             max_sequence_length=cfg.max_position_embeddings,
             type_vocab_size=cfg.type_vocab_size, initializer=init, dict_outputs=True)
+        # Model Garden's MaskedLM fails to build under mixed_bfloat16 (its bias
+        # is autocast while the tied table is not), so its heads stay float32.
+        tf_keras.mixed_precision.set_global_policy("float32")
         model = models.BertPretrainerV2(
             encoder_network=encoder, mlm_activation=tf_utils.get_activation(cfg.hidden_act),
             mlm_initializer=init)

@@ -1,0 +1,31 @@
+"""The examples in the docstrings run and print what they say."""
+
+import doctest
+import importlib
+import os
+
+import pytest
+
+from conftest import REPO
+
+MODULES = [
+    "albert_tf.config",
+    "albert_tf.checkpoints",
+    "albert_tf.layers.activations",
+    "albert_tf.layers.attention",
+    "albert_tf.layers.embedding",
+    "albert_tf.layers.feedforward",
+    "albert_tf.layers.heads",
+    "albert_tf.models.backbone",
+    "albert_tf.models.pretrainer",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name, monkeypatch):
+    monkeypatch.chdir(REPO)  # examples name configs/ relative to the repo
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, extraglobs={"tempfile": importlib.import_module("tempfile"),
+                                                 "os": os})
+    assert result.attempted > 0, f"{name} has no example"
+    assert result.failed == 0
