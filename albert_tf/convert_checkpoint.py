@@ -17,11 +17,15 @@ import tempfile
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input", None, "Checkpoint to convert (TF1 prefix, or ours with --to_original).")
-flags.DEFINE_string("albert_config_file", None, "albert_config.json of the checkpoint.")
-flags.DEFINE_string("output_dir", None, "Directory to write the converted checkpoint to.")
-flags.DEFINE_bool("to_original", False, "Write ours back in Google's TF1 layout.")
-flags.mark_flags_as_required(["input", "albert_config_file", "output_dir"])
+
+
+def define_flags():
+    """Defined only when run as a program, so importing never clashes."""
+    flags.DEFINE_string("input", None, "Checkpoint to convert (TF1 prefix, or ours with --to_original).")
+    flags.DEFINE_string("albert_config_file", None, "albert_config.json of the checkpoint.")
+    flags.DEFINE_string("output_dir", None, "Directory to write the converted checkpoint to.")
+    flags.DEFINE_bool("to_original", False, "Write ours back in Google's TF1 layout.")
+    flags.mark_flags_as_required(["input", "albert_config_file", "output_dir"])
 
 ORIGINAL_PREFIX = "model.ckpt"
 
@@ -81,4 +85,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -15,12 +15,16 @@ import sys
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_bool("json", False, "Print JSON instead of a table.")
-flags.DEFINE_string(
-    "configs_dir",
-    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs"),
-    "Directory of *.json model configs.",
-)
+
+
+def define_flags():
+    """Defined only when run as a program, so importing never clashes."""
+    flags.DEFINE_bool("json", False, "Print JSON instead of a table.")
+    flags.DEFINE_string(
+        "configs_dir",
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs"),
+        "Directory of *.json model configs.",
+    )
 
 
 def count_parameters(config):
@@ -94,4 +98,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)
