@@ -257,11 +257,6 @@ class LoadReport:
     ignored: List[str]
 
 
-def is_original_checkpoint(path):
-    """True for a TF1 checkpoint prefix (or a dir whose latest one is)."""
-    return _checkpoint_prefix(path) is not None
-
-
 def _checkpoint_prefix(path):
     import tensorflow as tf
 

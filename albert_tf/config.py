@@ -175,12 +175,6 @@ class AlbertConfig:
         names = [n for n in REQUIRED_FIELDS] + ["sharing"]
         return {name: getattr(self, name) for name in names}
 
-    @classmethod
-    def from_backbone_kwargs(cls, kwargs: Dict[str, Any]) -> "AlbertConfig":
-        return cls.from_dict(
-            {k: kwargs[k] for k in list(REQUIRED_FIELDS) + ["sharing"]}
-        )
-
     # ---- validation ---------------------------------------------------
     def _fail(self, field: str, message: str):
         where = self.source or "config"
