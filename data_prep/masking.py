@@ -64,7 +64,7 @@ class MaskedSequence:
     positions: List[int]
     labels: List[int]
     token_boundary: List[int]
-    drawn_ngrams: List[int]  # the n drawn for each accepted span (before budget fallback)
+    drawn_ngrams: List[int]  # every n drawn, accepted or not: the p(n) ∝ 1/n draw itself
     span_words: List[int]  # words in each accepted span
 
 
@@ -119,7 +119,7 @@ class NgramMasker:
             if len(masked) >= budget:
                 break
             n = rng.choices(self._ngrams, cum_weights=self._cumulative)[0]
-            drawn_n = n
+            drawn.append(n)
             # Fall back to shorter spans while over budget, as the original.
             span = [p for unit in units[start:start + n] for p in unit]
             while len(masked) + len(span) > budget and n > 1:
@@ -127,7 +127,6 @@ class NgramMasker:
                 span = [p for unit in units[start:start + n] for p in unit]
             if len(masked) + len(span) > budget or any(p in covered for p in span):
                 continue
-            drawn.append(drawn_n)
             span_words.append(len(units[start:start + n]))
             for position in span:
                 covered.add(position)

@@ -1,0 +1,134 @@
+"""data_prep building blocks: readers, masking, pairs, Example encoding, bad input."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from data_prep import documents
+from data_prep.instances import InstanceBuilder, InstanceOptions, truncate_seq_pair
+from data_prep.masking import MaskingOptions, NgramMasker, is_start_piece
+from data_prep.tfrecord import encode_example, write_record
+
+PIECES = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]", "(", ".", "\u2581the", "\u2581ca", "t",
+          "\u2581sat", "s", "\u25813", "'", "\uc548\ub155", "<unk2>", "="]
+
+
+def test_readers(tmp_path):
+    bert = tmp_path / "bert.txt"
+    bert.write_text("A one.\nA two.\n\n\n  \nB one.\n")
+    assert list(documents.read_documents(str(bert), "bert")) == [["A one.", "A two."], ["B one."]]
+
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text(json.dumps({"text": "First one. Second one!\nThird?"}) + "\n\n"
+                     + json.dumps({"text": ""}) + "\n")
+    assert list(documents.read_documents(str(jsonl), "jsonl")) == [["First one.", "Second one!", "Third?"]]
+
+    wiki = tmp_path / "wiki.txt"
+    wiki.write_text(" \n = Title A = \n \n Text @-@ here . More 1 @,@ 000 . \n = = Sub = = \n Again . \n"
+                    " = Title B = \n Other . \n")
+    assert list(documents.read_documents(str(wiki), "wikitext")) == [
+        ["Text-here .", "More 1,000 .", "Again ."], ["Other ."]]
+
+
+def test_reader_errors_name_file_and_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"text": "ok"}) + "\n{broken\n")
+    with pytest.raises(documents.InputFormatError, match=r"bad\.jsonl:2: not JSON"):
+        list(documents.read_documents(str(bad), "jsonl"))
+    bad.write_text(json.dumps({"body": "no text"}) + "\n")
+    with pytest.raises(documents.InputFormatError, match=r"bad\.jsonl:1: .*'text'"):
+        list(documents.read_documents(str(bad), "jsonl"))
+    with pytest.raises(FileNotFoundError, match="nothing-here"):
+        documents.expand_input_patterns(str(tmp_path / "nothing-here*"))
+
+
+def test_invalid_utf8_is_replaced_and_counted(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("Caf\u00e9 ol\u00e9.\nFine line.\n".encode("latin-1"))
+    stats = documents.ReadStats(str(path))
+    docs = list(documents.read_documents(str(path), "bert", stats))
+    assert docs == [["Caf\ufffd ol\ufffd.", "Fine line."]]
+    assert stats.replaced_bytes == 2
+
+
+def test_start_pieces_follow_the_original_rule():
+    assert is_start_piece("\u2581the") and is_start_piece("<unk>") and is_start_piece("(")
+    assert is_start_piece("3") and is_start_piece("\uc548\ub155")  # digits and non-Latin start words
+    assert not is_start_piece("t") and not is_start_piece("ing")
+    # `'` and `=` are not in the original's punctuation list, so they count as
+    # "other" characters and make a start, as in the original.
+    assert is_start_piece("'s") and is_start_piece("=")
+    assert not is_start_piece("s.") and not is_start_piece("-ing")
+
+
+def test_masking_never_touches_specials_and_respects_the_budget():
+    masker = NgramMasker(PIECES, MaskingOptions(masked_lm_prob=0.15, max_predictions_per_seq=5))
+    rng = random.Random(3)
+    ids = [2] + [rng.choice(range(5, len(PIECES))) for _ in range(60)] + [3] + [7, 8, 9] * 10 + [3]
+    for seed in range(200):
+        result = masker.mask(ids, random.Random(seed))
+        assert len(result.positions) <= 5
+        assert result.positions == sorted(set(result.positions))
+        assert all(ids[p] not in (2, 3) for p in result.positions)
+        assert [ids[p] for p in result.positions] == result.labels
+        changed = [i for i in range(len(ids)) if result.input_ids[i] != ids[i]]
+        assert set(changed) <= set(result.positions)
+
+
+def test_whole_words_are_masked_together():
+    masker = NgramMasker(PIECES, MaskingOptions(masked_lm_prob=1.0, max_predictions_per_seq=100, ngram=1))
+    ids = [2, 8, 9, 11, 10, 3]  # [CLS] ▁ca t s ▁sat [SEP]: "cats" is one unit of three pieces
+    units, boundary = masker.word_units(ids)
+    assert units == [[1, 2, 3], [4]] and boundary == [1, 1, 0, 0, 1, 1]
+    for seed in range(50):
+        positions = masker.mask(ids, random.Random(seed)).positions
+        assert positions in ([1, 2, 3], [4], [1, 2, 3, 4])
+
+
+def test_truncation_trims_the_longer_segment():
+    a, b = list(range(10)), list(range(100, 103))
+    truncate_seq_pair(a, b, 8, random.Random(0))
+    assert len(a) == 5 and b == [100, 101, 102]
+    assert a == list(range(a[0], a[0] + 5))  # trimmed at the ends only
+
+
+def test_one_sentence_documents_give_sop_pairs_not_random_negatives():
+    masker = NgramMasker(PIECES, MaskingOptions())
+    builder = InstanceBuilder(masker, InstanceOptions(max_seq_length=32, short_seq_prob=0))
+    sentence = [7, 8, 9, 10, 7, 11, 10, 12]
+    labels = []
+    for seed in range(100):
+        instance = builder.build([sentence], [[sentence], [[16] * 5]], 0, random.Random(seed))[0]
+        original = list(instance.input_ids)
+        for position, label in zip(instance.masked_lm_positions, instance.masked_lm_ids):
+            original[position] = label
+        first_sep = original.index(3)
+        a, b = original[1:first_sep], original[first_sep + 1:-1]
+        assert sorted(a + b) == sorted(sentence)  # never the other document
+        assert (b + a == sentence) == instance.is_random_next
+        labels.append(instance.is_random_next)
+    assert 30 < sum(labels) < 70
+    # A single token cannot make a pair; the original's mode still can (random document).
+    assert builder.build([[7]], [[[7]]], 0, random.Random(0)) == []
+    original_mode = InstanceBuilder(masker, InstanceOptions(32, 0, one_sentence_chunks="random_document"))
+    instance = original_mode.build([sentence], [[sentence], [[16] * 5]], 0, random.Random(0))[0]
+    assert instance.is_random_next and 16 in instance.input_ids + instance.masked_lm_ids
+
+
+def test_example_encoding_parses_in_tensorflow(tmp_path):
+    import tensorflow as tf
+
+    features = [("input_ids", "int64", [2, 5, 70000, 3, 0]), ("weights", "float", [1.0, 0.25]),
+                ("negative", "int64", [-1])]
+    path = tmp_path / "one.tfrecord"
+    with open(path, "wb") as f:
+        write_record(f, encode_example(features))
+        write_record(f, encode_example(features))
+    records = list(tf.data.TFRecordDataset(str(path)).as_numpy_iterator())
+    assert len(records) == 2
+    example = tf.train.Example.FromString(records[0])
+    assert list(example.features.feature["input_ids"].int64_list.value) == [2, 5, 70000, 3, 0]
+    assert list(example.features.feature["negative"].int64_list.value) == [-1]
+    np.testing.assert_allclose(example.features.feature["weights"].float_list.value, [1.0, 0.25])
