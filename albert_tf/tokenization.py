@@ -45,8 +45,9 @@ def preprocess_text(text: str, lower: bool = True, remove_space: bool = True) ->
     """
     if remove_space:
         text = " ".join(text.strip().split())
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(c for c in text if not unicodedata.combining(c))
+    if not text.isascii():  # ASCII is its own NFKD and has no combining marks
+        text = unicodedata.normalize("NFKD", text)
+        text = "".join(c for c in text if not unicodedata.combining(c))
     if lower:
         text = text.lower()
     return text
@@ -101,8 +102,8 @@ class SentencePieceTokenizer:
     >>> tok = SentencePieceTokenizer(prefix + ".model")
     >>> [tok.cls_id, tok.sep_id, tok.mask_id, tok.pad_id]
     [2, 3, 4, 0]
-    >>> tok.tokenize("The QUICK fox")[0]
-    '▁the'
+    >>> "".join(tok.tokenize("The QUICK  fox")).replace("\u2581", " ")
+    ' the quick fox'
     """
 
     def __init__(self, model_file: Optional[str] = None, do_lower_case: bool = True,
@@ -126,6 +127,9 @@ class SentencePieceTokenizer:
         self.cls_id = self.sp_model.piece_to_id(CLS_PIECE)
         self.sep_id = self.sp_model.piece_to_id(SEP_PIECE)
         self.mask_id = self.sp_model.piece_to_id(MASK_PIECE)
+        # Ids whose piece needs the digit-comma re-split: lets `encode` stay in C++ otherwise.
+        self._resplit_ids = frozenset(i for i in range(self.vocab_size)
+                                      if _needs_digit_comma_split(self.sp_model.id_to_piece(i)))
 
     def _check_albert_symbols(self):
         sp = self.sp_model
@@ -155,7 +159,11 @@ class SentencePieceTokenizer:
 
     def encode(self, text: str) -> List[int]:
         """Ids of `text` after `preprocess_text` (no [CLS]/[SEP])."""
-        return self.convert_tokens_to_ids(self.tokenize(text))
+        text = self.preprocess(text)
+        ids = self.sp_model.encode(text)
+        if self._resplit_ids.isdisjoint(ids):
+            return ids
+        return self.convert_tokens_to_ids(encode_pieces(self.sp_model, text))
 
     def convert_tokens_to_ids(self, pieces: Sequence[str]) -> List[int]:
         return [self.sp_model.piece_to_id(p) for p in pieces]

