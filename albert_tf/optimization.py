@@ -1,0 +1,155 @@
+"""ALBERT's optimizers and learning-rate schedule, as Keras 3 optimizers.
+
+Both follow Google's `optimization.py` / `lamb_optimizer.py` exactly (spec §5):
+no bias correction, ε outside the square root, weight decay added to the
+update (inside LAMB's trust ratio), and `LayerNorm`/`layer_norm`/`bias`
+variables excluded from both decay and adaptation (regex search on the
+variable's path). Gradient clipping (global norm 1.0) is the training loop's
+job, after the gradients of all replicas are summed.
+
+Example:
+
+>>> import keras
+>>> schedule = AlbertSchedule(1e-3, num_train_steps=100, num_warmup_steps=10)
+>>> [round(float(schedule(s)), 6) for s in (0, 5, 10, 55, 100)]
+[0.0, 0.0005, 0.0009, 0.00045, 0.0]
+>>> w = keras.Variable([[3.0, 4.0]], name="kernel")
+>>> opt = Lamb(learning_rate=0.1)
+>>> opt.apply([keras.ops.ones((1, 2))], [w])
+>>> [round(float(x), 3) for x in w.numpy()[0]]  # the step is scaled by ‖w‖/‖u‖ = 1.106
+[2.647, 3.646]
+"""
+
+import re
+from typing import Optional, Sequence
+
+import keras
+from keras import ops
+
+EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup, then polynomial decay to 0 counted from step 0 (as the original).
+
+    At step t: `lr0·(1 − min(t,T)/T)^power`, except `lr0·(t − start)/W` while
+    `t − start < W`. The LR therefore jumps to `lr0·(1 − W/T)` at the end of warmup.
+    """
+
+    def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0,
+                 poly_power: float = 1.0, start_warmup_step: int = 0):
+        if num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
+        self.learning_rate = learning_rate
+        self.num_train_steps = num_train_steps
+        self.num_warmup_steps = num_warmup_steps
+        self.poly_power = poly_power
+        self.start_warmup_step = start_warmup_step
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        decay_fraction = ops.minimum(step, float(self.num_train_steps)) / float(self.num_train_steps)
+        decayed = self.learning_rate * ops.power(1.0 - decay_fraction, self.poly_power)
+        if not self.num_warmup_steps:
+            return decayed
+        warm_step = step - float(self.start_warmup_step)
+        warmup = self.learning_rate * warm_step / float(self.num_warmup_steps)
+        return ops.where(warm_step < float(self.num_warmup_steps), warmup, decayed)
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps, "poly_power": self.poly_power,
+                "start_warmup_step": self.start_warmup_step}
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AdamWeightDecay(keras.optimizers.Optimizer):
+    """Adam with weight decay added to the update, no bias correction (the original AdamW).
+
+    Args:
+        learning_rate: float or schedule.
+        weight_decay_rate: decay added as `wd·w` to the update.
+        beta_1, beta_2, epsilon: Adam's constants (ε outside the square root).
+        exclude_from_weight_decay: regexes searched in variable paths.
+        exclude_from_layer_adaptation: LAMB only; defaults to the decay list, as the original.
+    """
+
+    layer_adaptation = False
+
+    def __init__(self, learning_rate=0.00176, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-6,
+                 exclude_from_weight_decay: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY,
+                 exclude_from_layer_adaptation: Optional[Sequence[str]] = None,
+                 name: Optional[str] = None, **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name or type(self).__name__.lower(), **kwargs)
+        self.weight_decay_rate = weight_decay_rate
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+        self.exclude_from_weight_decay = list(exclude_from_weight_decay or [])
+        self.exclude_from_layer_adaptation = (list(exclude_from_layer_adaptation)
+                                              if exclude_from_layer_adaptation is not None
+                                              else list(self.exclude_from_weight_decay))
+
+    @staticmethod
+    def _matches(path: str, patterns) -> bool:
+        return any(re.search(p, path) for p in patterns)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._m, self._v, self._decays, self._adapts = [], [], [], []
+        for variable in var_list:
+            self._m.append(self.add_variable_from_reference(variable, "m"))
+            self._v.append(self.add_variable_from_reference(variable, "v"))
+            # Decided here from the Keras path: under tf.distribute, update_step
+            # sees the per-replica tf.Variable, whose name lacks the path.
+            self._decays.append(self.weight_decay_rate > 0
+                                and not self._matches(variable.path, self.exclude_from_weight_decay))
+            self._adapts.append(self.layer_adaptation
+                                and not self._matches(variable.path, self.exclude_from_layer_adaptation))
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        dtype = variable.dtype
+        lr = ops.cast(learning_rate, dtype)
+        gradient = ops.cast(gradient, dtype)
+        m, v = self._m[index], self._v[index]
+        self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * gradient)
+        self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient))
+        update = m / (ops.sqrt(v) + self.epsilon)
+        if self._decays[index]:
+            update = update + self.weight_decay_rate * variable
+        if self._adapts[index]:
+            w_norm = ops.sqrt(ops.sum(ops.square(variable)))
+            u_norm = ops.sqrt(ops.sum(ops.square(update)))
+            ratio = ops.where((w_norm > 0) & (u_norm > 0), w_norm / ops.maximum(u_norm, 1e-30), 1.0)
+            update = ratio * update
+        self.assign_sub(variable, lr * update)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "weight_decay_rate": self.weight_decay_rate, "beta_1": self.beta_1, "beta_2": self.beta_2,
+            "epsilon": self.epsilon, "exclude_from_weight_decay": self.exclude_from_weight_decay,
+            "exclude_from_layer_adaptation": self.exclude_from_layer_adaptation})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class Lamb(AdamWeightDecay):
+    """LAMB (You et al.) as ALBERT's `lamb_optimizer.py`: AdamW's update times ‖w‖/‖u‖."""
+
+    layer_adaptation = True
+
+
+OPTIMIZERS = {"lamb": Lamb, "adamw": AdamWeightDecay}
+
+
+def create_optimizer(name: str, learning_rate: float, num_train_steps: int, num_warmup_steps: int,
+                     poly_power: float = 1.0, start_warmup_step: int = 0) -> AdamWeightDecay:
+    """The original's `create_optimizer`: schedule + LAMB or AdamW (wd 0.01, ε 1e-6)."""
+    if name not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {name!r}")
+    schedule = AlbertSchedule(learning_rate, num_train_steps, num_warmup_steps, poly_power, start_warmup_step)
+    return OPTIMIZERS[name](learning_rate=schedule)
