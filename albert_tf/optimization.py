@@ -94,6 +94,12 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
     def _matches(path: str, patterns) -> bool:
         return any(re.search(p, path) for p in patterns)
 
+    def decay_and_adaptation(self, variable):
+        """(weight decay applies, layer adaptation applies) for a Keras variable, by its path."""
+        decay = self.weight_decay_rate > 0 and not self._matches(variable.path, self.exclude_from_weight_decay)
+        adapt = self.layer_adaptation and not self._matches(variable.path, self.exclude_from_layer_adaptation)
+        return decay, adapt
+
     def build(self, var_list):
         if self.built:
             return
@@ -104,10 +110,9 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
             self._v.append(self.add_variable_from_reference(variable, "v"))
             # Decided here from the Keras path: under tf.distribute, update_step
             # sees the per-replica tf.Variable, whose name lacks the path.
-            self._decays.append(self.weight_decay_rate > 0
-                                and not self._matches(variable.path, self.exclude_from_weight_decay))
-            self._adapts.append(self.layer_adaptation
-                                and not self._matches(variable.path, self.exclude_from_layer_adaptation))
+            decay, adapt = self.decay_and_adaptation(variable)
+            self._decays.append(decay)
+            self._adapts.append(adapt)
 
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)

@@ -19,6 +19,7 @@ checkpoint usable. Running the same command again resumes from it.
 """
 
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -181,18 +182,35 @@ class PretrainingRun:
             self.optimizer = optimizer
             self.optimizer.build(self.model.trainable_variables)
         self.checkpoint_dir = os.path.join(s.output_dir, CHECKPOINT_DIR)
-        self._train_iterator = iter(strategy.distribute_datasets_from_function(
-            lambda context: inputs_lib.pretraining_dataset(
-                self.train_files, metadata, context.get_per_replica_batch_size(s.train_batch_size),
-                is_training=True, seed=s.seed, input_context=context, shuffle_buffer=s.shuffle_buffer)))
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
-                                              train_iterator=self._train_iterator)
+        # One worker with one replica (CPU, one GPU, one TPU core excepted): a plain
+        # tf.data iterator, saved in the checkpoint. Otherwise tf.distribute's
+        # iterators cannot be checkpointed, so a resumed run skips the batches
+        # already used (the pipeline is deterministic for a seed).
+        self.checkpoints_iterator = strategy.num_replicas_in_sync == 1 and not isinstance(
+            strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy))
+        self._train_iterator = self._make_train_iterator(0) if self.checkpoints_iterator else None
+        tracked = {"model": self.model, "optimizer": self.optimizer}
+        if self.checkpoints_iterator:
+            tracked["train_iterator"] = self._train_iterator
+        self.checkpoint = tf.train.Checkpoint(**tracked)
         self.manager = tf.train.CheckpointManager(self.checkpoint, self._checkpoint_dir_for_this_task(),
                                                   max_to_keep=s.keep_checkpoint_max, checkpoint_name="ckpt")
         self._train_step = self._make_train_step()
         self._eval_step = None
 
     # --- set-up -----------------------------------------------------------------------------------
+
+    def _make_train_iterator(self, skip_batches: int):
+        s = self.settings
+        if self.checkpoints_iterator:
+            return iter(inputs_lib.pretraining_dataset(
+                self.train_files, self.metadata, s.train_batch_size, is_training=True, seed=s.seed,
+                shuffle_buffer=s.shuffle_buffer, skip_batches=skip_batches))
+        return iter(self.strategy.distribute_datasets_from_function(
+            lambda context: inputs_lib.pretraining_dataset(
+                self.train_files, self.metadata, context.get_per_replica_batch_size(s.train_batch_size),
+                is_training=True, seed=s.seed, input_context=context, shuffle_buffer=s.shuffle_buffer,
+                skip_batches=skip_batches)))
 
     def _checkpoint_dir_for_this_task(self) -> str:
         if self.chief:
@@ -207,6 +225,12 @@ class PretrainingRun:
 
     def restore_or_initialize(self) -> str:
         """Resumes from our latest checkpoint, else warm-starts from `init_checkpoint`."""
+        message = self._restore()
+        if self._train_iterator is None:
+            self._train_iterator = self._make_train_iterator(skip_batches=self.step)
+        return message
+
+    def _restore(self) -> str:
         latest = tf.train.latest_checkpoint(self.checkpoint_dir)
         if latest:
             self.checkpoint.restore(latest).assert_existing_objects_matched()
@@ -259,8 +283,8 @@ class PretrainingRun:
         def train_step(iterator):
             inputs, labels = next(iterator)
             grads, stats = strategy.run(replica_step, args=(inputs, labels))
-            grads = strategy.reduce(tf.distribute.ReduceOp.SUM, grads, axis=None)
-            stats = strategy.reduce(tf.distribute.ReduceOp.SUM, stats, axis=None)
+            grads = [strategy.reduce(tf.distribute.ReduceOp.SUM, g, axis=None) for g in grads]
+            stats = {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in stats.items()}
             if loss_scaled:
                 scale = tf.cast(optimizer.scale_loss(1.0), tf.float32)
                 grads = [g / scale for g in grads]
@@ -284,8 +308,8 @@ class PretrainingRun:
         @tf.function
         def eval_step(iterator):
             inputs, labels = next(iterator)
-            return strategy.reduce(tf.distribute.ReduceOp.SUM,
-                                   strategy.run(replica_eval, args=(inputs, labels)), axis=None)
+            stats = strategy.run(replica_eval, args=(inputs, labels))
+            return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in stats.items()}
 
         return eval_step
 
@@ -355,13 +379,24 @@ class PretrainingRun:
         if writer:
             writer.flush()
         summary["end_step"] = self.step
+        summary["replicas"] = self.strategy.num_replicas_in_sync
+        summary["weights_sha256"] = self.weights_fingerprint()
         if s.do_eval:
             summary["eval"] = self._evaluate_and_keep_best()
         self._clean_worker_dirs()
         return summary
 
+    def weights_fingerprint(self) -> str:
+        """sha256 of every weight's bytes: equal on all workers of a synchronous run."""
+        digest = hashlib.sha256()
+        for weight in self.model.get_weights():
+            digest.update(np.ascontiguousarray(weight).tobytes())
+        return digest.hexdigest()
+
     def time_steps(self, steps: int) -> float:
         """Seconds per training step, measured over `steps` (after one traced step)."""
+        if self._train_iterator is None:
+            self._train_iterator = self._make_train_iterator(skip_batches=self.step)
         self._train_step(self._train_iterator)
         start = time.perf_counter()
         for _ in range(steps):

@@ -21,6 +21,8 @@ MODULES = [
     "albert_tf.tokenization",
     "albert_tf.tf_tokenization",
     "albert_tf.inputs.pretraining",
+    "albert_tf.optimization",
+    "albert_tf.export",
     "data_prep.documents",
     "data_prep.masking",
     "data_prep.instances",

@@ -91,7 +91,7 @@ def expand_patterns(patterns: str) -> List[str]:
 
 def pretraining_dataset(files: List[str], metadata: dict, batch_size: int, is_training: bool = True,
                         seed: int = 12345, input_context: Optional[tf.distribute.InputContext] = None,
-                        shuffle_buffer: int = 1000) -> tf.data.Dataset:
+                        shuffle_buffer: int = 1000, skip_batches: int = 0) -> tf.data.Dataset:
     """Batches of (model inputs, labels) from pretraining TFRecords.
 
     As the original input_fn for training: file order shuffled, repeated,
@@ -108,6 +108,7 @@ def pretraining_dataset(files: List[str], metadata: dict, batch_size: int, is_tr
         seed: shuffling seed.
         input_context: from `distribute_datasets_from_function`.
         shuffle_buffer: examples in the shuffle buffer (the original: 100).
+        skip_batches: batches to skip (undecoded), to resume where a run stopped.
     """
     spec = feature_description(metadata)
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
@@ -127,6 +128,8 @@ def pretraining_dataset(files: List[str], metadata: dict, batch_size: int, is_tr
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed)
     dataset = dataset.batch(batch_size, drop_remainder=True)
+    if skip_batches:
+        dataset = dataset.skip(skip_batches)
     dataset = dataset.map(lambda records: _to_inputs_and_labels(decode_batch(records, spec)),
                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,224 @@
+"""run_pretraining on real data: learning, resume after SIGKILL, multi-worker, exports, bad input."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import CONFIGS, REPO
+
+pytestmark = pytest.mark.realdata
+SEQ = 64
+
+
+@pytest.fixture(scope="module")
+def pretraining_data(tmp_path_factory, wikitext_spm, real_data):
+    """WikiText-2 valid as SOP data (3 shards, length 64) and a tiny config for its 4k vocabulary."""
+    from data_prep.create_pretraining_data import Settings, run
+
+    root = tmp_path_factory.mktemp("pretraining")
+    run(Settings(input_file=str(real_data / "wikitext2" / "valid.txt"), output_dir=str(root / "data"),
+                 spm_model_file=wikitext_spm, input_format="wikitext", max_seq_length=SEQ, dupe_factor=1,
+                 num_shards=3))
+    config = json.loads((CONFIGS / "albert_tiny.json").read_text())
+    config["vocab_size"] = 4000
+    (root / "albert_config.json").write_text(json.dumps(config))
+    return {"data": str(root / "data"), "config": str(root / "albert_config.json"), "spm": wikitext_spm,
+            "root": root}
+
+
+def cli(args, env=None, **kwargs):
+    return subprocess.Popen([sys.executable, "-m", "albert_tf.run_pretraining"] + args, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}, **kwargs)
+
+
+def common_args(data, output_dir, steps, **extra):
+    args = {"input_file": data["data"], "albert_config_file": data["config"], "output_dir": output_dir,
+            "train_batch_size": 16, "num_train_steps": steps, "num_warmup_steps": 2, "learning_rate": 0.01,
+            "save_checkpoints_steps": 5, "log_every_steps": 5, "deterministic": True, "export": False}
+    args.update(extra)
+    return [f"--{k}={v}" if not isinstance(v, bool) else (f"--{k}" if v else f"--no{k}") for k, v in args.items()]
+
+
+def final_weights(output_dir):
+    from albert_tf.checkpoints import load_checkpoint
+    from albert_tf.config import AlbertConfig
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.models.pretrainer import AlbertPretrainer
+
+    final = os.path.join(output_dir, "final")
+    model = AlbertPretrainer(AlbertBackbone.from_albert_config(AlbertConfig.from_json_file(
+        os.path.join(final, "albert_config.json"))))
+    load_checkpoint(model, final)
+    return model.get_weights()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimizer", ["lamb", "adamw"])
+def test_tiny_albert_learns_on_wikitext(pretraining_data, tmp_path, optimizer):
+    from albert_tf.run_pretraining import pretrain
+    from albert_tf.training import TrainSettings
+
+    settings = TrainSettings(output_dir=str(tmp_path), train_batch_size=32, max_seq_length=SEQ,
+                             num_train_steps=150, num_warmup_steps=15,
+                             learning_rate={"lamb": 0.01, "adamw": 0.002}[optimizer], optimizer=optimizer,
+                             save_checkpoints_steps=1000, do_eval=True, max_eval_steps=10, eval_batch_size=64,
+                             eval_at_start=True, log_every_steps=50, verbose=False)
+    summary = pretrain(settings, pretraining_data["config"], pretraining_data["data"], export=False)
+    before, after = summary["eval_start"], summary["eval"]
+    assert after["masked_lm_loss"] < before["masked_lm_loss"] - 1.5, (before, after)
+    assert after["masked_lm_accuracy"] > before["masked_lm_accuracy"] + 0.05, (before, after)
+    history = summary["history"]
+    assert history[-1]["loss"] < history[0]["loss"]
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_matches_an_uninterrupted_run(pretraining_data, tmp_path):
+    steps = 30
+    reference = cli(common_args(pretraining_data, str(tmp_path / "reference"), steps))
+    out, err = reference.communicate(timeout=600)
+    assert reference.returncode == 0, err[-3000:]
+
+    interrupted_dir = tmp_path / "interrupted"
+    args = common_args(pretraining_data, str(interrupted_dir), steps)
+    victim = cli(args)
+    deadline = time.time() + 300
+    while not (interrupted_dir / "checkpoints" / "ckpt-15.index").exists():
+        assert victim.poll() is None, victim.communicate()[1][-3000:]
+        assert time.time() < deadline
+        time.sleep(0.05)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert not (interrupted_dir / "final").exists()
+
+    resumed = cli(args)
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err[-3000:]
+    assert "resumed from" in out
+    summary = json.loads((interrupted_dir / "train_summary.json").read_text())
+    assert 15 <= summary["start_step"] < steps and summary["end_step"] == steps
+    for a, b in zip(final_weights(tmp_path / "reference"), final_weights(interrupted_dir)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+    # Running again once finished trains nothing and keeps the result.
+    again = cli(args)
+    out, err = again.communicate(timeout=600)
+    assert again.returncode == 0 and "nothing to train" in out
+
+
+def free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_two_local_workers_finish_with_identical_weights(pretraining_data, tmp_path):
+    ports = free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    args = common_args(pretraining_data, str(tmp_path / "mw"), 6, strategy="multi_worker", deterministic=False)
+    workers = [cli(args, env={"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
+               for i in range(2)]
+    results = [w.communicate(timeout=600) for w in workers]
+    for worker, (out, err) in zip(workers, results):
+        assert worker.returncode == 0, err[-4000:]
+    # Each worker prints its summary JSON last (the chief after its progress output).
+    fingerprints = [json.loads(out[("\n" + out).rindex("\n{"):])["weights_sha256"] for out, _ in results]
+    assert fingerprints[0] == fingerprints[1]
+    summary = json.loads((tmp_path / "mw" / "train_summary.json").read_text())
+    assert summary["end_step"] == 6 and summary["replicas"] == 2
+    assert not [p for p in os.listdir(tmp_path / "mw") if p.startswith(".worker")]
+
+
+@pytest.mark.slow
+def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tmp_path):
+    import tensorflow as tf
+
+    from albert_tf.run_pretraining import pretrain
+    from albert_tf.training import TrainSettings
+
+    settings = TrainSettings(output_dir=str(tmp_path), train_batch_size=16, max_seq_length=SEQ, num_train_steps=4,
+                             num_warmup_steps=1, grad_accum_steps=2, save_checkpoints_steps=2, verbose=False)
+    summary = pretrain(settings, pretraining_data["config"], pretraining_data["data"],
+                       spm_model_file=pretraining_data["spm"], strategy_name="mirrored")
+    assert summary["end_step"] == 4
+    backbone_dir = summary["outputs"]["saved_model_backbone"]
+    assert backbone_dir.endswith(os.path.join("saved_model", "backbone", "4"))
+    loaded = tf.saved_model.load(backbone_dir)
+    serve = loaded.signatures["serving_default"]
+    assert sorted(serve.structured_input_signature[1]) == ["input_ids", "input_mask", "segment_ids"]
+    out = serve(input_ids=tf.constant([[2, 50, 3]]), input_mask=tf.ones((1, 3), tf.int32),
+                segment_ids=tf.zeros((1, 3), tf.int32))
+    assert out["sequence_output"].shape == (1, 3, 64) and out["pooled_output"].shape == (1, 64)
+    assets = sorted(os.listdir(os.path.join(backbone_dir, "assets")))
+    assert assets == ["albert_config.json", "spm.model"]
+    pretrainer = tf.saved_model.load(summary["outputs"]["saved_model_pretrainer"]).signatures["serving_default"]
+    logits = pretrainer(input_ids=tf.constant([[2, 50, 4, 3]]), input_mask=tf.ones((1, 4), tf.int32),
+                        segment_ids=tf.zeros((1, 4), tf.int32), masked_lm_positions=tf.constant([[2]]))
+    assert logits["mlm_logits"].shape == (1, 1, 4000) and logits["sop_logits"].shape == (1, 2)
+
+
+def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
+    from albert_tf.inputs.pretraining import DataError
+    from albert_tf.run_pretraining import pretrain
+    from albert_tf.training import TrainSettings, TrainingError
+
+    settings = TrainSettings(output_dir=str(tmp_path / "out"), train_batch_size=8, max_seq_length=SEQ,
+                             num_train_steps=2, verbose=False)
+    with pytest.raises(DataError, match="matches no file"):
+        pretrain(settings, pretraining_data["config"], str(tmp_path / "nothing*.tfrecord"))
+    other_length = TrainSettings(output_dir=str(tmp_path / "out"), max_seq_length=128, num_train_steps=2)
+    with pytest.raises(DataError, match=r"sequence length 64 \(--max_seq_length is 128\)"):
+        pretrain(other_length, pretraining_data["config"], pretraining_data["data"])
+    with pytest.raises(DataError, match=r"vocabulary of 4000 pieces \(the config's vocab_size is 8000\)"):
+        pretrain(settings, str(CONFIGS / "albert_tiny.json"), pretraining_data["data"])
+    small = json.loads(open(pretraining_data["config"]).read())
+    small["hidden_size"] = 32
+    (tmp_path / "small.json").write_text(json.dumps(small))
+    first = tmp_path / "first"
+    pretrain(TrainSettings(output_dir=str(first), train_batch_size=8, max_seq_length=SEQ, num_train_steps=1,
+                           verbose=False), pretraining_data["config"], pretraining_data["data"], export=False)
+    with pytest.raises(TrainingError, match="does not fit"):
+        pretrain(TrainSettings(output_dir=str(tmp_path / "second"), train_batch_size=8, max_seq_length=SEQ,
+                               num_train_steps=1, verbose=False), str(tmp_path / "small.json"),
+                 pretraining_data["data"], init_checkpoint=str(first / "final"), export=False)
+    with pytest.raises(TrainingError, match="must divide"):
+        pretrain(TrainSettings(output_dir=str(tmp_path / "third"), train_batch_size=10, grad_accum_steps=4,
+                               max_seq_length=SEQ, num_train_steps=1), pretraining_data["config"],
+                 pretraining_data["data"])
+    assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(pretraining_data, tmp_path):
+    import tensorflow as tf
+
+    from albert_tf.run_pretraining import pretrain
+    from albert_tf.training import TrainSettings, TrainingError
+
+    settings = TrainSettings(output_dir=str(tmp_path), train_batch_size=8, max_seq_length=SEQ, num_train_steps=50,
+                             num_warmup_steps=0, optimizer="adamw", learning_rate=1e38, save_checkpoints_steps=1,
+                             verbose=False)
+    with pytest.raises(TrainingError, match=r"loss is (nan|inf) at step \d+; stopped without saving"):
+        pretrain(settings, pretraining_data["config"], pretraining_data["data"], export=False)
+    latest = tf.train.latest_checkpoint(os.path.join(tmp_path, "checkpoints"))
+    assert latest is not None
+    assert tf.train.load_variable(latest, "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") >= 1
+
+
+def test_cli_errors_have_no_traceback(tmp_path, pretraining_data):
+    process = cli([f"--input_file={tmp_path}/none*.tfrecord", f"--albert_config_file={pretraining_data['config']}",
+                   f"--output_dir={tmp_path}/out"])
+    out, err = process.communicate(timeout=300)
+    assert process.returncode != 0
+    assert "matches no file" in err and "Traceback" not in err
