@@ -8,6 +8,13 @@ interleaved rounds, so machine noise hits both alike. Prints JSON.
     python bench/train_step.py [--config configs/albert_base_v2.json]
         [--batch 8] [--seq 128] [--predictions 20] [--rounds 3] [--steps 3]
         [--precisions float32,bfloat16] [--xla off,on] [--impls ours,model_garden]
+
+    python bench/train_step.py --pipeline DATA_DIR [--config ...] [--batch 8]
+        [--precisions ...] [--xla ...] [--accum 1,2]
+
+`--pipeline` measures the whole `run_pretraining` step instead: the tf.data input
+pipeline reading data_prep's TFRecords + the distributed train step (LAMB, clip,
+accumulation), and the input pipeline alone, to tell input-bound from compute-bound.
 """
 
 import argparse
@@ -166,7 +173,11 @@ def main():
     parser.add_argument("--precisions", default="float32,bfloat16")
     parser.add_argument("--xla", default="off,on")
     parser.add_argument("--impls", default="ours,model_garden")
+    parser.add_argument("--pipeline", default=None, help="data_prep output dir: full run_pretraining step")
+    parser.add_argument("--accum", default="1,2", help="--pipeline only: grad_accum_steps values")
     args = parser.parse_args()
+    if args.pipeline:
+        return pipeline_bench(args)
 
     from albert_tf.config import AlbertConfig
 
@@ -224,6 +235,46 @@ def main():
         "matmul_limit_gflop_per_s": {k: round(v, 1) for k, v in limits.items()},
         "results": results, "ours_over_model_garden": ratios,
     }, indent=2))
+
+
+def pipeline_bench(args):
+    """The run_pretraining step with its input pipeline, and the pipeline alone."""
+    import tempfile
+
+    from albert_tf.config import AlbertConfig
+    from albert_tf.inputs.pretraining import expand_patterns, load_metadata, pretraining_dataset
+    from albert_tf.training import PretrainingRun, TrainSettings
+
+    cfg = AlbertConfig.from_json_file(args.config)
+    metadata = load_metadata(args.pipeline)
+    files = expand_patterns(args.pipeline)
+    iterator = iter(pretraining_dataset(files, metadata, args.batch))
+    next(iterator)
+    start = time.perf_counter()
+    for _ in range(200):
+        next(iterator)
+    input_batches_per_s = 200 / (time.perf_counter() - start)
+    results = {}
+    for precision in args.precisions.split(","):
+        for xla in args.xla.split(","):
+            for accum in [int(a) for a in args.accum.split(",")]:
+                settings = TrainSettings(output_dir=tempfile.mkdtemp(), train_batch_size=args.batch,
+                                         max_seq_length=metadata["max_seq_length"],
+                                         max_predictions_per_seq=metadata["max_predictions_per_seq"],
+                                         num_train_steps=1000, mixed_precision=precision, jit_compile=xla == "on",
+                                         grad_accum_steps=accum, verbose=False)
+                run = PretrainingRun(tf.distribute.get_strategy(), cfg, settings, files, metadata)
+                times = [run.time_steps(args.steps) for _ in range(args.rounds)]
+                step_s = statistics.median(times)
+                results[f"{precision}/xla_{xla}/accum_{accum}"] = {
+                    "sequences_per_s": round(args.batch / step_s, 3), "step_s": round(step_s, 4),
+                    "input_bound": input_batches_per_s < 1 / step_s}
+    print(json.dumps({"machine": {"cpu_count": os.cpu_count(), "tensorflow": tf.__version__},
+                      "config": args.config, "data": args.pipeline, "batch": args.batch,
+                      "seq": metadata["max_seq_length"],
+                      "input_pipeline_alone_batches_per_s": round(input_batches_per_s, 1),
+                      "input_pipeline_alone_sequences_per_s": round(input_batches_per_s * args.batch, 1),
+                      "results": results}, indent=2))
 
 
 if __name__ == "__main__":
