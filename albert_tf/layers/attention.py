@@ -110,9 +110,9 @@ class AlbertAttention(keras.layers.Layer):
         value = self.value(hidden)
         logits = ops.einsum("bqnd,bknd->bnqk", query, key)
         key_bias = (1.0 - ops.cast(input_mask, "float32")) * MASK_ADDER
-        probs = ops.softmax(
-            ops.cast(logits, "float32") + key_bias[:, None, None, :], axis=-1
-        )
+        # [B, 1, 1, S] by reshape: a `[:, None, None, :]` slice is no TFLite builtin.
+        key_bias = ops.expand_dims(ops.expand_dims(key_bias, 1), 1)
+        probs = ops.softmax(ops.cast(logits, "float32") + key_bias, axis=-1)
         probs = ops.cast(probs, self.compute_dtype)
         if self.attention_dropout > 0:
             probs = self.attention_dropout_layer(probs, training=training)
