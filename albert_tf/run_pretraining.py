@@ -69,7 +69,8 @@ def settings_from_flags(metadata: dict) -> TrainSettings:
 
 
 def pretrain(settings: TrainSettings, albert_config_file: str, input_file: str, eval_file=None,
-             init_checkpoint=None, spm_model_file=None, strategy_name="default", tpu=None, export=True) -> dict:
+             init_checkpoint=None, spm_model_file=None, strategy_name="default", tpu=None, export=True,
+             metadata=None) -> dict:
     """The whole job; returns the summary (also written to `output_dir/train_summary.json`)."""
     import keras
     import tensorflow as tf
@@ -83,7 +84,7 @@ def pretrain(settings: TrainSettings, albert_config_file: str, input_file: str, 
         tf.config.experimental.enable_op_determinism()
     config = AlbertConfig.from_json_file(albert_config_file)
     train_files = inputs_lib.expand_patterns(input_file)
-    metadata = inputs_lib.metadata_for_files(train_files)
+    metadata = metadata or inputs_lib.metadata_for_files(train_files)
     inputs_lib.check_compatible(metadata, input_file, settings.max_seq_length, settings.max_predictions_per_seq,
                                 config.vocab_size)
     eval_files = None
@@ -125,7 +126,7 @@ def main(argv):
         metadata = metadata_for_files(expand_patterns(FLAGS.input_file))
         summary = pretrain(settings_from_flags(metadata), FLAGS.albert_config_file, FLAGS.input_file,
                            FLAGS.eval_file, FLAGS.init_checkpoint, FLAGS.spm_model_file, FLAGS.strategy, FLAGS.tpu,
-                           FLAGS.export)
+                           FLAGS.export, metadata)
         print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2, default=str))
     except (ConfigError, CheckpointError, DataError, TrainingError) as error:
         sys.exit(f"error: {error}")

@@ -296,7 +296,9 @@ def build_pipeline(pipeline: beam.Pipeline, settings: Settings, input_paths: Lis
     written = (made.records
                | "GroupShards" >> beam.GroupByKey()
                | "WriteShards" >> beam.ParDo(_WriteShard(temp_dir, settings)))
-    counts_path = os.path.join(temp_dir, "_counts.json") if "://" not in temp_dir else temp_dir + "/_counts.json"
+    from apache_beam.io.filesystems import FileSystems
+
+    counts_path = FileSystems.join(temp_dir, "_counts.json")
     _ = ((read.stats, made.stats, written)
          | "AllCounts" >> beam.Flatten()
          | "MergeCounts" >> beam.CombineGlobally(merge_counts)

@@ -147,7 +147,8 @@ def test_sop_labels_and_swapped_pairs_are_consecutive_text(wikitext_dataset, wik
     # (a chunk overshoots its target by up to a sentence, trimmed at a random end).
     for label in (0, 1):
         gap = np.array(gaps[label])
-        assert gap.min() >= 0 and np.median(gap) < SEQ / 4 and (gap == 0).mean() > 0.08, (label, np.percentile(gap, [25, 50, 90]))
+        assert gap.min() >= 0 and np.median(gap) < SEQ / 4 and (gap == 0).mean() > 0.08, (
+            label, np.percentile(gap, [25, 50, 90]))
     assert checked[0] > 1000 and checked[1] > 1000, checked
 
 
