@@ -87,7 +87,7 @@ def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
     say(f"2/5 SentencePiece vocabulary ({config.vocab_size} pieces)")
     spm_model = train_sentencepiece(corpus_sentences([corpus], "bert", lower=True),
                                     os.path.join(demo_dir, "vocab", "spm"), vocab_size=config.vocab_size)
-    say("3/5 SOP + n-gram-masked TFRecords (Apache Beam, DirectRunner)")
+    say("3/5 SOP + n-gram-masked TFRecords (Apache Beam, local runner)")
     data_dir = os.path.join(demo_dir, "data")
     metadata = create_data(Settings(input_file=corpus, output_dir=data_dir, spm_model_file=spm_model,
                                     max_seq_length=SEQ_LENGTH, dupe_factor=2, num_shards=4, overwrite=True))
