@@ -464,7 +464,7 @@ class PretrainingRun:
                 outputs[f"saved_model_{kind}"] = export_lib.export_saved_model(
                     model if kind == "pretrainer" else model.backbone,
                     os.path.join(s.output_dir, SAVED_MODEL_DIR, kind), version=self.step,
-                    spm_model_file=self.spm_model_file)
+                    spm_model_file=self.spm_model_file, max_seq_length=s.max_seq_length)
         return outputs
 
     def _clean_worker_dirs(self):

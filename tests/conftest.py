@@ -76,3 +76,37 @@ def korean_spm(tmp_path_factory, korean_reviews):
     prefix = tmp_path_factory.mktemp("spm") / "nsmc"
     sentences = [preprocess_text(r) for movie in korean_reviews for r in movie]
     return train_sentencepiece(sentences, str(prefix), vocab_size=2000, character_coverage=0.9995)
+
+
+PRETRAIN_SEQ = 64
+
+
+@pytest.fixture(scope="session")
+def pretraining_data(tmp_path_factory, wikitext_spm, real_data):
+    """WikiText-2 valid as SOP data (3 shards, length 64) and a tiny config for its 4k vocabulary."""
+    from data_prep.create_pretraining_data import Settings, run
+
+    root = tmp_path_factory.mktemp("pretraining")
+    run(Settings(input_file=str(real_data / "wikitext2" / "valid.txt"), output_dir=str(root / "data"),
+                 spm_model_file=wikitext_spm, input_format="wikitext", max_seq_length=PRETRAIN_SEQ,
+                 dupe_factor=1, num_shards=3))
+    config = json.loads((CONFIGS / "albert_tiny.json").read_text())
+    config["vocab_size"] = 4000
+    (root / "albert_config.json").write_text(json.dumps(config))
+    return {"data": str(root / "data"), "config": str(root / "albert_config.json"), "spm": wikitext_spm,
+            "root": root}
+
+
+@pytest.fixture(scope="session")
+def pretrained_tiny(tmp_path_factory, pretraining_data):
+    """albert_tiny pretrained for 200 LAMB steps on WikiText-2 valid: run_pretraining's output dir."""
+    from albert_tf.run_pretraining import pretrain
+    from albert_tf.training import TrainSettings
+
+    output_dir = tmp_path_factory.mktemp("pretrained_tiny")
+    settings = TrainSettings(output_dir=str(output_dir), train_batch_size=32, max_seq_length=PRETRAIN_SEQ,
+                             num_train_steps=200, num_warmup_steps=20, learning_rate=0.01,
+                             save_checkpoints_steps=1000, do_eval=False, log_every_steps=100, verbose=False)
+    pretrain(settings, pretraining_data["config"], pretraining_data["data"],
+             spm_model_file=pretraining_data["spm"], export=False)
+    return output_dir

@@ -17,22 +17,6 @@ pytestmark = pytest.mark.realdata
 SEQ = 64
 
 
-@pytest.fixture(scope="module")
-def pretraining_data(tmp_path_factory, wikitext_spm, real_data):
-    """WikiText-2 valid as SOP data (3 shards, length 64) and a tiny config for its 4k vocabulary."""
-    from data_prep.create_pretraining_data import Settings, run
-
-    root = tmp_path_factory.mktemp("pretraining")
-    run(Settings(input_file=str(real_data / "wikitext2" / "valid.txt"), output_dir=str(root / "data"),
-                 spm_model_file=wikitext_spm, input_format="wikitext", max_seq_length=SEQ, dupe_factor=1,
-                 num_shards=3))
-    config = json.loads((CONFIGS / "albert_tiny.json").read_text())
-    config["vocab_size"] = 4000
-    (root / "albert_config.json").write_text(json.dumps(config))
-    return {"data": str(root / "data"), "config": str(root / "albert_config.json"), "spm": wikitext_spm,
-            "root": root}
-
-
 def cli(args, env=None, **kwargs):
     return subprocess.Popen([sys.executable, "-m", "albert_tf.run_pretraining"] + args, cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

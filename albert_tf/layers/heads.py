@@ -10,7 +10,7 @@ from albert_tf.layers.precision import layer_norm
 def gather_positions(sequence, positions):
     """Gathers `sequence[b, positions[b, p], :]` into `[B, P, H]`."""
     positions = ops.cast(positions, "int32")
-    return ops.take_along_axis(sequence, positions[:, :, None], axis=1)
+    return ops.take_along_axis(sequence, ops.expand_dims(positions, -1), axis=1)
 
 
 class AlbertMaskedLMHead(keras.layers.Layer):

@@ -1,0 +1,288 @@
+"""Export on a model pretrained by the tests: SavedModel signatures, TF Serving files, TFLite variants."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import REPO
+
+pytestmark = pytest.mark.realdata
+MAX_SEQ = 48
+
+
+def wikitext_lines(real_data, count, min_words=8):
+    lines = []
+    for line in (real_data / "wikitext2" / "test.txt").read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if len(line.split()) >= min_words and not line.startswith("="):
+            lines.append(line)
+        if len(lines) == count:
+            return lines
+    return lines
+
+
+@pytest.fixture(scope="module")
+def pretrained(pretrained_tiny):
+    from albert_tf.model_files import load_model
+
+    return load_model(str(pretrained_tiny))
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory, pretrained):
+    """SavedModels of the pretrained MLM model and of its backbone, with text signatures."""
+    from albert_tf.export import export_saved_model
+
+    base = tmp_path_factory.mktemp("exports")
+    model = pretrained.model
+    return {
+        "pretrainer": export_saved_model(model, str(base / "pretrainer"), spm_model_file=pretrained.spm_model_file,
+                                         max_seq_length=MAX_SEQ),
+        "backbone": export_saved_model(model.backbone, str(base / "backbone"),
+                                       spm_model_file=pretrained.spm_model_file, max_seq_length=MAX_SEQ),
+    }
+
+
+def python_tokenizer(pretrained):
+    from albert_tf.tokenization import SentencePieceTokenizer
+
+    return SentencePieceTokenizer(pretrained.spm_model_file)
+
+
+def assert_outputs_match(keras_outputs, served, atol):
+    for name, value in keras_outputs.items():
+        np.testing.assert_allclose(np.asarray(served[name]), np.asarray(value), atol=atol, rtol=0, err_msg=name)
+
+
+def test_load_model_reads_every_format(pretrained_tiny, pretrained, tmp_path):
+    from albert_tf.checkpoints import save_original_checkpoint
+    from albert_tf.model_files import ModelFileError, load_model
+
+    expected = pretrained.model.get_weights()
+    assert type(pretrained.model).__name__ == "AlbertPretrainer"
+    assert pretrained.source.endswith("final/pretrainer.weights.h5")
+    assert pretrained.spm_model_file.endswith("final/spm.model")
+    keras_file = str(tmp_path / "model.keras")
+    pretrained.model.save(keras_file)
+    original = tmp_path / "tf1"
+    original.mkdir()
+    save_original_checkpoint(pretrained.model, str(original / "model.ckpt"))
+    (original / "albert_config.json").write_text((pretrained_tiny / "final" / "albert_config.json").read_text())
+    for path in (keras_file, str(tmp_path), str(original / "model.ckpt"), str(pretrained_tiny / "final")):
+        loaded = load_model(path)
+        assert type(loaded.model).__name__ == "AlbertPretrainer", path
+        for a, b in zip(loaded.model.get_weights(), expected):
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(ModelFileError, match="training checkpoint"):
+        load_model(str(pretrained_tiny / "checkpoints"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelFileError, match="holds no model"):
+        load_model(str(tmp_path / "empty"))
+    with pytest.raises(ModelFileError, match="does not exist"):
+        load_model(str(tmp_path / "missing"))
+
+
+def test_ids_signature_matches_keras_on_real_text(real_data, pretrained, exports):
+    from albert_tf.export import reference_text_inputs
+
+    tokenizer = python_tokenizer(pretrained)
+    lines = wikitext_lines(real_data, 16)
+    inputs = reference_text_inputs(tokenizer, lines[:8], lines[8:], MAX_SEQ, has_mlm=False)
+    inputs["masked_lm_positions"] = np.tile(np.arange(1, 6, dtype="int32"), (8, 1))
+    for kind, model in (("pretrainer", pretrained.model), ("backbone", pretrained.model.backbone)):
+        model_inputs = {k: v for k, v in inputs.items() if k in model.input}
+        served = tf.saved_model.load(exports[kind]).signatures["serving_default"](
+            **{k: tf.constant(v) for k, v in model_inputs.items()})
+        assert_outputs_match(model(model_inputs, training=False), served, 1e-5)
+    assert "mlm_top_k_ids" in tf.saved_model.load(exports["pretrainer"]).signatures["serving_default"](
+        **{k: tf.constant(v) for k, v in inputs.items()})
+    # Each weight stored once (shared layer once, no duplicate tracking).
+    stored = sum(os.path.getsize(os.path.join(exports["pretrainer"], "variables", f))
+                 for f in os.listdir(os.path.join(exports["pretrainer"], "variables")))
+    assert stored < 1.1 * pretrained.model.count_params() * 4
+
+
+def test_text_signatures_tokenise_pack_and_truncate_as_python(real_data, pretrained, exports):
+    from albert_tf.export import reference_text_inputs
+
+    tokenizer = python_tokenizer(pretrained)
+    lines = wikitext_lines(real_data, 12)
+    long_text = " ".join(lines)  # far past MAX_SEQ: truncated, never an error
+    texts_a = lines[:5] + [long_text, "", "caf\xe9 \u00e9t\u00e9 1,000,000"]
+    texts_b = [long_text, ""] + lines[5:11]
+    backbone = tf.saved_model.load(exports["backbone"])
+    for b in (None, texts_b):
+        request = {"text_a": tf.constant(texts_a)}
+        if b is not None:
+            request["text_b"] = tf.constant(b)
+        served = backbone.signatures["serve_text" if b is None else "serve_text_pair"](**request)
+        expected = reference_text_inputs(tokenizer, texts_a, b, MAX_SEQ, has_mlm=False)
+        assert served["input_ids"].shape[1] == MAX_SEQ  # the long row sets the width, truncated
+        assert_outputs_match(expected, served, 0)
+        assert_outputs_match(pretrained.model.backbone(expected, training=False), served, 1e-5)
+    # Empty text: [CLS] [SEP]. Mixed lengths pad with 0 and a 0 mask.
+    served = backbone.signatures["serve_text"](text_a=tf.constant(["", lines[0]]))
+    assert served["input_ids"].numpy()[0, :3].tolist() == [tokenizer.cls_id, tokenizer.sep_id, 0]
+    assert served["input_mask"].numpy()[0].sum() == 2
+    # Invalid UTF-8 is replaced as Python's decode(errors="replace") would.
+    raw = [b"abc \xff\xfe def", b"\xc3( broken \xe2\x82"]
+    served = backbone.signatures["serve_text"](text_a=tf.constant(raw))
+    expected = reference_text_inputs(tokenizer, raw, None, MAX_SEQ, has_mlm=False)
+    assert_outputs_match(expected, served, 0)
+
+
+def test_mlm_text_signature_predicts_masked_words(real_data, pretrained, exports):
+    from albert_tf.export import reference_text_inputs
+
+    tokenizer = python_tokenizer(pretrained)
+    texts = ["the [MASK] of the united states", "he was born in [MASK] and died in [MASK] .", "no mask here"]
+    served = tf.saved_model.load(exports["pretrainer"]).signatures["serve_text"](text_a=tf.constant(texts))
+    expected = reference_text_inputs(tokenizer, texts, None, MAX_SEQ, has_mlm=True)
+    assert_outputs_match(expected, served, 0)
+    positions = served["masked_lm_positions"].numpy()
+    assert positions.shape == (3, 2) and positions[0, 1] == 0 and positions[2].tolist() == [0, 0]
+    assert served["input_ids"].numpy()[1, positions[1]].tolist() == [tokenizer.mask_id] * 2
+    top = served["mlm_top_k_ids"].numpy()
+    probabilities = served["mlm_top_k_probabilities"].numpy()
+    assert top.shape == (3, 2, 5) and np.all(np.diff(probabilities, axis=-1) <= 0)
+    outputs = pretrained.model(expected, training=False)
+    np.testing.assert_array_equal(top[..., 0], np.argmax(np.asarray(outputs["mlm_logits"]), -1))
+
+
+def test_saved_model_cli_show_and_run(pretrained, exports, tmp_path):
+    from albert_tf.export import reference_text_inputs
+
+    path = exports["backbone"]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)}
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    shown = subprocess.run([cli, "show", "--all", "--dir", path], capture_output=True, text=True, env=env)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    for name in ("serving_default", "serve_text", "serve_text_pair", "text_a", "pooled_output"):
+        assert name in shown.stdout
+    inputs = reference_text_inputs(python_tokenizer(pretrained), ["a short one", "and a longer second line"], None,
+                                   MAX_SEQ, has_mlm=False)
+    np.savez(tmp_path / "in.npz", **inputs)
+    expected = pretrained.model.backbone(inputs, training=False)
+    runs = {
+        "serving_default": ["--inputs", ";".join(f"{k}={tmp_path / 'in.npz'}[{k}]" for k in inputs)],
+        "serve_text": ["--input_exprs", "text_a=['a short one', 'and a longer second line']"],
+    }
+    for signature, args in runs.items():
+        outdir = tmp_path / signature
+        result = subprocess.run([sys.executable, "-m", "albert_tf.saved_model_cli", "run", "--dir", path,
+                                 "--tag_set", "serve", "--signature_def", signature, "--outdir", str(outdir)] + args,
+                                capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+        for name in ("pooled_output", "sequence_output"):
+            np.testing.assert_allclose(np.load(outdir / f"{name}.npy"), np.asarray(expected[name]), atol=1e-5)
+
+
+def test_warmup_requests_replay_against_the_export(exports):
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    from albert_tf.export import WARMUP_FILE
+
+    for path in exports.values():
+        loaded = tf.saved_model.load(path)
+        seen = []
+        for record in tf.data.TFRecordDataset(os.path.join(path, WARMUP_FILE)):
+            log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+            request = log.predict_log.request
+            seen.append(request.model_spec.signature_name)
+            inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+            outputs = loaded.signatures[request.model_spec.signature_name](
+                **{k: tf.constant(v) for k, v in inputs.items()})
+            assert all(np.isfinite(v.numpy()).all() for v in outputs.values() if v.dtype.is_floating)
+        assert sorted(seen) == ["serve_text", "serve_text_pair", "serving_default"]
+
+
+def masked_batches(pretraining_data, count):
+    """Real MLM inputs: the pretraining eval records of WikiText-2 valid."""
+    from albert_tf.inputs.pretraining import expand_patterns, load_metadata, pretraining_dataset
+
+    files = expand_patterns(pretraining_data["data"])
+    dataset = pretraining_dataset(files, load_metadata(pretraining_data["data"]), 1, is_training=False)
+    names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+    for inputs, labels in dataset.take(count):
+        yield {k: inputs[k].numpy().astype("int32") for k in names}, labels["masked_lm_weights"].numpy()
+
+
+def test_tflite_variants_builtin_shared_and_accurate(pretraining_data, pretrained, tmp_path):
+    from albert_tf.export import TFLITE_NAMES, export_tflite, run_tflite
+
+    model = pretrained.model
+    params = model.count_params()
+    files = {q: export_tflite(model, str(tmp_path), q, max_seq_length=64, spm_model_file=pretrained.spm_model_file)
+             for q in ("none", "float16", "dynamic_int8")}
+    assert sorted(os.listdir(tmp_path)) == sorted(list(TFLITE_NAMES.values()) + [
+        "albert_config.json", "spm.model", "tokenizer_test_vectors.json"])
+    sizes = {q: os.path.getsize(f) for q, f in files.items()}
+    # One copy of the shared layer: parameters × bytes (an unshared file would hold 4 blocks).
+    assert sizes["none"] < 1.1 * params * 4 and sizes["float16"] < 1.1 * params * 2 + 65536, sizes
+    assert sizes["dynamic_int8"] < 0.7 * sizes["none"], sizes
+    for f in files.values():
+        assert b"Flex" not in open(f, "rb").read()  # builtin ops only
+    agree = total = 0
+    max_diff = 0.0
+    for inputs, weights in masked_batches(pretraining_data, 40):
+        expected = model(inputs, training=False)
+        outputs = {q: run_tflite(f, inputs) for q, f in files.items()}
+        for name in ("mlm_logits", "sop_logits"):
+            max_diff = max(max_diff, np.abs(outputs["none"][name] - np.asarray(expected[name])).max())
+        reference = np.argmax(np.asarray(expected["mlm_logits"]), -1)[weights > 0]
+        agree += int((np.argmax(outputs["dynamic_int8"]["mlm_logits"], -1)[weights > 0] == reference).sum())
+        total += reference.size
+        assert (np.argmax(outputs["float16"]["mlm_logits"], -1)[weights > 0] == reference).mean() > 0.9
+    assert max_diff < 1e-4
+    assert agree / total >= 0.99, (agree, total)
+
+
+def test_tokenizer_test_vectors_match_the_in_graph_tokenizer(pretrained, tmp_path):
+    import json
+
+    from albert_tf.export import tokenizer_test_vectors
+    from albert_tf.tf_tokenization import TFSentencePieceTokenizer
+
+    tokenizer = python_tokenizer(pretrained)
+    vectors = tokenizer_test_vectors(tokenizer, MAX_SEQ)
+    graph = TFSentencePieceTokenizer(tokenizer.model_proto)
+    ids = graph(tf.constant([v["text"] for v in vectors])).to_list()
+    for vector, row in zip(vectors, ids):
+        assert vector["input_ids"] == [tokenizer.cls_id] + row + [tokenizer.sep_id], vector["text"]
+        assert json.loads(json.dumps(vector, ensure_ascii=False)) == vector
+
+
+def test_failed_export_leaves_nothing_and_cli_errors_are_clear(pretrained, pretrained_tiny, tmp_path, monkeypatch):
+    from albert_tf import export
+
+    base = tmp_path / "serving"
+    first = export.export_saved_model(pretrained.model.backbone, str(base), warmup=False)
+    assert first.endswith("/1")
+
+    def broken(*args, **kwargs):
+        raise export.ExportError("simulated mismatch")
+
+    monkeypatch.setattr(export, "_verify_saved_model", broken)
+    with pytest.raises(export.ExportError, match="simulated"):
+        export.export_saved_model(pretrained.model.backbone, str(base), warmup=False)
+    assert sorted(os.listdir(base)) == ["1"]  # no version 2, no staging left
+    assert os.path.isfile(os.path.join(first, "saved_model.pb"))
+    with pytest.raises(export.ExportError, match="max_position_embeddings"):
+        export.export_saved_model(pretrained.model.backbone, str(base), max_seq_length=4096)
+
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    for args, message in (
+            (["--model_dir", str(pretrained_tiny / "checkpoints"), "--output_dir", str(tmp_path / "x")],
+             "training checkpoint"),
+            (["--model_dir", str(tmp_path / "missing"), "--output_dir", str(tmp_path / "x")], "does not exist"),
+            (["--model_dir", str(pretrained_tiny), "--output_dir", str(tmp_path / "x"), "--format", "tflite",
+              "--max_seq_length", "1000"], "max_position_embeddings")):
+        result = subprocess.run([sys.executable, "-m", "albert_tf.export"] + args, cwd=REPO, capture_output=True,
+                                text=True, env=env)
+        assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "x").exists() or not os.listdir(tmp_path / "x")
