@@ -35,6 +35,7 @@ from typing import Optional
 import keras
 
 from albert_tf import checkpoints
+from albert_tf.models import classifier, multiple_choice, span_qa, token_classifier  # noqa: F401  (for .keras)
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 
@@ -69,7 +70,7 @@ def find_spm_model(directory: str) -> Optional[str]:
 
 def _load_keras_file(path: str) -> keras.Model:
     try:
-        return keras.saving.load_model(path)
+        return keras.saving.load_model(path, compile=False)
     except (ValueError, TypeError, OSError) as error:
         raise ModelFileError(f"{path}: not a loadable .keras model ({error})") from None
 

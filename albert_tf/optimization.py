@@ -64,6 +64,13 @@ class AlbertSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
+def _dense(gradient):
+    """The embedding's gradient arrives as IndexedSlices under Keras fit: sum its rows into place."""
+    if hasattr(gradient, "indices") and hasattr(gradient, "dense_shape"):
+        return ops.scatter(ops.expand_dims(gradient.indices, -1), gradient.values, gradient.dense_shape)
+    return gradient
+
+
 class AdamWeightDecay(keras.optimizers.Optimizer):
     """Adam with weight decay added to the update, no bias correction (the original AdamW).
 
@@ -118,7 +125,7 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
         index = self._get_variable_index(variable)
         dtype = variable.dtype
         lr = ops.cast(learning_rate, dtype)
-        gradient = ops.cast(gradient, dtype)
+        gradient = ops.cast(_dense(gradient), dtype)
         m, v = self._m[index], self._v[index]
         self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * gradient)
         self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient))

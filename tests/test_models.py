@@ -8,6 +8,7 @@ from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
 from albert_tf.checkpoints import load_original_checkpoint, write_original_checkpoint
 from albert_tf.models.backbone import group_index
 from albert_tf.models.pretrainer import masked_lm_loss, sentence_order_loss
+from conftest import CONFIGS
 from helpers import run_model_test
 from reference_numpy import albert_forward, random_original_checkpoint
 
@@ -144,3 +145,36 @@ def test_sequence_longer_than_the_position_table_fails():
     backbone = AlbertBackbone.from_albert_config(tiny(max_position_embeddings=8))
     with pytest.raises(ValueError, match="sequence length 9 exceeds max_position_embeddings=8"):
         backbone(make_inputs(8000, 9))
+
+
+@pytest.mark.parametrize("kind", ["classifier", "regression", "token_classifier", "multiple_choice"])
+def test_task_models(kind, tmp_path):
+    from albert_tf.models.classifier import AlbertClassifier
+    from albert_tf.models.multiple_choice import AlbertMultipleChoice
+    from albert_tf.models.token_classifier import AlbertTokenClassifier
+
+    config = str(CONFIGS / "albert_tiny.json")
+    choices = 4 if kind == "multiple_choice" else None
+
+    def factory(dtype):
+        backbone = AlbertBackbone.from_albert_config(config, dtype=dtype)
+        return {"classifier": lambda: AlbertClassifier(backbone, 3, dtype=dtype),
+                "regression": lambda: AlbertClassifier(backbone, 1, dtype=dtype),
+                "token_classifier": lambda: AlbertTokenClassifier(backbone, 5, dtype=dtype),
+                "multiple_choice": lambda: AlbertMultipleChoice(backbone, dtype=dtype)}[kind]()
+
+    def make_inputs(seq_len):
+        shape = (2, choices, seq_len) if choices else (2, seq_len)
+        rng = np.random.default_rng(seq_len)
+        mask = np.ones(shape, "int32")
+        mask[0, ..., seq_len // 2:] = 0
+        return {"input_ids": rng.integers(0, 8000, shape).astype("int32"), "input_mask": mask,
+                "segment_ids": np.zeros(shape, "int32")}
+
+    expected_shape = {"classifier": lambda s: (2, 3), "regression": lambda s: (2, 1),
+                      "token_classifier": lambda s: (2, s, 5), "multiple_choice": lambda s: (2, 4)}[kind]
+
+    def check(outputs, seq_len):
+        assert tuple(outputs["logits"].shape) == expected_shape(seq_len)
+
+    run_model_test(factory, make_inputs, tmp_path, float32_outputs=["logits"], check_outputs=check)

@@ -1,0 +1,154 @@
+"""The fine-tuning loop shared by run_classifier and run_race.
+
+As the original: AdamW (or LAMB) with linear warmup and linear decay over
+`train_step` steps, evaluation every `save_checkpoints_steps`, and the
+checkpoint with the best dev metric kept (published dev numbers are this
+early-stopped score) as `best/model.keras`; predictions come from it.
+Training is Keras `fit` (fine-tuning needs no input-iterator checkpoint).
+
+Example:
+
+>>> settings = FineTuneSettings(output_dir="/tmp/out", train_step=10)
+>>> settings.learning_rate, settings.optimizer
+(5e-05, 'adamw')
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+from typing import Callable, Dict, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import optimization
+from albert_tf.checkpoints import CheckpointError
+from albert_tf.models.backbone import AlbertBackbone
+
+BEST_DIR = "best"
+MODEL_FILE = "model.keras"
+
+
+class FineTuneError(RuntimeError):
+    """A fine-tuning run that cannot go on; the message says why."""
+
+
+@dataclasses.dataclass
+class FineTuneSettings:
+    output_dir: str
+    max_seq_length: int = 512
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    learning_rate: float = 5e-5
+    train_step: int = 1000
+    warmup_step: int = 0
+    save_checkpoints_steps: int = 1000
+    optimizer: str = "adamw"
+    dropout: float = 0.1
+    seed: int = 12345
+    verbose: bool = True
+
+
+def build_backbone(albert_config_file: Optional[str], init_checkpoint: Optional[str]) -> AlbertBackbone:
+    """The backbone of `albert_config_file`, with the weights of `init_checkpoint` (any format we load)."""
+    from albert_tf.model_files import load_model
+
+    if init_checkpoint is None:
+        if albert_config_file is None:
+            raise FineTuneError("give --albert_config_file, --init_checkpoint, or both")
+        return AlbertBackbone.from_albert_config(albert_config_file)
+    loaded = load_model(init_checkpoint, albert_config_file).model
+    source = getattr(loaded, "backbone", loaded)
+    backbone = AlbertBackbone.from_albert_config(albert_config_file or source.albert_config)
+    try:
+        backbone.set_weights(source.get_weights())
+    except ValueError as error:
+        raise CheckpointError(f"{init_checkpoint}: does not fit {albert_config_file}: {error}") from None
+    return backbone
+
+
+def train_dataset(features: Dict[str, np.ndarray], labels, batch_size: int, seed: int):
+    """Shuffled, repeated batches of `(features, labels)`; an array of labels is `{"logits": labels}`."""
+    labels = labels if isinstance(labels, dict) else {"logits": labels}
+    count = len(next(iter(labels.values())))
+    if count < batch_size:
+        raise FineTuneError(f"{count} training examples, fewer than --train_batch_size {batch_size}")
+    dataset = tf.data.Dataset.from_tensor_slices((features, labels))
+    return dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True).repeat().batch(
+        batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+
+def classification_loss(labels, logits):
+    return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+
+
+def regression_loss(labels, logits):
+    return keras.ops.square(logits[:, 0] - keras.ops.cast(labels, logits.dtype))
+
+
+def predict_logits(model, features: Dict[str, np.ndarray], batch_size: int, output: str = "logits") -> np.ndarray:
+    outputs = model.predict(features, batch_size=batch_size, verbose=0)
+    return outputs[output] if output else outputs
+
+
+def _save_best(model, output_dir: str, metrics: dict):
+    staging = os.path.join(output_dir, ".best_staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(staging)
+    model.save(os.path.join(staging, MODEL_FILE))
+    with open(os.path.join(staging, "eval_results.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+    target = os.path.join(output_dir, BEST_DIR)
+    old = target + ".old"
+    shutil.rmtree(old, ignore_errors=True)
+    if os.path.exists(target):
+        os.rename(target, old)
+    os.rename(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[keras.Model], dict],
+          metric: str, loss_weights: Optional[dict] = None) -> dict:
+    """Trains `model`; every `save_checkpoints_steps` evaluates and keeps the best in `best/`.
+
+    `loss` is one function (for the `logits` output) or `{output: function}`.
+
+    Returns `{"best": metrics of the best evaluation, "history": [...]}`.
+    """
+    os.makedirs(settings.output_dir, exist_ok=True)
+    optimizer = optimization.create_optimizer(settings.optimizer, settings.learning_rate, settings.train_step,
+                                              settings.warmup_step)
+    model.compile(optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss},
+                  loss_weights=loss_weights)
+    history, best = [], None
+    interval = max(1, min(settings.save_checkpoints_steps, settings.train_step))
+    step = 0
+    while step < settings.train_step:
+        steps = min(interval, settings.train_step - step)
+        fit = model.fit(dataset, steps_per_epoch=steps, epochs=1, shuffle=False,
+                        verbose=2 if settings.verbose else 0)
+        step += steps
+        loss_value = float(fit.history["loss"][-1])
+        if not np.isfinite(loss_value):
+            raise FineTuneError(f"loss became {loss_value} at step {step}; lower --learning_rate")
+        metrics = {**evaluate(model), "global_step": step, "train_loss": loss_value}
+        history.append(metrics)
+        with open(os.path.join(settings.output_dir, "eval_results.txt"), "a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        if best is None or metrics[metric] > best[metric]:
+            best = metrics
+            _save_best(model, settings.output_dir, metrics)
+        if settings.verbose:
+            print(f"step {step}: {metric} {metrics[metric]:.4f} (best {best[metric]:.4f})", flush=True)
+    return {"best": best, "history": history}
+
+
+def load_best(output_dir: str) -> keras.Model:
+    from albert_tf.model_files import load_model
+
+    path = os.path.join(output_dir, BEST_DIR, MODEL_FILE)
+    if not os.path.exists(path):
+        raise FineTuneError(f"{path}: no fine-tuned model yet (run with --do_train first)")
+    return load_model(path).model

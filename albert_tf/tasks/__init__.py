@@ -1,0 +1,1 @@
+"""Fine-tuning data: GLUE, SQuAD and RACE readers, features and metrics."""

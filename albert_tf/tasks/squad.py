@@ -1,0 +1,323 @@
+"""SQuAD: reading, SentencePiece-aware features with doc-stride windows, n-best decoding, official metrics.
+
+Alignment: the context is split on whitespace into words (character offsets
+kept) and each word is encoded on its own. SentencePiece never lets a piece
+cross whitespace, so these pieces are exactly those of the whole context, and
+each piece knows its word: answers map to pieces exactly, and predicted
+pieces map back to the original characters. Inside a word (e.g. "$5" in
+"($5)") the answer span is tightened to the pieces whose text matches the
+answer, as BERT's `_improve_answer_span`.
+
+Windows: `[CLS] question [SEP] context window [SEP]`, question truncated to
+`max_query_length`, windows `doc_stride` pieces apart; a training window
+without the answer gets start = end = 0 (the [CLS] position), as the original.
+
+The metrics are the official evaluation scripts' (v1.1 and v2.0), reimplemented
+with the same normalisation (lowercase, punctuation and articles dropped).
+
+Example:
+
+>>> normalize_answer("The  Eiffel Tower!")
+'eiffel tower'
+>>> round(f1_score("eiffel tower in paris", "the Eiffel Tower"), 3)
+0.667
+"""
+
+import collections
+import dataclasses
+import json
+import re
+import string
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+
+class SquadDataError(ValueError):
+    """A SQuAD file that cannot be used; the message names the file and question ids."""
+
+
+@dataclasses.dataclass
+class SquadExample:
+    qas_id: str
+    question: str
+    context: str
+    words: List[str]
+    word_starts: List[int]  # character offset of each word in `context`
+    answers: List[str]  # gold texts (all of them, for evaluation)
+    start_word: Optional[int] = None  # the first answer's words (training)
+    end_word: Optional[int] = None
+    answer_text: str = ""
+    is_impossible: bool = False
+
+
+def _split_words(context: str) -> Tuple[List[str], List[int]]:
+    words, starts = [], []
+    for match in re.finditer(r"\S+", context):
+        words.append(match.group())
+        starts.append(match.start())
+    return words, starts
+
+
+def read_examples(path: str, is_training: bool) -> Tuple[List[SquadExample], Dict]:
+    """Examples of a SQuAD JSON file; answers not found at `answer_start` are skipped (training) and reported."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)["data"]
+    except (OSError, ValueError, KeyError) as error:
+        raise SquadDataError(f"{path}: not a SQuAD JSON file ({type(error).__name__}: {error})") from None
+    examples, problems, skipped = [], [], 0
+    for article in data:
+        for paragraph in article["paragraphs"]:
+            context = paragraph["context"]
+            words, starts = _split_words(context)
+            for qa in paragraph["qas"]:
+                impossible = bool(qa.get("is_impossible", False))
+                answers = [a["text"] for a in qa.get("answers", [])]
+                example = SquadExample(qa["id"], qa["question"], context, words, starts, answers,
+                                       is_impossible=impossible)
+                if is_training and not impossible:
+                    answer = qa["answers"][0]
+                    begin, text = answer["answer_start"], answer["text"]
+                    if context[begin:begin + len(text)] != text or not text.strip():
+                        skipped += 1
+                        if len(problems) < 5:
+                            problems.append(f"{path}: question {qa['id']}: answer {text!r} is not at "
+                                            f"answer_start {begin}")
+                        continue
+                    example.start_word = int(np.searchsorted(starts, begin, side="right") - 1)
+                    example.end_word = int(np.searchsorted(starts, begin + len(text) - 1, side="right") - 1)
+                    example.answer_text = text
+                examples.append(example)
+    if not examples:
+        raise SquadDataError(f"{path}: no usable question ({skipped} skipped: {'; '.join(problems)})")
+    return examples, {"skipped": skipped, "first_problems": problems}
+
+
+@dataclasses.dataclass
+class Feature:
+    example_index: int
+    input_ids: List[int]
+    segment_ids: List[int]
+    piece_to_word: Dict[int, int]  # position in input_ids → word index (context positions only)
+    max_context: Dict[int, bool]
+    start_position: int = 0
+    end_position: int = 0
+
+
+def _encode_words(tokenizer, words: List[str]):
+    pieces, piece_word = [], []
+    for index, word in enumerate(words):
+        ids = tokenizer.encode(word)
+        pieces.extend(ids)
+        piece_word.extend([index] * len(ids))
+    return pieces, piece_word
+
+
+def _tighten(tokenizer, pieces, start, end, answer_text):
+    """The smallest piece span inside [start, end] whose ids equal the answer's own encoding."""
+    target = tokenizer.encode(answer_text)
+    for new_start in range(start, end + 1):
+        for new_end in range(end, new_start - 1, -1):
+            if pieces[new_start:new_end + 1] == target:
+                return new_start, new_end
+    return start, end
+
+
+def convert_examples(examples: List[SquadExample], tokenizer, max_seq_length: int, doc_stride: int,
+                     max_query_length: int, is_training: bool) -> List[Feature]:
+    features = []
+    for example_index, example in enumerate(examples):
+        query = tokenizer.encode(example.question)[:max_query_length]
+        pieces, piece_word = _encode_words(tokenizer, example.words)
+        answer_span = None
+        if is_training and not example.is_impossible:
+            first = piece_word.index(example.start_word)
+            last = len(piece_word) - 1 - piece_word[::-1].index(example.end_word)
+            answer_span = _tighten(tokenizer, pieces, first, last, example.answer_text)
+        window = max_seq_length - len(query) - 3
+        spans, begin = [], 0
+        while True:
+            length = min(window, len(pieces) - begin)
+            spans.append((begin, length))
+            if begin + length >= len(pieces):
+                break
+            begin += min(length, doc_stride)
+        for span_index, (begin, length) in enumerate(spans):
+            input_ids = [tokenizer.cls_id] + query + [tokenizer.sep_id]
+            offset = len(input_ids)
+            piece_to_word, max_context = {}, {}
+            for i in range(length):
+                piece = begin + i
+                piece_to_word[offset + i] = piece_word[piece]
+                max_context[offset + i] = _is_max_context(spans, span_index, piece)
+            input_ids += pieces[begin:begin + length] + [tokenizer.sep_id]
+            segment_ids = [0] * offset + [1] * (length + 1)
+            feature = Feature(example_index, input_ids, segment_ids, piece_to_word, max_context)
+            if answer_span is not None and begin <= answer_span[0] and answer_span[1] < begin + length:
+                feature.start_position = answer_span[0] - begin + offset
+                feature.end_position = answer_span[1] - begin + offset
+            features.append(feature)
+    return features
+
+
+def _is_max_context(spans, span_index, position) -> bool:
+    """BERT's rule: the window where the piece has the most context on its shorter side."""
+    best_score, best_index = None, None
+    for index, (begin, length) in enumerate(spans):
+        end = begin + length - 1
+        if position < begin or position > end:
+            continue
+        score = min(position - begin, end - position) + 0.01 * length
+        if best_score is None or score > best_score:
+            best_score, best_index = score, index
+    return best_index == span_index
+
+
+def feature_arrays(features: List[Feature], max_seq_length: int) -> Dict[str, np.ndarray]:
+    arrays = {name: np.zeros((len(features), max_seq_length), "int32")
+              for name in ("input_ids", "input_mask", "segment_ids")}
+    for i, feature in enumerate(features):
+        n = len(feature.input_ids)
+        arrays["input_ids"][i, :n] = feature.input_ids
+        arrays["input_mask"][i, :n] = 1
+        arrays["segment_ids"][i, :n] = feature.segment_ids
+    return arrays
+
+
+def _answer_text(example: SquadExample, tokenizer, feature: Feature, start: int, end: int) -> str:
+    """Original characters of the predicted pieces (whole words, trimmed to the pieces where exact)."""
+    first_word, last_word = feature.piece_to_word[start], feature.piece_to_word[end]
+    begin = example.word_starts[first_word]
+    finish = example.word_starts[last_word] + len(example.words[last_word])
+    text = example.context[begin:finish]
+    piece_text = "".join(tokenizer.convert_ids_to_tokens(feature.input_ids[start:end + 1]))
+    piece_text = piece_text.replace("\u2581", " ").strip()
+    normalized = tokenizer.preprocess(text)
+    if len(normalized) == len(text):  # character positions survive preprocessing: trim exactly
+        at = normalized.find(piece_text)
+        if at >= 0:
+            return text[at:at + len(piece_text)]
+    return text
+
+
+def decode(examples: List[SquadExample], features: List[Feature], start_logits, end_logits, tokenizer,
+           n_best_size: int = 20, max_answer_length: int = 30, null_scores=None) -> Tuple[Dict, Dict, Dict]:
+    """(best answer per id, n-best lists per id, null score difference per id).
+
+    The null score of a question is the lowest [CLS] start+end score over its
+    windows (v2: answer "" when `null - best > threshold`, see `apply_threshold`).
+    """
+    by_example = collections.defaultdict(list)
+    for index, feature in enumerate(features):
+        by_example[feature.example_index].append(index)
+    predictions, nbest, null_diff = {}, {}, {}
+    for example_index, example in enumerate(examples):
+        candidates, null = [], None
+        for index in by_example[example_index]:
+            feature = features[index]
+            start, end = np.asarray(start_logits[index]), np.asarray(end_logits[index])
+            score_null = float(start[0] + end[0])
+            null = score_null if null is None else min(null, score_null)
+            starts = np.argsort(-start)[:n_best_size]
+            ends = np.argsort(-end)[:n_best_size]
+            for s in starts:
+                for e in ends:
+                    if s not in feature.piece_to_word or e not in feature.piece_to_word:
+                        continue
+                    if e < s or e - s + 1 > max_answer_length or not feature.max_context.get(int(s), False):
+                        continue
+                    candidates.append((float(start[s] + end[e]), index, int(s), int(e)))
+        candidates.sort(key=lambda c: -c[0])
+        seen, entries = set(), []
+        for score, index, s, e in candidates:
+            text = _answer_text(example, tokenizer, features[index], s, e)
+            if text in seen:
+                continue
+            seen.add(text)
+            entries.append({"text": text, "score": score})
+            if len(entries) == n_best_size:
+                break
+        if not entries:
+            entries = [{"text": "", "score": 0.0}]
+        scores = np.array([entry["score"] for entry in entries])
+        probabilities = np.exp(scores - scores.max())
+        probabilities /= probabilities.sum()
+        for entry, probability in zip(entries, probabilities):
+            entry["probability"] = float(probability)
+        predictions[example.qas_id] = entries[0]["text"]
+        nbest[example.qas_id] = entries
+        null_diff[example.qas_id] = (null if null is not None else 0.0) - entries[0]["score"]
+    return predictions, nbest, null_diff
+
+
+def apply_threshold(predictions: Dict[str, str], null_diff: Dict[str, float], threshold: float) -> Dict[str, str]:
+    """v2: no answer where the null score beats the best span by more than `threshold`."""
+    return {qid: ("" if null_diff[qid] > threshold else text) for qid, text in predictions.items()}
+
+
+# ---- the official evaluation (v1.1 and v2.0), same normalisation -----------------------
+def normalize_answer(text: str) -> str:
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def exact_match(prediction: str, truth: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(truth))
+
+
+def f1_score(prediction: str, truth: str) -> float:
+    predicted, gold = normalize_answer(prediction).split(), normalize_answer(truth).split()
+    if not predicted or not gold:  # v2: both empty (no answer) is a match
+        return float(predicted == gold)
+    common = collections.Counter(predicted) & collections.Counter(gold)
+    overlap = sum(common.values())
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / len(predicted), overlap / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def evaluate(examples: List[SquadExample], predictions: Dict[str, str]) -> Dict[str, float]:
+    """EM and F1 (×100) over all questions; unanswerable ones have the gold answer ""."""
+    exact, f1, has_answer = [], [], []
+    for example in examples:
+        truths = [t for t in example.answers if normalize_answer(t)] or [""]
+        prediction = predictions.get(example.qas_id, "")
+        exact.append(max(exact_match(prediction, t) for t in truths))
+        f1.append(max(f1_score(prediction, t) for t in truths))
+        has_answer.append(truths != [""])
+    exact, f1, has_answer = np.array(exact), np.array(f1), np.array(has_answer)
+    result = {"exact_match": 100 * exact.mean(), "f1": 100 * f1.mean(), "total": len(examples)}
+    if not has_answer.all():
+        for name, chosen in (("HasAns", has_answer), ("NoAns", ~has_answer)):
+            if chosen.any():
+                result[f"{name}_exact"] = 100 * exact[chosen].mean()
+                result[f"{name}_f1"] = 100 * f1[chosen].mean()
+    return result
+
+
+def best_threshold(examples: List[SquadExample], predictions: Dict[str, str],
+                   null_diff: Dict[str, float]) -> Tuple[float, float]:
+    """(threshold, F1) maximising F1 over all questions, as the official script's `find_best_thresh`.
+
+    Sweeps the questions in order of null score difference: below the threshold
+    a question keeps its span, above it answers "".
+    """
+    answered, abstained, diffs = [], [], []
+    for example in examples:
+        truths = [t for t in example.answers if normalize_answer(t)] or [""]
+        answered.append(max(f1_score(predictions.get(example.qas_id, ""), t) for t in truths))
+        abstained.append(float(truths == [""]))
+        diffs.append(null_diff[example.qas_id])
+    order = np.argsort(diffs, kind="mergesort")
+    total = float(np.sum(abstained))  # threshold below every diff: all abstain
+    best_total, best = total, float(np.array(diffs)[order[0]]) - 1.0
+    for rank, index in enumerate(order):
+        total += answered[index] - abstained[index]
+        tied_with_next = rank + 1 < len(order) and diffs[order[rank + 1]] == diffs[index]
+        if not tied_with_next and total > best_total:
+            best_total, best = total, float(diffs[index])
+    return best, 100 * best_total / len(examples)

@@ -1,0 +1,173 @@
+"""GLUE fine-tuning on the real files: readers, metrics, the runner, learning on SST-2, export."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.realdata
+
+
+def test_metrics_against_hand_computed_values():
+    from albert_tf import metrics
+
+    labels, predictions = [1, 1, 1, 0, 0, 0, 1, 0], [1, 1, 0, 0, 0, 1, 1, 1]
+    # tp 3, tn 2, fp 2, fn 1
+    assert metrics.accuracy(labels, predictions) == 5 / 8
+    assert metrics.f1_score(labels, predictions) == pytest.approx(2 * 3 / (4 + 5))
+    assert metrics.matthews_corrcoef(labels, predictions) == pytest.approx((3 * 2 - 2 * 1) / np.sqrt(5 * 4 * 4 * 3))
+    assert metrics.matthews_corrcoef([1, 1], [1, 1]) == 0.0  # undefined → 0, as scikit-learn
+    assert metrics.pearson([1, 2, 3], [2, 4, 7]) == pytest.approx(0.9933992677987828)
+    assert metrics.average_ranks([10, 20, 20, 5]).tolist() == [2.0, 3.5, 3.5, 1.0]
+    assert metrics.spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]) == pytest.approx(0.8207826816681233)
+
+
+def test_glue_readers_match_the_files(real_data):
+    from albert_tf.tasks import glue
+
+    expected = {("sst-2", "dev"): (872, 444), ("sst-2", "train"): (5000, 2758), ("mrpc", "train"): (3668, 2474),
+                ("mrpc", "dev"): (408, 279), ("cola", "train"): (8551, 6023), ("cola", "dev"): (1043, 721),
+                ("rte", "dev"): (277, 131)}
+    for (name, split), (count, ones) in expected.items():
+        task = glue.get_task(name)
+        examples, report = glue.read_examples(task, glue.split_file(task, str(real_data / "glue"), split), split)
+        assert (len(examples), sum(e.label == 1 for e in examples), report.skipped) == (count, ones, 0), name
+    mrpc, _ = glue.read_examples(glue.TASKS["mrpc"], str(real_data / "glue" / "MRPC" / "train.tsv"), "train")
+    assert not mrpc[0].text_a.startswith("\ufeff") and mrpc[0].text_b  # BOM gone, pair read
+    stsb, _ = glue.read_examples(glue.TASKS["sts-b"], str(real_data / "glue" / "STS-B" / "dev.tsv"), "dev")
+    assert len(stsb) == 1500 and all(0.0 <= e.label <= 5.0 for e in stsb)
+    quoted = [e for e in stsb if e.text_a.count('"') % 2]  # quoting off: unbalanced quotes stay in one field
+    assert quoted
+
+
+def test_bad_rows_are_skipped_with_locations_and_nothing_usable_is_an_error(real_data, tmp_path):
+    from albert_tf.tasks import glue
+
+    lines = (real_data / "glue" / "RTE" / "dev.tsv").read_text(encoding="utf-8").splitlines()
+    bad = lines[:4] + ["17\tonly two columns"] + [lines[4].rsplit("\t", 1)[0] + "\tmaybe"] + lines[5:8]
+    (tmp_path / "dev.tsv").write_text("\n".join(bad) + "\n", encoding="utf-8")
+    examples, report = glue.read_examples(glue.TASKS["rte"], str(tmp_path / "dev.tsv"), "dev")
+    assert len(examples) == 6 and report.skipped == 2
+    assert report.first_problems[0].endswith("dev.tsv:5: 2 columns, needs at least 4")
+    assert "dev.tsv:6: unknown label 'maybe'" in report.first_problems[1]
+    # Labels are never shifted: every kept example has its own row's label.
+    originals, _ = glue.read_examples(glue.TASKS["rte"], str(real_data / "glue" / "RTE" / "dev.tsv"), "dev")
+    assert [e.label for e in examples] == [e.label for e in originals[:3]] + [e.label for e in originals[4:7]]
+    (tmp_path / "none.tsv").write_text("header\nx\ty\n")
+    with pytest.raises(glue.GlueDataError, match="no usable example"):
+        glue.read_examples(glue.TASKS["rte"], str(tmp_path / "none.tsv"), "dev")
+
+
+def write_slice(real_data, tmp_path, directory, train_rows, dev_rows, header=True):
+    target = tmp_path / "glue" / directory
+    target.mkdir(parents=True)
+    for name, rows in (("train.tsv", train_rows), ("dev.tsv", dev_rows)):
+        lines = (real_data / "glue" / directory / name).read_text(encoding="utf-8-sig").splitlines()
+        (target / name).write_text("\n".join(lines[:rows + int(header)]) + "\n", encoding="utf-8")
+    return target
+
+
+@pytest.mark.parametrize("task,directory,metric,header", [
+    ("mrpc", "MRPC", "accuracy", True), ("sts-b", "STS-B", "pearson", True), ("cola", "CoLA", "matthews_corr", False),
+    ("rte", "RTE", "accuracy", True)])
+def test_runner_trains_and_writes_metrics_and_predictions(real_data, pretraining_data, tmp_path, task, directory,
+                                                          metric, header):
+    from albert_tf.finetuning import FineTuneSettings
+    from albert_tf.run_classifier import run
+    from albert_tf.tasks import glue
+
+    target = write_slice(real_data, tmp_path, directory, 64, 40, header)
+    dev_lines = (target / "dev.tsv").read_text(encoding="utf-8").splitlines()[int(header):]
+    spec = glue.TASKS[task].test
+    test_rows = [[str(i)] + [""] * 10 for i in range(len(dev_lines))]
+    for row, line in zip(test_rows, dev_lines):
+        fields = line.split("\t")
+        row[spec.text_a] = fields[glue.TASKS[task].train.text_a]
+        if spec.text_b is not None:
+            row[spec.text_b] = fields[glue.TASKS[task].train.text_b]
+    (target / "test.tsv").write_text("header\n" * int(spec.header) + "\n".join("\t".join(r) for r in test_rows) + "\n")
+    settings = FineTuneSettings(output_dir=str(tmp_path / "out"), max_seq_length=48, train_batch_size=16,
+                                eval_batch_size=16, learning_rate=1e-4, train_step=6, save_checkpoints_steps=3,
+                                verbose=False)
+    summary = run(task, str(tmp_path / "glue"), settings, pretraining_data["spm"], pretraining_data["config"],
+                  do_train=True, do_eval=True, do_predict=True)
+    assert [h["global_step"] for h in summary["history"]] == [3, 6]
+    assert summary["eval"]["num_examples"] == 40 and metric in summary["eval"]
+    evaluations = [json.loads(line) for line in open(tmp_path / "out" / "eval_results.txt")]
+    best = json.load(open(tmp_path / "out" / "best" / "eval_results.json"))
+    assert best[metric] == max(e[metric] for e in evaluations)
+    assert summary["eval"][metric] == pytest.approx(best[metric], abs=1e-6)  # predictions come from the best
+    submission = (tmp_path / "out" / glue.TASKS[task].submission).read_text().splitlines()
+    assert submission[0] == "index\tprediction" and len(submission) == 41
+    values = [line.split("\t") for line in submission[1:]]
+    assert [v[0] for v in values] == [str(i) for i in range(40)]
+    if task == "sts-b":
+        assert all(isinstance(float(v[1]), float) for v in values)
+    else:
+        assert {v[1] for v in values} <= set(glue.TASKS[task].labels)
+
+
+@pytest.fixture(scope="module")
+def sst2_run(real_data, pretrained_tiny, tmp_path_factory):
+    """SST-2 (5,000 train rows → full dev) fine-tuned from the tests' own pretrained tiny model."""
+    from albert_tf.finetuning import FineTuneSettings
+    from albert_tf.run_classifier import run
+
+    output_dir = tmp_path_factory.mktemp("sst2")
+    settings = FineTuneSettings(output_dir=str(output_dir), max_seq_length=64, train_batch_size=32,
+                                eval_batch_size=64, learning_rate=1e-3, train_step=400, warmup_step=40,
+                                save_checkpoints_steps=100, verbose=False)
+    summary = run("sst-2", str(real_data / "glue"), settings, str(pretrained_tiny / "final" / "spm.model"),
+                  init_checkpoint=str(pretrained_tiny), do_train=True, do_eval=True)
+    return output_dir, summary
+
+
+@pytest.mark.slow
+def test_classifier_learns_sst2_from_a_pretrained_checkpoint(sst2_run):
+    _, summary = sst2_run
+    majority = 444 / 872
+    assert summary["eval"]["accuracy"] > majority + 0.08, summary["eval"]
+
+
+@pytest.mark.slow
+def test_fine_tuned_classifier_exports_and_int8_agrees_on_sst2_dev(real_data, sst2_run, pretrained_tiny, tmp_path):
+    import tensorflow as tf
+
+    from albert_tf.export import export_saved_model, export_tflite, run_tflite
+    from albert_tf.model_files import load_model
+    from albert_tf.run_classifier import encode_examples
+    from albert_tf.tasks import glue
+    from albert_tf.tokenization import SentencePieceTokenizer
+
+    output_dir, _ = sst2_run
+    loaded = load_model(str(output_dir / "best"), spm_model_file=str(pretrained_tiny / "final" / "spm.model"))
+    model = loaded.model
+    assert type(model).__name__ == "AlbertClassifier"
+    examples, _ = glue.read_examples(glue.TASKS["sst-2"], str(real_data / "glue" / "SST-2" / "dev.tsv"), "dev")
+    features = encode_examples(examples, SentencePieceTokenizer(loaded.spm_model_file), 64)
+    expected = model.predict(features, batch_size=128, verbose=0)["logits"].argmax(-1)
+    int8 = export_tflite(model, str(tmp_path / "tflite"), "dynamic_int8", max_seq_length=64)
+    got = np.array([run_tflite(int8, {k: v[i:i + 1] for k, v in features.items()})["logits"][0].argmax()
+                    for i in range(len(examples))])
+    assert (got == expected).mean() >= 0.99
+    path = export_saved_model(model, str(tmp_path / "serving"), spm_model_file=loaded.spm_model_file,
+                              max_seq_length=64)
+    served = tf.saved_model.load(path).signatures["serve_text"](
+        text_a=tf.constant([e.text_a for e in examples[:32]]))
+    assert served["label"].numpy().tolist() == expected[:32].tolist()
+    np.testing.assert_allclose(served["probabilities"].numpy().sum(-1), 1.0, atol=1e-5)
+
+
+def test_cli_bad_input_is_one_line(tmp_path, pretraining_data):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run([sys.executable, "-m", "albert_tf.run_classifier", "--task_name", "nope",
+                             "--data_dir", str(tmp_path), "--spm_model_file", pretraining_data["spm"],
+                             "--output_dir", str(tmp_path / "o"), "--do_train"], cwd=REPO, capture_output=True,
+                            text=True, env=env)
+    assert result.returncode != 0 and "--task_name nope: expected one of" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,120 @@
+"""SQuAD on the real files: reading, alignment, the official metrics, the runner (v1.1 and v2.0)."""
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.realdata
+
+
+def test_official_metrics_on_official_examples(real_data):
+    from albert_tf.tasks import squad
+
+    examples, _ = squad.read_examples(str(real_data / "squad_v1.1" / "dev-v1.1.json"), is_training=False)
+    gold = {e.qas_id: e.answers[0] for e in examples}
+    assert squad.evaluate(examples, gold) == {"exact_match": 100.0, "f1": 100.0, "total": 10570}
+    first = examples[0]
+    assert first.qas_id == "56be4db0acb8001400a502ec" and first.answers[0] == "Denver Broncos"
+    one = [first]
+    assert squad.evaluate(one, {first.qas_id: "The Denver Broncos!"})["exact_match"] == 100.0
+    partial = squad.evaluate(one, {first.qas_id: "the Broncos"})
+    assert partial["exact_match"] == 0.0 and partial["f1"] == pytest.approx(100 * 2 / 3)
+    assert squad.evaluate(one, {})["f1"] == 0.0
+    # v2: unanswerable questions are right only when the prediction is "".
+    v2, _ = squad.read_examples(str(real_data / "squad_v2.0" / "dev-v2.0.Normans-Rhine.json"), is_training=False)
+    assert (len(v2), sum(e.is_impossible for e in v2)) == (706, 320)
+    empty = squad.evaluate(v2, {})
+    assert empty["NoAns_exact"] == 100.0 and empty["HasAns_exact"] == 0.0
+    assert empty["exact_match"] == pytest.approx(100 * 320 / 706)
+
+
+def test_threshold_search_matches_brute_force(real_data):
+    import numpy as np
+
+    from albert_tf.tasks import squad
+
+    examples, _ = squad.read_examples(str(real_data / "squad_v2.0" / "dev-v2.0.Normans-Rhine.json"), False)
+    examples = examples[:120]
+    rng = np.random.default_rng(0)
+    predictions = {e.qas_id: (e.answers[0] if e.answers and rng.random() < 0.7 else "wrong words") for e in examples}
+    null_diff = {e.qas_id: float(rng.integers(-5, 5)) for e in examples}  # ties on purpose
+    threshold, f1 = squad.best_threshold(examples, predictions, null_diff)
+    brute = max(squad.evaluate(examples, squad.apply_threshold(predictions, null_diff, t))["f1"]
+                for t in [-100.0] + sorted(set(null_diff.values())))
+    assert f1 == pytest.approx(brute)
+    assert squad.evaluate(examples, squad.apply_threshold(predictions, null_diff, threshold))["f1"] == \
+        pytest.approx(f1)
+
+
+def test_answers_align_to_pieces(real_data, wikitext_spm):
+    from albert_tf.tasks import squad
+    from albert_tf.tokenization import SentencePieceTokenizer
+
+    tokenizer = SentencePieceTokenizer(wikitext_spm)
+    examples, report = squad.read_examples(str(real_data / "squad_v1.1" / "dev-v1.1.json"), is_training=True)
+    assert report["skipped"] == 0
+    features = squad.convert_examples(examples[:1500], tokenizer, max_seq_length=128, doc_stride=64,
+                                      max_query_length=32, is_training=True)
+    located = [f for f in features if f.start_position]
+    assert len({f.example_index for f in located}) >= 0.97 * 1500  # long contexts: some answers span windows
+    same = sum(squad.normalize_answer(squad._answer_text(examples[f.example_index], tokenizer, f,
+                                                         f.start_position, f.end_position))
+               == squad.normalize_answer(examples[f.example_index].answer_text) for f in located)
+    # The rest are answers inside one piece ("gold" of "golden"): no piece span can be exact.
+    assert same / len(located) > 0.98
+    for feature in features[:200]:
+        assert len(feature.input_ids) <= 128 and feature.input_ids[0] == tokenizer.cls_id
+        assert all(feature.segment_ids[p] == 1 for p in feature.piece_to_word)
+
+
+def test_bad_answers_are_skipped_and_reported(real_data, tmp_path):
+    from albert_tf.tasks import squad
+
+    data = json.loads((real_data / "squad_v1.1" / "dev-v1.1.json").read_text(encoding="utf-8"))
+    data["data"] = data["data"][:1]
+    qa = data["data"][0]["paragraphs"][0]["qas"][0]
+    qa["answers"][0]["answer_start"] += 3
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    examples, report = squad.read_examples(str(tmp_path / "bad.json"), is_training=True)
+    assert report["skipped"] == 1 and qa["id"] in report["first_problems"][0]
+    assert qa["id"] not in {e.qas_id for e in examples}
+    (tmp_path / "not.json").write_text("{oops")
+    with pytest.raises(squad.SquadDataError, match="not.json: not a SQuAD JSON file"):
+        squad.read_examples(str(tmp_path / "not.json"), is_training=True)
+
+
+def squad_slice(real_data, tmp_path, name, source, paragraphs):
+    data = json.loads(source.read_text(encoding="utf-8"))
+    article = data["data"][0]
+    article["paragraphs"] = article["paragraphs"][paragraphs]
+    data["data"] = [article]
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("version,source", [("1.1", "squad_v1.1/dev-v1.1.json"),
+                                            ("2.0", "squad_v2.0/dev-v2.0.Normans-Rhine.json")])
+def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_path, version, source):
+    from albert_tf.finetuning import FineTuneSettings
+    from albert_tf.run_squad import run
+    from albert_tf.tasks import squad
+
+    train = squad_slice(real_data, tmp_path, "train.json", real_data / source, slice(0, 20))
+    dev = squad_slice(real_data, tmp_path, "dev.json", real_data / source, slice(20, 30))
+    settings = FineTuneSettings(output_dir=str(tmp_path / "out"), max_seq_length=96, train_batch_size=16,
+                                eval_batch_size=32, learning_rate=1e-4, train_step=4, save_checkpoints_steps=2,
+                                verbose=False)
+    summary = run(version, settings, pretraining_data["spm"], train, dev, pretraining_data["config"],
+                  doc_stride=32, max_query_length=24)
+    dev_examples, _ = squad.read_examples(dev, is_training=False)
+    predictions = json.load(open(tmp_path / "out" / "predictions.json"))
+    assert set(predictions) == {e.qas_id for e in dev_examples}
+    assert all(isinstance(v, str) for v in predictions.values())
+    nbest = json.load(open(tmp_path / "out" / "nbest_predictions.json"))
+    assert all(abs(sum(c["probability"] for c in entries) - 1) < 1e-6 for entries in nbest.values())
+    assert summary["eval"] == squad.evaluate(dev_examples, predictions)
+    assert [h["global_step"] for h in summary["history"]] == [2, 4]
+    if version == "2.0":
+        assert "null_score_diff_threshold" in summary and (tmp_path / "out" / "null_odds.json").exists()
+        assert "NoAns_exact" in summary["eval"]
