@@ -146,7 +146,7 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
                 segment_ids=tf.zeros((1, 3), tf.int32))
     assert out["sequence_output"].shape == (1, 3, 64) and out["pooled_output"].shape == (1, 64)
     assets = sorted(os.listdir(os.path.join(backbone_dir, "assets")))
-    assert assets == ["albert_config.json", "spm.model"]
+    assert assets == ["albert_config.json", "serving_config.json", "spm.model"]
     pretrainer = tf.saved_model.load(summary["outputs"]["saved_model_pretrainer"]).signatures["serving_default"]
     logits = pretrainer(input_ids=tf.constant([[2, 50, 4, 3]]), input_mask=tf.ones((1, 4), tf.int32),
                         segment_ids=tf.zeros((1, 4), tf.int32), masked_lm_positions=tf.constant([[2]]))
