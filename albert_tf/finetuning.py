@@ -84,6 +84,11 @@ def classification_loss(labels, logits):
     return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
 
 
+def binary_loss(labels, logits):
+    """Sigmoid cross-entropy per example (SQuAD v2 answerability)."""
+    return keras.ops.binary_crossentropy(keras.ops.cast(labels, "float32"), logits, from_logits=True)
+
+
 def regression_loss(labels, logits):
     return keras.ops.square(logits[:, 0] - keras.ops.cast(labels, logits.dtype))
 
@@ -110,10 +115,12 @@ def _save_best(model, output_dir: str, metrics: dict):
 
 
 def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[keras.Model], dict],
-          metric: str, loss_weights: Optional[dict] = None) -> dict:
+          metric: str, loss_weights: Optional[dict] = None, inference_model: Optional[keras.Model] = None) -> dict:
     """Trains `model`; every `save_checkpoints_steps` evaluates and keeps the best in `best/`.
 
     `loss` is one function (for the `logits` output) or `{output: function}`.
+    `inference_model` (default `model`) is what is evaluated and saved, when
+    training uses a differently wired model on the same layers.
 
     Returns `{"best": metrics of the best evaluation, "history": [...]}`.
     """
@@ -133,13 +140,13 @@ def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[
         loss_value = float(fit.history["loss"][-1])
         if not np.isfinite(loss_value):
             raise FineTuneError(f"loss became {loss_value} at step {step}; lower --learning_rate")
-        metrics = {**evaluate(model), "global_step": step, "train_loss": loss_value}
+        metrics = {**evaluate(inference_model or model), "global_step": step, "train_loss": loss_value}
         history.append(metrics)
         with open(os.path.join(settings.output_dir, "eval_results.txt"), "a") as f:
             f.write(json.dumps(metrics) + "\n")
         if best is None or metrics[metric] > best[metric]:
             best = metrics
-            _save_best(model, settings.output_dir, metrics)
+            _save_best(inference_model or model, settings.output_dir, metrics)
         if settings.verbose:
             print(f"step {step}: {metric} {metrics[metric]:.4f} (best {best[metric]:.4f})", flush=True)
     return {"best": best, "history": history}

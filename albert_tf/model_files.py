@@ -35,7 +35,7 @@ from typing import Optional
 import keras
 
 from albert_tf import checkpoints
-from albert_tf.models import classifier, multiple_choice, span_qa, token_classifier  # noqa: F401  (for .keras)
+from albert_tf.models import classifier, multiple_choice, span_qa, span_qa_v2, token_classifier  # noqa: F401  (.keras)
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 

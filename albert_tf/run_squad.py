@@ -10,10 +10,12 @@ Writes `predictions.json` ({id: answer}), `nbest_predictions.json`, for v2
 `eval_results.txt` / `best/` (best dev F1) when `--do_train`. The dev score is
 the official evaluation's (EM and F1, same normalisation).
 
-v2.0 here uses the v1 span head with BERT's null-score rule: a question gets
-"" when its [CLS] score beats the best span by more than the threshold,
-which is tuned on dev. The original's XLNet-style v2 head (end conditioned on
-the start, a separate answerability logit, beam search) is not built yet.
+v2.0 trains the original's answerability head (`AlbertSpanQAv2`): the end
+conditioned on the start, beam search over `start_n_top` × `end_n_top`
+spans, and an answerability logit trained on `is_impossible` (loss
+(start + end)/2 + 0.5·answerability). A question gets "" when its null odds
+(lowest answerability logit over its windows) is above the threshold tuned on
+dev. Predicting with a v1-head model on v2 data uses BERT's null-score rule.
 """
 
 import json
@@ -42,11 +44,12 @@ def run(version: str, settings: FineTuneSettings, spm_model_file: str, train_fil
         predict_file: Optional[str] = None, albert_config_file: Optional[str] = None,
         init_checkpoint: Optional[str] = None, do_train: bool = True, do_predict: bool = True,
         doc_stride: int = 128, max_query_length: int = 64, n_best_size: int = 20, max_answer_length: int = 30,
-        do_lower_case: bool = True) -> dict:
+        do_lower_case: bool = True, start_n_top: int = 5, end_n_top: int = 5) -> dict:
     """The whole job; returns a summary (also `output_dir/summary.json`)."""
     import keras
 
     from albert_tf.models.span_qa import AlbertSpanQA
+    from albert_tf.models.span_qa_v2 import START_POSITIONS, AlbertSpanQAv2
     from albert_tf.tokenization import SentencePieceTokenizer
 
     if version not in ("1.1", "2.0"):
@@ -62,6 +65,8 @@ def run(version: str, settings: FineTuneSettings, spm_model_file: str, train_fil
 
     def predict(model):
         outputs = finetuning.predict_logits(model, arrays, settings.eval_batch_size, output=None)
+        if "cls_logits" in outputs:
+            return squad.decode_v2(examples, features, outputs, tokenizer, n_best_size, max_answer_length, end_n_top)
         return squad.decode(examples, features, outputs["start_logits"], outputs["end_logits"], tokenizer,
                             n_best_size, max_answer_length)
 
@@ -80,13 +85,25 @@ def run(version: str, settings: FineTuneSettings, spm_model_file: str, train_fil
         train_examples, train_features, train_arrays, report = _prepare(
             train_file, tokenizer, settings, doc_stride, max_query_length, True, log)
         summary["train_questions"], summary["train_skipped"] = len(train_examples), report["skipped"]
-        labels = {"start_logits": np.array([f.start_position for f in train_features], "int32"),
-                  "end_logits": np.array([f.end_position for f in train_features], "int32")}
-        model = AlbertSpanQA(finetuning.build_backbone(albert_config_file, init_checkpoint))
-        dataset = finetuning.train_dataset(train_arrays, labels, settings.train_batch_size, settings.seed)
+        starts = np.array([f.start_position for f in train_features], "int32")
+        labels = {"start_logits": starts, "end_logits": np.array([f.end_position for f in train_features], "int32")}
         loss = {"start_logits": finetuning.classification_loss, "end_logits": finetuning.classification_loss}
-        summary["history"] = finetuning.train(model, dataset, settings, loss, evaluate, "f1",
-                                              loss_weights={"start_logits": 0.5, "end_logits": 0.5})["history"]
+        loss_weights = {"start_logits": 0.5, "end_logits": 0.5}
+        backbone = finetuning.build_backbone(albert_config_file, init_checkpoint)
+        if version == "2.0":
+            # As the original: the end head sees the gold start; windows without the answer are impossible.
+            model = AlbertSpanQAv2(backbone, start_n_top=start_n_top)
+            trained = model.training_model()
+            train_arrays[START_POSITIONS] = starts[:, None]
+            labels["end_logits"] = labels["end_logits"][:, None]
+            labels["cls_logits"] = (starts == 0).astype("float32")
+            loss["cls_logits"] = finetuning.binary_loss
+            loss_weights["cls_logits"] = 0.5
+        else:
+            model = trained = AlbertSpanQA(backbone)
+        dataset = finetuning.train_dataset(train_arrays, labels, settings.train_batch_size, settings.seed)
+        summary["history"] = finetuning.train(trained, dataset, settings, loss, evaluate, "f1",
+                                              loss_weights=loss_weights, inference_model=model)["history"]
     if do_predict:
         if not predict_file:
             raise finetuning.FineTuneError("--do_predict needs --predict_file")
@@ -133,6 +150,8 @@ def define_flags():
     flags.DEFINE_integer("max_query_length", 64, "Question pieces kept.")
     flags.DEFINE_integer("n_best_size", 20, "Candidates per question.")
     flags.DEFINE_integer("max_answer_length", 30, "Longest answer in pieces.")
+    flags.DEFINE_integer("start_n_top", 5, "v2: starts kept by the answerability head's beam search.")
+    flags.DEFINE_integer("end_n_top", 5, "v2: ends kept per start.")
     flags.DEFINE_integer("train_batch_size", d.train_batch_size, "Training batch (windows).")
     flags.DEFINE_integer("eval_batch_size", d.eval_batch_size, "Predict batch.")
     flags.DEFINE_float("learning_rate", d.learning_rate, "Peak learning rate.")
@@ -163,7 +182,7 @@ def main(argv):
         summary = run(FLAGS.version, settings, FLAGS.spm_model_file, FLAGS.train_file, FLAGS.predict_file,
                       FLAGS.albert_config_file, FLAGS.init_checkpoint, FLAGS.do_train, FLAGS.do_predict,
                       FLAGS.doc_stride, FLAGS.max_query_length, FLAGS.n_best_size, FLAGS.max_answer_length,
-                      FLAGS.do_lower_case)
+                      FLAGS.do_lower_case, FLAGS.start_n_top, FLAGS.end_n_top)
     except (squad.SquadDataError, finetuning.FineTuneError, CheckpointError, ConfigError, ModelFileError,
             TokenizerError) as error:
         sys.exit(f"error: {error}")

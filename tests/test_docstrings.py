@@ -30,6 +30,8 @@ MODULES = [
     "albert_tf.models.token_classifier",
     "albert_tf.models.multiple_choice",
     "albert_tf.models.span_qa",
+    "albert_tf.models.span_qa_v2",
+    "albert_tf.layers.answerability",
     "albert_tf.metrics",
     "albert_tf.finetuning",
     "albert_tf.tasks.glue",

@@ -147,10 +147,13 @@ def test_sequence_longer_than_the_position_table_fails():
         backbone(make_inputs(8000, 9))
 
 
-@pytest.mark.parametrize("kind", ["classifier", "regression", "token_classifier", "multiple_choice"])
+@pytest.mark.parametrize("kind", ["classifier", "regression", "token_classifier", "multiple_choice", "span_qa",
+                                  "span_qa_v2"])
 def test_task_models(kind, tmp_path):
     from albert_tf.models.classifier import AlbertClassifier
     from albert_tf.models.multiple_choice import AlbertMultipleChoice
+    from albert_tf.models.span_qa import AlbertSpanQA
+    from albert_tf.models.span_qa_v2 import AlbertSpanQAv2
     from albert_tf.models.token_classifier import AlbertTokenClassifier
 
     config = str(CONFIGS / "albert_tiny.json")
@@ -161,20 +164,30 @@ def test_task_models(kind, tmp_path):
         return {"classifier": lambda: AlbertClassifier(backbone, 3, dtype=dtype),
                 "regression": lambda: AlbertClassifier(backbone, 1, dtype=dtype),
                 "token_classifier": lambda: AlbertTokenClassifier(backbone, 5, dtype=dtype),
-                "multiple_choice": lambda: AlbertMultipleChoice(backbone, dtype=dtype)}[kind]()
+                "multiple_choice": lambda: AlbertMultipleChoice(backbone, dtype=dtype),
+                "span_qa": lambda: AlbertSpanQA(backbone, dtype=dtype),
+                "span_qa_v2": lambda: AlbertSpanQAv2(backbone, start_n_top=2, dtype=dtype)}[kind]()
 
     def make_inputs(seq_len):
         shape = (2, choices, seq_len) if choices else (2, seq_len)
         rng = np.random.default_rng(seq_len)
         mask = np.ones(shape, "int32")
         mask[0, ..., seq_len // 2:] = 0
+        segments = np.zeros(shape, "int32")
+        segments[..., 3:] = 1  # span QA: a 2-piece question, then the context
         return {"input_ids": rng.integers(0, 8000, shape).astype("int32"), "input_mask": mask,
-                "segment_ids": np.zeros(shape, "int32")}
+                "segment_ids": segments}
 
-    expected_shape = {"classifier": lambda s: (2, 3), "regression": lambda s: (2, 1),
-                      "token_classifier": lambda s: (2, s, 5), "multiple_choice": lambda s: (2, 4)}[kind]
+    expected_shapes = {"classifier": {"logits": lambda s: (2, 3)}, "regression": {"logits": lambda s: (2, 1)},
+                       "token_classifier": {"logits": lambda s: (2, s, 5)},
+                       "multiple_choice": {"logits": lambda s: (2, 4)},
+                       "span_qa": {"start_logits": lambda s: (2, s), "end_logits": lambda s: (2, s)},
+                       "span_qa_v2": {"start_logits": lambda s: (2, s), "end_logits": lambda s: (2, 2, s),
+                                      "cls_logits": lambda s: (2,), "start_positions": lambda s: (2, 2)}}[kind]
 
     def check(outputs, seq_len):
-        assert tuple(outputs["logits"].shape) == expected_shape(seq_len)
+        assert {name: tuple(outputs[name].shape) for name in expected_shapes} == \
+            {name: shape(seq_len) for name, shape in expected_shapes.items()}
 
-    run_model_test(factory, make_inputs, tmp_path, float32_outputs=["logits"], check_outputs=check)
+    float32_outputs = [name for name in expected_shapes if name != "start_positions"]
+    run_model_test(factory, make_inputs, tmp_path, float32_outputs=float32_outputs, check_outputs=check)

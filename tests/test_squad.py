@@ -67,6 +67,49 @@ def test_answers_align_to_pieces(real_data, wikitext_spm):
         assert all(feature.segment_ids[p] == 1 for p in feature.piece_to_word)
 
 
+def test_answerability_head_masks_and_decodes_real_windows(real_data, wikitext_spm):
+    """The v2 head's position mask opens exactly [CLS] and the context; decoding follows its beams."""
+    import numpy as np
+
+    from albert_tf.models.span_qa_v2 import ContextPositionMask
+    from albert_tf.tasks import squad
+    from albert_tf.tokenization import SentencePieceTokenizer
+
+    tokenizer = SentencePieceTokenizer(wikitext_spm)
+    examples, _ = squad.read_examples(str(real_data / "squad_v2.0" / "dev-v2.0.Normans-Rhine.json"), True)
+    examples = examples[:40]
+    features = squad.convert_examples(examples, tokenizer, 128, 48, 32, is_training=True)
+    arrays = squad.feature_arrays(features, 128)
+    p_mask = np.asarray(ContextPositionMask()(arrays["input_mask"], arrays["segment_ids"]))
+    for feature, row in zip(features, p_mask):
+        assert set(np.flatnonzero(row == 0)) == {0} | set(feature.piece_to_word)
+
+    # Plant logits: every window points at its gold span (or none), the first beam start is the gold one.
+    n, seq, k = len(features), 128, 3
+    outputs = {"start_logits": np.where(p_mask == 1, -1e30, 0.0), "end_logits": np.zeros((n, k, seq)),
+               "start_positions": np.tile(np.arange(1, k + 1), (n, 1)), "cls_logits": np.zeros(n)}
+    for i, feature in enumerate(features):
+        if feature.start_position:
+            outputs["start_logits"][i, feature.start_position] = 10.0
+            outputs["start_positions"][i, 0] = feature.start_position
+            outputs["end_logits"][i, 0, feature.end_position] = 10.0
+        outputs["cls_logits"][i] = -5.0 if feature.start_position else 5.0 + i
+    predictions, nbest, null_odds = squad.decode_v2(examples, features, outputs, tokenizer, end_n_top=2)
+    for index, example in enumerate(examples):
+        windows = [i for i, f in enumerate(features) if f.example_index == index]
+        assert null_odds[example.qas_id] == min(outputs["cls_logits"][i] for i in windows)
+        located = [i for i in windows if features[i].start_position]
+        if located:
+            f = features[located[0]]
+            assert predictions[example.qas_id] == squad._answer_text(example, tokenizer, f, f.start_position,
+                                                                     f.end_position)
+        assert all(len(entry["text"]) for entry in nbest[example.qas_id]) or not located
+    answered = {e.qas_id for e in examples if not e.is_impossible}
+    thresholded = squad.apply_threshold(predictions, null_odds, 0.0)
+    assert {q for q, text in thresholded.items() if text} <= answered
+    assert squad.evaluate(examples, thresholded)["NoAns_exact"] == 100.0
+
+
 def test_bad_answers_are_skipped_and_reported(real_data, tmp_path):
     from albert_tf.tasks import squad
 
@@ -116,5 +159,19 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
     assert summary["eval"] == squad.evaluate(dev_examples, predictions)
     assert [h["global_step"] for h in summary["history"]] == [2, 4]
     if version == "2.0":
-        assert "null_score_diff_threshold" in summary and (tmp_path / "out" / "null_odds.json").exists()
+        from albert_tf.finetuning import load_best
+        from albert_tf.models.span_qa_v2 import AlbertSpanQAv2
+
+        from albert_tf.export import export_saved_model
+
+        best = load_best(str(tmp_path / "out"))
+        assert isinstance(best, AlbertSpanQAv2)
+        # The fine-tuned head exports (the export verifies its signatures against Keras).
+        export_saved_model(best, str(tmp_path / "served"), spm_model_file=pretraining_data["spm"], max_seq_length=96,
+                           warmup=False)
+        null_odds = json.load(open(tmp_path / "out" / "null_odds.json"))
+        assert set(null_odds) == set(predictions)
+        threshold = summary["null_score_diff_threshold"]
+        assert predictions == squad.apply_threshold(
+            {q: e[0]["text"] for q, e in nbest.items()}, null_odds, threshold)
         assert "NoAns_exact" in summary["eval"]

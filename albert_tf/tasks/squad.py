@@ -201,16 +201,49 @@ def _answer_text(example: SquadExample, tokenizer, feature: Feature, start: int,
     return text
 
 
-def decode(examples: List[SquadExample], features: List[Feature], start_logits, end_logits, tokenizer,
-           n_best_size: int = 20, max_answer_length: int = 30, null_scores=None) -> Tuple[Dict, Dict, Dict]:
-    """(best answer per id, n-best lists per id, null score difference per id).
+def _valid_span(feature: Feature, start: int, end: int, max_answer_length: int) -> bool:
+    return (start in feature.piece_to_word and end in feature.piece_to_word and start <= end
+            and end - start + 1 <= max_answer_length and feature.max_context.get(start, False))
 
-    The null score of a question is the lowest [CLS] start+end score over its
-    windows (v2: answer "" when `null - best > threshold`, see `apply_threshold`).
-    """
+
+def _nbest(example: SquadExample, features: List[Feature], candidates, tokenizer, n_best_size: int) -> List[Dict]:
+    """Distinct answer texts of the best `(score, feature index, start, end)` candidates, with probabilities."""
+    candidates = sorted(candidates, key=lambda c: -c[0])
+    seen, entries = set(), []
+    for score, index, s, e in candidates:
+        text = _answer_text(example, tokenizer, features[index], s, e)
+        if text in seen:
+            continue
+        seen.add(text)
+        entries.append({"text": text, "score": score})
+        if len(entries) == n_best_size:
+            break
+    if not entries:
+        entries = [{"text": "", "score": 0.0}]
+    scores = np.array([entry["score"] for entry in entries])
+    probabilities = np.exp(scores - scores.max())
+    probabilities /= probabilities.sum()
+    for entry, probability in zip(entries, probabilities):
+        entry["probability"] = float(probability)
+    return entries
+
+
+def _by_example(features: List[Feature]) -> Dict[int, List[int]]:
     by_example = collections.defaultdict(list)
     for index, feature in enumerate(features):
         by_example[feature.example_index].append(index)
+    return by_example
+
+
+def decode(examples: List[SquadExample], features: List[Feature], start_logits, end_logits, tokenizer,
+           n_best_size: int = 20, max_answer_length: int = 30) -> Tuple[Dict, Dict, Dict]:
+    """v1 head: (best answer per id, n-best lists per id, null score difference per id).
+
+    The null score of a question is the lowest [CLS] start+end score over its
+    windows (v2 with this head: answer "" when `null - best > threshold`, see
+    `apply_threshold`).
+    """
+    by_example = _by_example(features)
     predictions, nbest, null_diff = {}, {}, {}
     for example_index, example in enumerate(examples):
         candidates, null = [], None
@@ -219,40 +252,55 @@ def decode(examples: List[SquadExample], features: List[Feature], start_logits, 
             start, end = np.asarray(start_logits[index]), np.asarray(end_logits[index])
             score_null = float(start[0] + end[0])
             null = score_null if null is None else min(null, score_null)
-            starts = np.argsort(-start)[:n_best_size]
-            ends = np.argsort(-end)[:n_best_size]
-            for s in starts:
-                for e in ends:
-                    if s not in feature.piece_to_word or e not in feature.piece_to_word:
-                        continue
-                    if e < s or e - s + 1 > max_answer_length or not feature.max_context.get(int(s), False):
-                        continue
-                    candidates.append((float(start[s] + end[e]), index, int(s), int(e)))
-        candidates.sort(key=lambda c: -c[0])
-        seen, entries = set(), []
-        for score, index, s, e in candidates:
-            text = _answer_text(example, tokenizer, features[index], s, e)
-            if text in seen:
-                continue
-            seen.add(text)
-            entries.append({"text": text, "score": score})
-            if len(entries) == n_best_size:
-                break
-        if not entries:
-            entries = [{"text": "", "score": 0.0}]
-        scores = np.array([entry["score"] for entry in entries])
-        probabilities = np.exp(scores - scores.max())
-        probabilities /= probabilities.sum()
-        for entry, probability in zip(entries, probabilities):
-            entry["probability"] = float(probability)
+            for s in np.argsort(-start)[:n_best_size]:
+                for e in np.argsort(-end)[:n_best_size]:
+                    if _valid_span(feature, int(s), int(e), max_answer_length):
+                        candidates.append((float(start[s] + end[e]), index, int(s), int(e)))
+        entries = _nbest(example, features, candidates, tokenizer, n_best_size)
         predictions[example.qas_id] = entries[0]["text"]
         nbest[example.qas_id] = entries
         null_diff[example.qas_id] = (null if null is not None else 0.0) - entries[0]["score"]
     return predictions, nbest, null_diff
 
 
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    logits = np.asarray(logits, "float64")
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def decode_v2(examples: List[SquadExample], features: List[Feature], outputs: Dict[str, np.ndarray], tokenizer,
+              n_best_size: int = 20, max_answer_length: int = 30, end_n_top: int = 5) -> Tuple[Dict, Dict, Dict]:
+    """Answerability head (`AlbertSpanQAv2`): (best span per id, n-best lists, null odds per id).
+
+    As the original: each of the model's top starts with its top `end_n_top`
+    ends, scored by start + end log-probability; the null odds of a question
+    is its lowest `cls_logits` over windows (answer "" above the threshold).
+    """
+    by_example = _by_example(features)
+    start_log_probs = _log_softmax(outputs["start_logits"])
+    end_log_probs = _log_softmax(outputs["end_logits"])
+    predictions, nbest, null_odds = {}, {}, {}
+    for example_index, example in enumerate(examples):
+        candidates, null = [], None
+        for index in by_example[example_index]:
+            feature = features[index]
+            cls_logit = float(outputs["cls_logits"][index])
+            null = cls_logit if null is None else min(null, cls_logit)
+            for k, s in enumerate(outputs["start_positions"][index]):
+                for e in np.argsort(-end_log_probs[index, k])[:end_n_top]:
+                    if _valid_span(feature, int(s), int(e), max_answer_length):
+                        score = float(start_log_probs[index, s] + end_log_probs[index, k, e])
+                        candidates.append((score, index, int(s), int(e)))
+        entries = _nbest(example, features, candidates, tokenizer, n_best_size)
+        predictions[example.qas_id] = entries[0]["text"]
+        nbest[example.qas_id] = entries
+        null_odds[example.qas_id] = null if null is not None else 0.0
+    return predictions, nbest, null_odds
+
+
 def apply_threshold(predictions: Dict[str, str], null_diff: Dict[str, float], threshold: float) -> Dict[str, str]:
-    """v2: no answer where the null score beats the best span by more than `threshold`."""
+    """v2: no answer where the null score (difference or odds) is above `threshold`."""
     return {qid: ("" if null_diff[qid] > threshold else text) for qid, text in predictions.items()}
 
 
