@@ -36,6 +36,11 @@ def test_packing_follows_the_original(real_data, wikitext_spm):
         assert ids[1:96 - len(qa) - 2] == article[:96 - len(qa) - 3]
         segments = features["segment_ids"][0, j]
         assert segments[:96 - len(qa) - 1].sum() == 0 and segments[96 - len(qa) - 1:].all()
+    # A question side longer than the sequence keeps its end and leaves the article out.
+    short = race.encode_examples([blank], tokenizer, max_seq_length=8, max_qa_length=128)
+    ids = short["input_ids"][0, 0].tolist()
+    qa = tokenizer.encode(blank.question.replace("_", blank.options[0]))
+    assert ids == [tokenizer.cls_id, tokenizer.sep_id] + qa[-5:] + [tokenizer.sep_id]
 
 
 def test_runner_trains_evaluates_and_reports_levels(real_data, pretraining_data, tmp_path):

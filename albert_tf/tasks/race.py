@@ -95,7 +95,9 @@ def encode_examples(examples: List[RaceExample], tokenizer, max_seq_length: int,
     for i, example in enumerate(examples):
         article = tokenizer.encode(example.article)
         for j, option in enumerate(example.options):
-            qa = tokenizer.encode(question_with_option(example.question, option))[-max_qa_length:]
+            # Keep the end of the option side (at most max_qa_length, and never more than fits).
+            qa = tokenizer.encode(question_with_option(example.question, option))[
+                -min(max_qa_length, max_seq_length - 3):]
             context = article[:max(0, max_seq_length - 3 - len(qa))]
             ids = [tokenizer.cls_id] + context + [tokenizer.sep_id] + qa + [tokenizer.sep_id]
             features["input_ids"][i, j, :len(ids)] = ids
