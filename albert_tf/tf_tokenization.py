@@ -1,4 +1,4 @@
-"""In-graph twin of `albert_tf.tokenization` for tf.data and serving (tf-text).
+"""In-graph twins of `albert_tf.tokenization` for tf.data and serving (tf-text).
 
 The same steps as the Python tokenizer, as TensorFlow ops, so a SavedModel can
 take text: Python's whitespace set collapsed, NFKD, combining marks dropped
@@ -26,6 +26,7 @@ import unicodedata
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf import tokenization
 from albert_tf.tokenization import SPIECE_UNDERLINE
 
 
@@ -55,6 +56,16 @@ def _character_classes():
         "combining": _re2_class(unicodedata.combining),
         "digit": _re2_class(str.isdigit),
     }
+
+
+@functools.lru_cache(maxsize=None)
+def _bert_character_classes():
+    removed = _re2_class(lambda c: c in "\x00\ufffd" or tokenization.is_bert_control(c))
+    # After the controls are gone, every character `str.split` splits on is a space.
+    space = _re2_class(lambda c: tokenization.is_bert_whitespace(c) or c.isspace())
+    split_off = _re2_class(lambda c: tokenization.is_bert_punctuation(c) or tokenization.is_cjk_character(c))
+    return {"removed": removed, "space": space, "split_off": split_off,
+            "accent": _re2_class(lambda c: unicodedata.category(c) == "Mn")}
 
 
 class TFSentencePieceTokenizer(tf.Module):
@@ -106,3 +117,61 @@ class TFSentencePieceTokenizer(tf.Module):
     def __call__(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Ids of a 1-D batch of texts: int32 [batch, (ids)], no [CLS]/[SEP]."""
         return self._sp.string_to_id(self.tokenize_pieces(texts))
+
+
+class TFWordPieceTokenizer(tf.Module):
+    """Strings → ids with a WordPiece vocabulary, in-graph: the twin of `WordPieceTokenizer`.
+
+    Normalisation with character classes generated from Python's
+    `unicodedata` (so both sides agree), splitting with `tf_text.regex_split`,
+    and tf-text's `FastWordpieceTokenizer` (greedy longest match, TFLite-ready).
+
+    Args:
+        vocab: the tokens in id order (`WordPieceTokenizer.pieces()`).
+        do_lower_case: lowercase and strip accents, as the Python tokenizer.
+
+    Example:
+
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "阿", "尔", "al", "##bert", "!"]
+    >>> tok = TFWordPieceTokenizer(vocab)
+    >>> tok(tf.constant(["ALBERT阿尔! Älbert xyz", ""])).to_list()
+    [[7, 8, 5, 6, 9, 7, 8, 1], []]
+    """
+
+    def __init__(self, vocab, do_lower_case: bool = True, name=None):
+        super().__init__(name=name)
+        self.do_lower_case = do_lower_case
+        self._classes = _bert_character_classes()
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=list(vocab), suffix_indicator=tokenization.WORDPIECE_CONTINUATION,
+            max_bytes_per_word=4 * tokenization.MAX_WORD_CHARS + 4, token_out_type=tf.int32,
+            unknown_token="[UNK]", no_pretokenization=True)
+
+    def preprocess(self, texts: tf.Tensor) -> tf.Tensor:
+        """`bert_normalize` on a string tensor of any shape."""
+        texts = tf.strings.regex_replace(texts, self._classes["removed"], "")
+        texts = tf.strings.regex_replace(texts, self._classes["space"], " ")
+        if self.do_lower_case:
+            texts = tf_text.normalize_utf8(tf.strings.lower(texts, encoding="utf-8"), "NFD")
+            texts = tf.strings.regex_replace(texts, self._classes["accent"], "")
+        return texts
+
+    def words(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """Basic tokens of a 1-D batch: [batch, (words)]; words over 200 characters become `[UNK]`."""
+        split_off = self._classes["split_off"]
+        words = tf_text.regex_split(self.preprocess(texts), f"( +|{split_off})", split_off)
+        too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > tokenization.MAX_WORD_CHARS
+        return words.with_flat_values(tf.where(too_long, "[UNK]", words.flat_values))
+
+    def __call__(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """Ids of a 1-D batch of texts: int32 [batch, (ids)], no [CLS]/[SEP]."""
+        words = self.words(texts)
+        pieces = self._wordpiece.tokenize(words.flat_values)
+        return words.with_flat_values(pieces).merge_dims(1, 2)
+
+
+def tf_tokenizer_for(python_tokenizer) -> tf.Module:
+    """The in-graph twin of a `SentencePieceTokenizer` or `WordPieceTokenizer`."""
+    if python_tokenizer.kind == tokenization.WordPieceTokenizer.kind:
+        return TFWordPieceTokenizer(python_tokenizer.pieces(), do_lower_case=python_tokenizer.do_lower_case)
+    return TFSentencePieceTokenizer(python_tokenizer.model_proto, do_lower_case=python_tokenizer.do_lower_case)

@@ -115,3 +115,40 @@ def pretrained_tiny(tmp_path_factory, pretraining_data):
     pretrain(settings, pretraining_data["config"], pretraining_data["data"],
              spm_model_file=pretraining_data["spm"], export=False)
     return output_dir
+
+
+# Hand-written Chinese (the shared data has none): simplified/traditional, full-width
+# punctuation, Latin words and digits inside, a compatibility ideograph (U+F900).
+CHINESE_SAMPLE = [
+    "ALBERT是一种轻量级的BERT模型，由谷歌研究院于2019年提出。",
+    "它通过参数共享和嵌入分解，大幅减少了模型的参数量！",
+    "句子顺序预测（SOP）取代了下一句预测（NSP）任务。",
+    "今天天气很好，我们去公园散步吧？好的，走吧。",
+    "這部電影非常好看，演員的表演很出色。",
+    "中文模型使用WordPiece词表，共有21128个词。",
+    "我喜欢读书、写字和画画；你呢？",
+    "豈有此理！「引号」和《书名号》也要分开。",
+]
+
+
+@pytest.fixture(scope="session")
+def wordpiece_corpus(real_data, korean_reviews):
+    """Raw lines for WordPiece tests: WikiText-2 valid (part), NSMC reviews, the Chinese sample."""
+    from data_prep.documents import ReadStats, read_documents
+
+    english = [s for d in read_documents(str(real_data / "wikitext2" / "valid.txt"), "wikitext",
+                                         ReadStats("valid")) for s in d][:3000]
+    korean = [r for movie in korean_reviews for r in movie][:3000]
+    return {"english": english, "korean": korean, "chinese": CHINESE_SAMPLE}
+
+
+@pytest.fixture(scope="session")
+def wordpiece_vocab(tmp_path_factory, wordpiece_corpus):
+    """A ~3k WordPiece vocab.txt learned (tf-text's learner) from all three, cased and uncased."""
+    from albert_tf.tokenization import bert_normalize
+    from data_prep.build_wordpiece_vocab import build_wordpiece_vocab, write_vocab
+
+    lines = [bert_normalize(line, lower) for part in wordpiece_corpus.values() for line in part
+             for lower in (True, False)]
+    tokens = build_wordpiece_vocab([line for line in lines if line.strip()], vocab_size=3000)
+    return write_vocab(tokens, str(tmp_path_factory.mktemp("wordpiece") / "vocab.txt"))
