@@ -11,11 +11,11 @@ checkpoints). Every export is written aside, loaded back and compared with
 the Keras model, then moved into place: a failed export leaves nothing behind.
 
 SavedModel: `<output_dir>/<version>/` (TF Serving's layout) with the signatures
-of `albert_tf.serving`, the config, the spm model and `serving_config.json` as
+of `albert_tf.serving`, the config, the vocabulary (`spm.model` or `vocab.txt`) and `serving_config.json` as
 assets, and TF Serving's warm-up requests in `assets.extra/`.
 
 TFLite: `<output_dir>/albert_<variant>.tflite`, builtin ops only, inputs of
-shape [1, max_seq_length]; beside it the config, the spm model and
+shape [1, max_seq_length]; beside it the config, the vocabulary and
 `tokenizer_test_vectors.json` (texts with the ids the app's tokenizer must
 produce: TFLite has no op for ALBERT's NFKD preprocessing, so apps tokenise).
 
@@ -68,10 +68,13 @@ def _backbone(model):
     return getattr(model, "backbone", model)
 
 
-def _python_tokenizer(spm_model_file: str, do_lower_case: bool):
-    from albert_tf.tokenization import SentencePieceTokenizer
+def _python_tokenizer(spm_model_file: Optional[str], vocab_file: Optional[str], do_lower_case: bool):
+    """The tokenizer of the given vocabulary, or None when there is none (ids-only export)."""
+    from albert_tf.tokenization import load_tokenizer
 
-    return SentencePieceTokenizer(spm_model_file, do_lower_case=do_lower_case)
+    if spm_model_file is None and vocab_file is None:
+        return None
+    return load_tokenizer(spm_model_file, vocab_file, do_lower_case)
 
 
 def _random_inputs(model, batch: int, seq: int, predictions: int = 3, seed: int = 0) -> Dict[str, np.ndarray]:
@@ -114,7 +117,8 @@ def next_version(export_base: str) -> int:
 
 def export_saved_model(model, export_base: str, version: Optional[int] = None,
                        spm_model_file: Optional[str] = None, do_lower_case: bool = True,
-                       max_seq_length: int = 128, top_k: int = 5, warmup: bool = True) -> str:
+                       max_seq_length: int = 128, top_k: int = 5, warmup: bool = True,
+                       vocab_file: Optional[str] = None) -> str:
     """Exports `model` to `export_base/<version>`; returns that path.
 
     Args:
@@ -123,6 +127,7 @@ def export_saved_model(model, export_base: str, version: Optional[int] = None,
         version: the version directory (default: the next free number).
         spm_model_file: adds the text signatures and the spm asset.
         do_lower_case: the text signatures' lowercasing (as in training).
+        vocab_file: a WordPiece vocab.txt instead of `spm_model_file`.
         max_seq_length: the text signatures' truncation length.
         top_k: MLM candidates returned.
         warmup: write TF Serving warm-up requests.
@@ -140,30 +145,32 @@ def export_saved_model(model, export_base: str, version: Optional[int] = None,
     staging = tempfile.mkdtemp(prefix=f".{version}.staging-", dir=export_base)
     try:
         tokenizer = special_ids = None
-        if spm_model_file:
-            from albert_tf.tf_tokenization import TFSentencePieceTokenizer
+        python_tokenizer = _python_tokenizer(spm_model_file, vocab_file, do_lower_case)
+        if python_tokenizer is not None:
+            from albert_tf.tf_tokenization import tf_tokenizer_for
 
-            python_tokenizer = _python_tokenizer(spm_model_file, do_lower_case)
-            tokenizer = TFSentencePieceTokenizer(python_tokenizer.model_proto, do_lower_case=do_lower_case)
+            tokenizer = tf_tokenizer_for(python_tokenizer)
             special_ids = {"cls": python_tokenizer.cls_id, "sep": python_tokenizer.sep_id,
                            "mask": python_tokenizer.mask_id}
         endpoints = ServingEndpoints(model, tokenizer, special_ids, max_seq_length=max_seq_length, top_k=top_k)
         signatures = sorted(endpoints.signatures())
         shutil.rmtree(staging)
         endpoints.archive().write_out(staging, verbose=False)
-        # Files for clients in assets/ (the graph holds the spm model as a constant and reads none).
+        # Files for clients in assets/ (the graph holds the vocabulary as constants and reads none).
         assets = os.path.join(staging, "assets")
         os.makedirs(assets, exist_ok=True)
         config.to_json_file(os.path.join(assets, "albert_config.json"))
-        if spm_model_file:
-            shutil.copy(spm_model_file, os.path.join(assets, "spm.model"))
+        if python_tokenizer is not None:
+            with open(os.path.join(assets, python_tokenizer.asset_name), "wb") as f:
+                f.write(python_tokenizer.model_proto)
         with open(os.path.join(assets, "serving_config.json"), "w") as f:
             json.dump({"model_class": type(model).__name__, "signatures": signatures,
+                       "vocab_type": python_tokenizer.kind if python_tokenizer else None,
                        "do_lower_case": do_lower_case, "max_seq_length": max_seq_length, "top_k": top_k}, f,
                       indent=2)
         if warmup:
             write_warmup_requests(staging, model, signatures, max_seq_length)
-        _verify_saved_model(model, staging, spm_model_file, do_lower_case, max_seq_length)
+        _verify_saved_model(model, staging, python_tokenizer, max_seq_length)
         if os.path.exists(target):
             shutil.rmtree(target)
         os.rename(staging, target)
@@ -222,7 +229,7 @@ def reference_text_inputs(python_tokenizer, texts_a, texts_b, max_seq_length: in
     return inputs
 
 
-def _verify_saved_model(model, path: str, spm_model_file, do_lower_case: bool, max_seq_length: int):
+def _verify_saved_model(model, path: str, tokenizer, max_seq_length: int):
     loaded = tf.saved_model.load(path)
     inputs = _random_inputs(model, 2, min(16, max_seq_length))
     got = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in inputs.items()})
@@ -230,7 +237,6 @@ def _verify_saved_model(model, path: str, spm_model_file, do_lower_case: bool, m
     if "serve_text_pair" not in loaded.signatures:
         return
     has_mlm = MLM_POSITIONS in model.input
-    tokenizer = _python_tokenizer(spm_model_file, do_lower_case)
     texts_a = [t + (" [MASK] here" if has_mlm else "") for t in VERIFY_TEXTS]
     texts_b = list(reversed(VERIFY_TEXTS))
     for texts_b_or_none, signature in ((None, "serve_text"), (texts_b, "serve_text_pair")):
@@ -285,7 +291,7 @@ def tokenizer_test_vectors(python_tokenizer, max_seq_length: int) -> List[Dict]:
 
 def export_tflite(model, output_dir: str, quantize: str = "none", max_seq_length: int = 128,
                   max_predictions_per_seq: int = 20, spm_model_file: Optional[str] = None,
-                  do_lower_case: bool = True) -> str:
+                  do_lower_case: bool = True, vocab_file: Optional[str] = None) -> str:
     """Writes `output_dir/albert_<variant>.tflite` (builtin ops only) and its side files; returns its path.
 
     The float32 file must match the Keras model within 1e-4; quantized files
@@ -317,11 +323,13 @@ def export_tflite(model, output_dir: str, quantize: str = "none", max_seq_length
         elif not all(np.isfinite(v).all() for v in got.values()):
             raise ExportError(f"{staged}: non-finite outputs")
         config.to_json_file(os.path.join(staging, "albert_config.json"))
-        if spm_model_file:
-            tokenizer = _python_tokenizer(spm_model_file, do_lower_case)
-            shutil.copy(spm_model_file, os.path.join(staging, "spm.model"))
+        tokenizer = _python_tokenizer(spm_model_file, vocab_file, do_lower_case)
+        if tokenizer is not None:
+            with open(os.path.join(staging, tokenizer.asset_name), "wb") as f:
+                f.write(tokenizer.model_proto)
             with open(os.path.join(staging, "tokenizer_test_vectors.json"), "w") as f:
-                json.dump({"do_lower_case": do_lower_case, "max_seq_length": max_seq_length,
+                json.dump({"vocab_type": tokenizer.kind, "do_lower_case": do_lower_case,
+                           "max_seq_length": max_seq_length,
                            "vectors": tokenizer_test_vectors(tokenizer, max_seq_length)}, f,
                           ensure_ascii=False, indent=1)
         for name in os.listdir(staging):
@@ -346,6 +354,7 @@ def define_flags():
     flags.DEFINE_integer("version", None, "SavedModel version directory (default: next free number).")
     flags.DEFINE_string("albert_config_file", None, "Config for a TF1 checkpoint without albert_config.json.")
     flags.DEFINE_string("spm_model_file", None, "SentencePiece model (default: the one beside the weights).")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt instead (default: one beside the weights).")
     flags.DEFINE_bool("do_lower_case", True, "Lowercase in the text signatures (as in training).")
     flags.DEFINE_integer("top_k", 5, "MLM candidates returned by the SavedModel.")
     flags.mark_flags_as_required(["model_dir", "output_dir"])
@@ -362,17 +371,21 @@ def main(argv):
     del argv
     FLAGS = flags.FLAGS
     try:
-        loaded = load_model(FLAGS.model_dir, FLAGS.albert_config_file, FLAGS.spm_model_file)
+        if FLAGS.spm_model_file and FLAGS.vocab_file:
+            raise TokenizerError("give at most one of --spm_model_file and --vocab_file")
+        loaded = load_model(FLAGS.model_dir, FLAGS.albert_config_file, FLAGS.spm_model_file, FLAGS.vocab_file)
         if FLAGS.format == "saved_model":
             path = export_saved_model(loaded.model, FLAGS.output_dir, FLAGS.version, loaded.spm_model_file,
-                                      FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.top_k)
+                                      FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.top_k,
+                                      vocab_file=loaded.vocab_file)
         else:
             path = export_tflite(loaded.model, FLAGS.output_dir, FLAGS.quantize, FLAGS.max_seq_length,
-                                 FLAGS.max_predictions_per_seq, loaded.spm_model_file, FLAGS.do_lower_case)
+                                 FLAGS.max_predictions_per_seq, loaded.spm_model_file, FLAGS.do_lower_case,
+                                 vocab_file=loaded.vocab_file)
     except (ModelFileError, CheckpointError, ConfigError, TokenizerError, ExportError) as error:
         sys.exit(f"error: {error}")
     print(json.dumps({"model": loaded.source, "model_class": type(loaded.model).__name__, "export": path,
-                      "spm_model_file": loaded.spm_model_file}, indent=2))
+                      "spm_model_file": loaded.spm_model_file, "vocab_file": loaded.vocab_file}, indent=2))
 
 
 if __name__ == "__main__":

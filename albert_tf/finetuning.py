@@ -98,11 +98,14 @@ def predict_logits(model, features: Dict[str, np.ndarray], batch_size: int, outp
     return outputs[output] if output else outputs
 
 
-def _save_best(model, output_dir: str, metrics: dict):
+def _save_best(model, output_dir: str, metrics: dict, tokenizer=None):
     staging = os.path.join(output_dir, ".best_staging")
     shutil.rmtree(staging, ignore_errors=True)
     os.makedirs(staging)
     model.save(os.path.join(staging, MODEL_FILE))
+    if tokenizer is not None:  # so that export and load_model find the vocabulary beside the model
+        with open(os.path.join(staging, tokenizer.asset_name), "wb") as f:
+            f.write(tokenizer.model_proto)
     with open(os.path.join(staging, "eval_results.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     target = os.path.join(output_dir, BEST_DIR)
@@ -115,12 +118,14 @@ def _save_best(model, output_dir: str, metrics: dict):
 
 
 def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[keras.Model], dict],
-          metric: str, loss_weights: Optional[dict] = None, inference_model: Optional[keras.Model] = None) -> dict:
+          metric: str, loss_weights: Optional[dict] = None, inference_model: Optional[keras.Model] = None,
+          tokenizer=None) -> dict:
     """Trains `model`; every `save_checkpoints_steps` evaluates and keeps the best in `best/`.
 
     `loss` is one function (for the `logits` output) or `{output: function}`.
     `inference_model` (default `model`) is what is evaluated and saved, when
-    training uses a differently wired model on the same layers.
+    training uses a differently wired model on the same layers. `tokenizer`'s
+    vocabulary (`spm.model` or `vocab.txt`) is saved beside the best model.
 
     Returns `{"best": metrics of the best evaluation, "history": [...]}`.
     """
@@ -146,7 +151,7 @@ def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[
             f.write(json.dumps(metrics) + "\n")
         if best is None or metrics[metric] > best[metric]:
             best = metrics
-            _save_best(inference_model or model, settings.output_dir, metrics)
+            _save_best(inference_model or model, settings.output_dir, metrics, tokenizer)
         if settings.verbose:
             print(f"step {step}: {metric} {metrics[metric]:.4f} (best {best[metric]:.4f})", flush=True)
     return {"best": best, "history": history}

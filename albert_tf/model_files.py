@@ -12,8 +12,9 @@
   beside it or `albert_config_file` given; with the `cls/` head variables it
   loads as an `AlbertPretrainer`, otherwise as an `AlbertBackbone`.
 
-The SentencePiece model is found beside the weights (`spm.model`, or the
-`*.model` file Google's release archives carry) unless one is given.
+The vocabulary is found beside the weights unless one is given: the
+SentencePiece model (`spm.model`, or the `*.model` file Google's release
+archives carry), else a WordPiece `vocab.txt` (the Chinese models).
 
 Example:
 
@@ -23,8 +24,8 @@ Example:
 >>> directory = save_model_dir(AlbertBackbone.from_albert_config("configs/albert_tiny.json"),
 ...                            tempfile.mkdtemp())
 >>> found = load_model(directory)
->>> type(found.model).__name__, found.spm_model_file
-('AlbertBackbone', None)
+>>> type(found.model).__name__, found.spm_model_file, found.vocab_file
+('AlbertBackbone', None, None)
 """
 
 import dataclasses
@@ -41,6 +42,7 @@ from albert_tf.models.pretrainer import AlbertPretrainer
 
 KERAS_MODEL_FILE = "model.keras"
 SPM_MODEL_FILE = "spm.model"
+WORDPIECE_VOCAB_FILE = "vocab.txt"
 RUN_SUBDIRS = ("final", "best")  # run_pretraining's outputs, in order of preference
 MLM_HEAD_VARIABLE = "cls/predictions/output_bias"
 TF2_CHECKPOINT_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"  # object-based (TF2) checkpoints have it
@@ -55,6 +57,7 @@ class LoadedModel:
     model: keras.Model
     source: str  # the file or directory the weights came from
     spm_model_file: Optional[str]
+    vocab_file: Optional[str] = None  # WordPiece vocab.txt (when there is no spm model)
 
 
 def find_spm_model(directory: str) -> Optional[str]:
@@ -66,6 +69,12 @@ def find_spm_model(directory: str) -> Optional[str]:
         return preferred
     candidates = sorted(glob.glob(os.path.join(directory, "*.model")))
     return candidates[0] if len(candidates) == 1 else None
+
+
+def find_vocab_file(directory: str) -> Optional[str]:
+    """`vocab.txt` in `directory` (Google's Chinese releases, our WordPiece outputs), if any."""
+    path = os.path.join(directory, WORDPIECE_VOCAB_FILE)
+    return path if os.path.isfile(path) else None
 
 
 def _load_keras_file(path: str) -> keras.Model:
@@ -98,7 +107,7 @@ def _load_original(path: str, albert_config_file: Optional[str]) -> keras.Model:
 
 
 def load_model(path: str, albert_config_file: Optional[str] = None,
-               spm_model_file: Optional[str] = None) -> LoadedModel:
+               spm_model_file: Optional[str] = None, vocab_file: Optional[str] = None) -> LoadedModel:
     """Loads the model at `path` (see the module docstring for what is accepted).
 
     Raises:
@@ -125,7 +134,7 @@ def load_model(path: str, albert_config_file: Optional[str] = None,
         source = weights_file
     elif any(os.path.isdir(os.path.join(path, sub)) for sub in RUN_SUBDIRS):
         sub = next(s for s in RUN_SUBDIRS if os.path.isdir(os.path.join(path, s)))
-        return load_model(os.path.join(path, sub), albert_config_file, spm_model_file)
+        return load_model(os.path.join(path, sub), albert_config_file, spm_model_file, vocab_file)
     elif os.path.exists(path + ".index") or (os.path.isdir(path) and os.path.isfile(os.path.join(path, "checkpoint"))):
         model, source = _load_original(path, albert_config_file), path
     else:
@@ -133,4 +142,7 @@ def load_model(path: str, albert_config_file: Optional[str] = None,
             f"{path}: holds no model. Expected a .keras file, a directory with {KERAS_MODEL_FILE}, "
             f"our model directory ({checkpoints.CONFIG_FILE} + *.weights.h5), a run_pretraining "
             "output directory (final/ or best/), or a TF1 checkpoint (prefix or directory)")
-    return LoadedModel(model, source, spm_model_file or find_spm_model(directory))
+    if spm_model_file or vocab_file:
+        return LoadedModel(model, source, spm_model_file, vocab_file)
+    found_spm = find_spm_model(directory)
+    return LoadedModel(model, source, found_spm, None if found_spm else find_vocab_file(directory))

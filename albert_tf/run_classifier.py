@@ -50,18 +50,19 @@ def _read(task, data_dir, split, log):
     return examples, report
 
 
-def run(task_name: str, data_dir: str, settings: FineTuneSettings, spm_model_file: str,
+def run(task_name: str, data_dir: str, settings: FineTuneSettings, spm_model_file: Optional[str],
         albert_config_file: Optional[str] = None, init_checkpoint: Optional[str] = None, do_train: bool = True,
-        do_eval: bool = True, do_predict: bool = False, do_lower_case: bool = True) -> dict:
+        do_eval: bool = True, do_predict: bool = False, do_lower_case: bool = True,
+        vocab_file: Optional[str] = None) -> dict:
     """The whole job; returns a summary (also `output_dir/summary.json`)."""
     import keras
 
     from albert_tf.models.classifier import AlbertClassifier
-    from albert_tf.tokenization import SentencePieceTokenizer
+    from albert_tf.tokenization import load_tokenizer
 
     task = glue.get_task(task_name)
     log = print if settings.verbose else logging.info
-    tokenizer = SentencePieceTokenizer(spm_model_file, do_lower_case=do_lower_case)
+    tokenizer = load_tokenizer(spm_model_file, vocab_file, do_lower_case)
     os.makedirs(settings.output_dir, exist_ok=True)
     summary = {"task": task_name, "metric": task.metric}
     dev_examples = dev_features = None
@@ -86,7 +87,7 @@ def run(task_name: str, data_dir: str, settings: FineTuneSettings, spm_model_fil
         loss = finetuning.regression_loss if task.is_regression else finetuning.classification_loss
         result = finetuning.train(model, finetuning.train_dataset(features, labels, settings.train_batch_size,
                                                                   settings.seed),
-                                  settings, loss, evaluate, task.metric)
+                                  settings, loss, evaluate, task.metric, tokenizer=tokenizer)
         summary["history"] = result["history"]
     if do_eval or do_predict:
         model = finetuning.load_best(settings.output_dir)
@@ -123,7 +124,8 @@ def define_flags():
     flags.DEFINE_string("task_name", None, f"One of {', '.join(sorted(glue.TASKS))} (case-insensitive).")
     flags.DEFINE_string("data_dir", None, "GLUE directory (with <TASK>/train.tsv ...) or the task's own.")
     flags.DEFINE_string("albert_config_file", None, "ALBERT config (default: the one beside --init_checkpoint).")
-    flags.DEFINE_string("spm_model_file", None, "SentencePiece model.")
+    flags.DEFINE_string("spm_model_file", None, "SentencePiece model (or --vocab_file).")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (Chinese models), instead of --spm_model_file.")
     flags.DEFINE_string("init_checkpoint", None, "Google's TF1 checkpoint, our model dir, run dir or .keras.")
     flags.DEFINE_string("output_dir", None, "Where results and the best model go.")
     flags.DEFINE_bool("do_train", False, "Fine-tune.")
@@ -140,7 +142,7 @@ def define_flags():
     flags.DEFINE_enum("optimizer", d.optimizer, ["adamw", "lamb"], "As the original.")
     flags.DEFINE_float("dropout", d.dropout, "Classifier dropout (0.1 in the original).")
     flags.DEFINE_integer("seed", d.seed, "Seed of head init and data order.")
-    flags.mark_flags_as_required(["task_name", "data_dir", "spm_model_file", "output_dir"])
+    flags.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
 
 
 def main(argv):
@@ -160,7 +162,8 @@ def main(argv):
         optimizer=FLAGS.optimizer, dropout=FLAGS.dropout, seed=FLAGS.seed)
     try:
         summary = run(FLAGS.task_name, FLAGS.data_dir, settings, FLAGS.spm_model_file, FLAGS.albert_config_file,
-                      FLAGS.init_checkpoint, FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict, FLAGS.do_lower_case)
+                      FLAGS.init_checkpoint, FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict, FLAGS.do_lower_case,
+                      FLAGS.vocab_file)
     except (glue.GlueDataError, finetuning.FineTuneError, CheckpointError, ConfigError, ModelFileError,
             TokenizerError) as error:
         sys.exit(f"error: {error}")

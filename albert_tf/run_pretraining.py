@@ -32,6 +32,7 @@ def define_flags():
     flags.DEFINE_string("output_dir", None, "Checkpoints, summaries, final model and SavedModels.")
     flags.DEFINE_string("init_checkpoint", None, "Warm start: Google's TF1 checkpoint or ours (weights only).")
     flags.DEFINE_string("spm_model_file", None, "SentencePiece model, exported as an asset.")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (instead of --spm_model_file), exported as an asset.")
     flags.DEFINE_integer("train_batch_size", d.train_batch_size, "Global batch (all replicas, all micro-steps).")
     flags.DEFINE_integer("eval_batch_size", d.eval_batch_size, "Eval batch.")
     flags.DEFINE_integer("max_seq_length", d.max_seq_length, "Must match the data (metadata.json).")
@@ -68,9 +69,27 @@ def settings_from_flags(metadata: dict) -> TrainSettings:
     return TrainSettings(**values)
 
 
+def _check_vocabulary(metadata: dict, input_file: str, spm_model_file, vocab_file):
+    """The vocabulary exported with the model must be the one the data was made with."""
+    import hashlib
+
+    from albert_tf.inputs.pretraining import DataError
+
+    if spm_model_file and vocab_file:
+        raise DataError("give at most one of --spm_model_file and --vocab_file")
+    given = spm_model_file or vocab_file
+    recorded = metadata.get("vocab_sha256")
+    if given and recorded:
+        with open(given, "rb") as f:
+            if hashlib.sha256(f.read()).hexdigest() != recorded:
+                raise DataError(f"{given}: not the vocabulary {input_file} was made with "
+                                f"(metadata.json vocab_sha256 {recorded[:12]}..., vocab_type "
+                                f"{metadata.get('vocab_type')})")
+
+
 def pretrain(settings: TrainSettings, albert_config_file: str, input_file: str, eval_file=None,
              init_checkpoint=None, spm_model_file=None, strategy_name="default", tpu=None, export=True,
-             metadata=None) -> dict:
+             metadata=None, vocab_file=None) -> dict:
     """The whole job; returns the summary (also written to `output_dir/train_summary.json`)."""
     import keras
     import tensorflow as tf
@@ -87,6 +106,7 @@ def pretrain(settings: TrainSettings, albert_config_file: str, input_file: str, 
     metadata = metadata or inputs_lib.metadata_for_files(train_files)
     inputs_lib.check_compatible(metadata, input_file, settings.max_seq_length, settings.max_predictions_per_seq,
                                 config.vocab_size)
+    _check_vocabulary(metadata, input_file, spm_model_file, vocab_file)
     eval_files = None
     if eval_file:
         eval_files = inputs_lib.expand_patterns(eval_file)
@@ -95,7 +115,7 @@ def pretrain(settings: TrainSettings, albert_config_file: str, input_file: str, 
     os.makedirs(settings.output_dir, exist_ok=True)
     strategy = make_strategy(strategy_name, tpu)
     run = PretrainingRun(strategy, config, settings, train_files, metadata, eval_files, init_checkpoint,
-                         spm_model_file)
+                         spm_model_file, vocab_file)
     summary = run.train()
     summary["outputs"] = run.finish(export=export)
     if run.chief:
@@ -126,7 +146,7 @@ def main(argv):
         metadata = metadata_for_files(expand_patterns(FLAGS.input_file))
         summary = pretrain(settings_from_flags(metadata), FLAGS.albert_config_file, FLAGS.input_file,
                            FLAGS.eval_file, FLAGS.init_checkpoint, FLAGS.spm_model_file, FLAGS.strategy, FLAGS.tpu,
-                           FLAGS.export, metadata)
+                           FLAGS.export, metadata, FLAGS.vocab_file)
         print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2, default=str))
     except (ConfigError, CheckpointError, DataError, TrainingError) as error:
         sys.exit(f"error: {error}")

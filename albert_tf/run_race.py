@@ -24,17 +24,18 @@ from albert_tf.finetuning import FineTuneSettings
 from albert_tf.tasks import race
 
 
-def run(data_dir: str, settings: FineTuneSettings, spm_model_file: str, albert_config_file: Optional[str] = None,
+def run(data_dir: str, settings: FineTuneSettings, spm_model_file: Optional[str], albert_config_file: Optional[str] = None,
         init_checkpoint: Optional[str] = None, do_train: bool = True, do_eval: bool = True,
-        eval_split: str = "dev", max_qa_length: int = 128, levels=race.LEVELS, do_lower_case: bool = True) -> dict:
+        eval_split: str = "dev", max_qa_length: int = 128, levels=race.LEVELS, do_lower_case: bool = True,
+        vocab_file: Optional[str] = None) -> dict:
     """The whole job; returns a summary (also `output_dir/summary.json`)."""
     import keras
 
     from albert_tf.models.multiple_choice import AlbertMultipleChoice
-    from albert_tf.tokenization import SentencePieceTokenizer
+    from albert_tf.tokenization import load_tokenizer
 
     log = print if settings.verbose else logging.info
-    tokenizer = SentencePieceTokenizer(spm_model_file, do_lower_case=do_lower_case)
+    tokenizer = load_tokenizer(spm_model_file, vocab_file, do_lower_case)
     os.makedirs(settings.output_dir, exist_ok=True)
     summary = {"task": "race", "levels": list(levels)}
 
@@ -59,7 +60,7 @@ def run(data_dir: str, settings: FineTuneSettings, spm_model_file: str, albert_c
                                      num_choices=len(race.ANSWERS), dropout=settings.dropout)
         dataset = finetuning.train_dataset(features, labels, settings.train_batch_size, settings.seed)
         summary["history"] = finetuning.train(model, dataset, settings, finetuning.classification_loss, evaluate,
-                                              "accuracy")["history"]
+                                              "accuracy", tokenizer=tokenizer)["history"]
     if do_eval:
         model = finetuning.load_best(settings.output_dir)
         logits = finetuning.predict_logits(model, eval_features, settings.eval_batch_size)
@@ -79,7 +80,8 @@ def define_flags():
                          save_checkpoints_steps=100)
     flags.DEFINE_string("data_dir", None, "RACE directory with train/dev/test × middle/high.")
     flags.DEFINE_string("albert_config_file", None, "ALBERT config (default: the one beside --init_checkpoint).")
-    flags.DEFINE_string("spm_model_file", None, "SentencePiece model.")
+    flags.DEFINE_string("spm_model_file", None, "SentencePiece model (or --vocab_file).")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (Chinese models), instead of --spm_model_file.")
     flags.DEFINE_string("init_checkpoint", None, "Google's TF1 checkpoint, our model dir, run dir or .keras.")
     flags.DEFINE_string("output_dir", None, "Where results and the best model go.")
     flags.DEFINE_bool("do_train", False, "Fine-tune on train/.")
@@ -99,7 +101,7 @@ def define_flags():
     flags.DEFINE_enum("optimizer", d.optimizer, ["adamw", "lamb"], "As the original.")
     flags.DEFINE_float("dropout", d.dropout, "Head dropout (the README's v2 setting is 0).")
     flags.DEFINE_integer("seed", d.seed, "Seed of head init and data order.")
-    flags.mark_flags_as_required(["data_dir", "spm_model_file", "output_dir"])
+    flags.mark_flags_as_required(["data_dir", "output_dir"])
 
 
 def main(argv):
@@ -123,7 +125,7 @@ def main(argv):
     try:
         summary = run(FLAGS.data_dir, settings, FLAGS.spm_model_file, FLAGS.albert_config_file, FLAGS.init_checkpoint,
                       FLAGS.do_train, FLAGS.do_eval, FLAGS.eval_split, FLAGS.max_qa_length, levels,
-                      FLAGS.do_lower_case)
+                      FLAGS.do_lower_case, FLAGS.vocab_file)
     except (race.RaceDataError, finetuning.FineTuneError, CheckpointError, ConfigError, ModelFileError,
             TokenizerError) as error:
         sys.exit(f"error: {error}")

@@ -40,22 +40,23 @@ def _prepare(path, tokenizer, settings, doc_stride, max_query_length, is_trainin
     return examples, features, squad.feature_arrays(features, settings.max_seq_length), report
 
 
-def run(version: str, settings: FineTuneSettings, spm_model_file: str, train_file: Optional[str] = None,
+def run(version: str, settings: FineTuneSettings, spm_model_file: Optional[str], train_file: Optional[str] = None,
         predict_file: Optional[str] = None, albert_config_file: Optional[str] = None,
         init_checkpoint: Optional[str] = None, do_train: bool = True, do_predict: bool = True,
         doc_stride: int = 128, max_query_length: int = 64, n_best_size: int = 20, max_answer_length: int = 30,
-        do_lower_case: bool = True, start_n_top: int = 5, end_n_top: int = 5) -> dict:
+        do_lower_case: bool = True, start_n_top: int = 5, end_n_top: int = 5,
+        vocab_file: Optional[str] = None) -> dict:
     """The whole job; returns a summary (also `output_dir/summary.json`)."""
     import keras
 
     from albert_tf.models.span_qa import AlbertSpanQA
     from albert_tf.models.span_qa_v2 import START_POSITIONS, AlbertSpanQAv2
-    from albert_tf.tokenization import SentencePieceTokenizer
+    from albert_tf.tokenization import load_tokenizer
 
     if version not in ("1.1", "2.0"):
         raise squad.SquadDataError(f"--version {version}: expected 1.1 or 2.0")
     log = print if settings.verbose else logging.info
-    tokenizer = SentencePieceTokenizer(spm_model_file, do_lower_case=do_lower_case)
+    tokenizer = load_tokenizer(spm_model_file, vocab_file, do_lower_case)
     os.makedirs(settings.output_dir, exist_ok=True)
     summary = {"task": f"squad{version}"}
     if predict_file:
@@ -103,7 +104,8 @@ def run(version: str, settings: FineTuneSettings, spm_model_file: str, train_fil
             model = trained = AlbertSpanQA(backbone)
         dataset = finetuning.train_dataset(train_arrays, labels, settings.train_batch_size, settings.seed)
         summary["history"] = finetuning.train(trained, dataset, settings, loss, evaluate, "f1",
-                                              loss_weights=loss_weights, inference_model=model)["history"]
+                                              loss_weights=loss_weights, inference_model=model,
+                                              tokenizer=tokenizer)["history"]
     if do_predict:
         if not predict_file:
             raise finetuning.FineTuneError("--do_predict needs --predict_file")
@@ -139,7 +141,8 @@ def define_flags():
     flags.DEFINE_string("train_file", None, "SQuAD JSON for training.")
     flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict (and evaluate: dev).")
     flags.DEFINE_string("albert_config_file", None, "ALBERT config (default: the one beside --init_checkpoint).")
-    flags.DEFINE_string("spm_model_file", None, "SentencePiece model.")
+    flags.DEFINE_string("spm_model_file", None, "SentencePiece model (or --vocab_file).")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (Chinese models), instead of --spm_model_file.")
     flags.DEFINE_string("init_checkpoint", None, "Pretrained weights (any format), or a run_squad output to predict.")
     flags.DEFINE_string("output_dir", None, "Where results and the best model go.")
     flags.DEFINE_bool("do_train", False, "Fine-tune.")
@@ -160,7 +163,7 @@ def define_flags():
     flags.DEFINE_integer("save_checkpoints_steps", d.save_checkpoints_steps, "Evaluate (and keep the best) every N.")
     flags.DEFINE_enum("optimizer", d.optimizer, ["adamw", "lamb"], "As the original.")
     flags.DEFINE_integer("seed", d.seed, "Seed of head init and data order.")
-    flags.mark_flags_as_required(["spm_model_file", "output_dir"])
+    flags.mark_flags_as_required(["output_dir"])
 
 
 def main(argv):
@@ -182,7 +185,7 @@ def main(argv):
         summary = run(FLAGS.version, settings, FLAGS.spm_model_file, FLAGS.train_file, FLAGS.predict_file,
                       FLAGS.albert_config_file, FLAGS.init_checkpoint, FLAGS.do_train, FLAGS.do_predict,
                       FLAGS.doc_stride, FLAGS.max_query_length, FLAGS.n_best_size, FLAGS.max_answer_length,
-                      FLAGS.do_lower_case, FLAGS.start_n_top, FLAGS.end_n_top)
+                      FLAGS.do_lower_case, FLAGS.start_n_top, FLAGS.end_n_top, FLAGS.vocab_file)
     except (squad.SquadDataError, finetuning.FineTuneError, CheckpointError, ConfigError, ModelFileError,
             TokenizerError) as error:
         sys.exit(f"error: {error}")

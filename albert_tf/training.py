@@ -152,11 +152,12 @@ class PretrainingRun:
         metadata: the data's metadata (checked against the flags and config).
         init_checkpoint: Google's TF1 checkpoint or ours, for a fresh run only.
         spm_model_file: copied into the exports as an asset.
+        vocab_file: a WordPiece vocab.txt instead of `spm_model_file`.
     """
 
     def __init__(self, strategy, albert_config: AlbertConfig, settings: TrainSettings, train_files: List[str],
                  metadata: dict, eval_files: Optional[List[str]] = None, init_checkpoint: Optional[str] = None,
-                 spm_model_file: Optional[str] = None):
+                 spm_model_file: Optional[str] = None, vocab_file: Optional[str] = None):
         self.strategy = strategy
         self.config = albert_config
         self.settings = s = settings
@@ -165,6 +166,7 @@ class PretrainingRun:
         self.metadata = metadata
         self.init_checkpoint = init_checkpoint
         self.spm_model_file = spm_model_file
+        self.vocab_file = vocab_file
         self.chief = is_chief(strategy)
         replicas = strategy.num_replicas_in_sync
         if s.train_batch_size % (replicas * s.grad_accum_steps):
@@ -457,6 +459,8 @@ class PretrainingRun:
         checkpoints_lib.save_model_dir(model, staging)
         if self.spm_model_file:
             shutil.copy(self.spm_model_file, os.path.join(staging, "spm.model"))
+        if self.vocab_file:
+            shutil.copy(self.vocab_file, os.path.join(staging, "vocab.txt"))
         _replace_dir(staging, final)
         outputs = {"final": final}
         if export:
@@ -464,7 +468,8 @@ class PretrainingRun:
                 outputs[f"saved_model_{kind}"] = export_lib.export_saved_model(
                     model if kind == "pretrainer" else model.backbone,
                     os.path.join(s.output_dir, SAVED_MODEL_DIR, kind), version=self.step,
-                    spm_model_file=self.spm_model_file, max_seq_length=s.max_seq_length)
+                    spm_model_file=self.spm_model_file, vocab_file=self.vocab_file, max_seq_length=s.max_seq_length,
+                    do_lower_case=self.metadata.get("settings", {}).get("do_lower_case", True))
         return outputs
 
     def _clean_worker_dirs(self):

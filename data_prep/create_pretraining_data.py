@@ -3,6 +3,11 @@
     python -m data_prep.create_pretraining_data --input_file 'corpus/*.txt' \
         --output_dir data/pretrain --spm_model_file vocab/30k-clean.model \
         --max_seq_length 512 --dupe_factor 40 [--direct_num_workers 2] [--runner ...]
+    # WordPiece vocabularies (Chinese models, an existing BERT vocab): --vocab_file vocab.txt instead
+
+Whole-word masking follows the vocabulary: SentencePiece words start at `▁`
+pieces (the original's `_is_start_piece_sp`), WordPiece words continue with
+`##` pieces (BERT's rule); `metadata.json` records `vocab_type`.
 
 Pipeline: files → documents (`documents.py`) → buckets → tokenize once, then
 `dupe_factor` passes of pairs (`instances.py`) and masks (`masking.py`) →
@@ -38,7 +43,7 @@ from typing import Dict, List, Optional, Sequence
 
 import apache_beam as beam
 
-from albert_tf.tokenization import SentencePieceTokenizer, read_bytes
+from albert_tf.tokenization import TokenizerError, load_tokenizer, read_bytes, tokenizer_from_bytes
 from data_prep import documents as documents_lib
 from data_prep.instances import ONE_SENTENCE_CHUNK_MODES, Instance, InstanceBuilder, InstanceOptions
 from data_prep.masking import MaskingOptions, NgramMasker
@@ -59,7 +64,8 @@ class Settings:
 
     input_file: str
     output_dir: str
-    spm_model_file: str
+    spm_model_file: Optional[str] = None
+    vocab_file: Optional[str] = None  # a WordPiece vocab.txt instead of the spm model
     input_format: str = "bert"
     do_lower_case: bool = True
     max_seq_length: int = 512
@@ -199,14 +205,15 @@ class _ReadDocuments(beam.DoFn):
 class _MakeInstances(beam.DoFn):
     """A bucket of documents → (shard, (sort key, serialized Example))."""
 
-    def __init__(self, settings: Settings, spm_model_proto: bytes):
+    def __init__(self, settings: Settings, vocab_type: str, vocab_bytes: bytes):
         self.settings = settings
-        self.spm_model_proto = spm_model_proto
+        self.vocab_type = vocab_type
+        self.vocab_bytes = vocab_bytes
 
     def setup(self):
         s = self.settings
-        self.tokenizer = SentencePieceTokenizer(model_proto=self.spm_model_proto, do_lower_case=s.do_lower_case)
-        masker = NgramMasker(self.tokenizer.pieces(), s.masking_options())
+        self.tokenizer = tokenizer_from_bytes(self.vocab_type, self.vocab_bytes, do_lower_case=s.do_lower_case)
+        masker = NgramMasker(self.tokenizer.pieces(), s.masking_options(), vocab_type=self.vocab_type)
         self.builder = InstanceBuilder(masker, s.instance_options())
 
     def process(self, bucket):
@@ -276,7 +283,7 @@ def _bucket_key(document_hash: int, num_documents: int, pool_documents: int) -> 
 
 
 def build_pipeline(pipeline: beam.Pipeline, settings: Settings, input_paths: List[str],
-                   spm_model_proto: bytes, temp_dir: str) -> None:
+                   tokenizer, temp_dir: str) -> None:
     """Adds the whole job to `pipeline`; shards and `_counts.json` land in `temp_dir`."""
     read = (pipeline
             | "InputFiles" >> beam.Create(input_paths)
@@ -291,7 +298,7 @@ def build_pipeline(pipeline: beam.Pipeline, settings: Settings, input_paths: Lis
         keyed = documents | "OnePerBucket" >> beam.Map(lambda kv: (kv[0], kv))
     made = (keyed
             | "GroupBuckets" >> beam.GroupByKey()
-            | "MakeInstances" >> beam.ParDo(_MakeInstances(settings, spm_model_proto)).with_outputs(
+            | "MakeInstances" >> beam.ParDo(_MakeInstances(settings, tokenizer.kind, tokenizer.model_proto)).with_outputs(
                 "stats", main="records"))
     written = (made.records
                | "GroupShards" >> beam.GroupByKey()
@@ -343,8 +350,8 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
     settings.validate()
     try:
         input_paths = documents_lib.expand_input_patterns(settings.input_file)
-        tokenizer = SentencePieceTokenizer(settings.spm_model_file, settings.do_lower_case)
-    except (OSError, ValueError) as error:
+        tokenizer = load_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case)
+    except (OSError, ValueError, TokenizerError) as error:
         raise DataPrepError(str(error)) from None
     existing = _existing_outputs(settings.output_dir) if FileSystems.exists(settings.output_dir) else []
     if existing and not settings.overwrite:
@@ -355,7 +362,7 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
     try:
         options = _pipeline_options(pipeline_args or [])
         with beam.Pipeline(options=PipelineOptions(options)) as pipeline:
-            build_pipeline(pipeline, settings, input_paths, tokenizer.model_proto, temp_dir)
+            build_pipeline(pipeline, settings, input_paths, tokenizer, temp_dir)
         counts = _read_json(FileSystems.join(temp_dir, "_counts.json"))
         if not counts.get("instances"):
             raise DataPrepError(f"no training instances: the inputs ({settings.input_file}) hold no text "
@@ -374,7 +381,8 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
             "max_seq_length": settings.max_seq_length,
             "max_predictions_per_seq": settings.max_predictions_per_seq,
             "vocab_size": tokenizer.vocab_size,
-            "spm_model_sha256": tokenizer.model_sha256,
+            "vocab_type": tokenizer.kind,
+            "vocab_sha256": tokenizer.model_sha256,
             "task": "nsp" if settings.random_next_sentence else "sop",
             "settings": dataclasses.asdict(settings),
             "input_files": input_paths,
@@ -429,11 +437,11 @@ def _pipeline_options(args: List[str]) -> List[str]:
 def define_flags():
     from absl import flags
 
-    defaults = Settings("", "", "")
+    defaults = Settings("", "")
     flags.DEFINE_string("input_file", None, "Comma-separated text files or globs.", required=True)
     flags.DEFINE_string("output_dir", None, "Where the shards and metadata.json go.", required=True)
-    flags.DEFINE_string("spm_model_file", None, "SentencePiece model (data_prep.train_sentencepiece).",
-                        required=True)
+    flags.DEFINE_string("spm_model_file", None, "SentencePiece model (data_prep.train_sentencepiece).")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt instead (data_prep.build_wordpiece_vocab).")
     flags.DEFINE_enum("input_format", defaults.input_format, documents_lib.FORMATS, "Layout of the input.")
     flags.DEFINE_bool("do_lower_case", defaults.do_lower_case, "Lowercase (uncased models).")
     flags.DEFINE_integer("max_seq_length", defaults.max_seq_length, "Tokens per sequence.")

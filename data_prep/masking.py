@@ -1,6 +1,7 @@
 """n-gram whole-word masking, as ALBERT's `create_masked_lm_predictions`.
 
-Word units are SentencePiece pieces grouped by the original's word-start rule;
+Word units are pieces grouped by the original's word-start rule (SentencePiece:
+`_is_start_piece_sp`; WordPiece: BERT's `##` continuations);
 spans of n ≤ `ngram` units are drawn with p(n) ∝ 1/n (6/11, 3/11, 2/11), up to
 `round(len·masked_lm_prob)` tokens and at most `max_predictions_per_seq`; each
 chosen token becomes [MASK] (80%), stays (10%) or becomes a uniformly random
@@ -41,6 +42,15 @@ def is_start_piece(piece: str) -> bool:
             or not all(c.lower() in _ENGLISH or c.lower() in _START_PUNCTUATION for c in piece))
 
 
+def is_start_wordpiece(piece: str) -> bool:
+    """BERT's rule for WordPiece vocabularies: every piece but a `##` continuation starts a word.
+
+    >>> [is_start_wordpiece(p) for p in ["play", "##ing", "中", "[UNK]"]]
+    [True, False, True, True]
+    """
+    return not piece.startswith("##")
+
+
 @dataclasses.dataclass(frozen=True)
 class MaskingOptions:
     """The original's masking flags, with its defaults."""
@@ -74,12 +84,14 @@ class NgramMasker:
     Args:
         pieces: every piece of the vocabulary in id order.
         options: the masking flags.
+        vocab_type: "sentencepiece" or "wordpiece" (picks the word-start rule).
     """
 
-    def __init__(self, pieces: Sequence[str], options: MaskingOptions):
+    def __init__(self, pieces: Sequence[str], options: MaskingOptions, vocab_type: str = "sentencepiece"):
         self.options = options
         self.vocab_size = len(pieces)
-        self.is_start = [is_start_piece(p) for p in pieces]
+        word_start = is_start_wordpiece if vocab_type == "wordpiece" else is_start_piece
+        self.is_start = [word_start(p) for p in pieces]
         index = {p: i for i, p in enumerate(pieces)}
         self.cls_id, self.sep_id, self.mask_id = index["[CLS]"], index["[SEP]"], index["[MASK]"]
         self._ngrams = list(range(1, options.ngram + 1))

@@ -28,10 +28,16 @@ def test_google_config_round_trips_with_extra_keys(tmp_path):
 
 def test_every_shipped_config_loads_and_round_trips():
     paths = sorted(CONFIGS.glob("*.json"))
-    assert len(paths) == 11  # 8 ALBERT, 2 BERT, tiny
+    assert len(paths) == 15  # 8 ALBERT, 4 Chinese ALBERT, 2 BERT, tiny
     for path in paths:
         config = AlbertConfig.from_json_file(str(path))
         assert config.to_dict() == json.loads(path.read_text()), path.name
+    for size in ("base", "large", "xlarge", "xxlarge"):
+        chinese = AlbertConfig.from_json_file(str(CONFIGS / f"albert_{size}_zh.json")).to_dict()
+        english = AlbertConfig.from_json_file(str(CONFIGS / f"albert_{size}_v2.json")).to_dict()
+        # The released Chinese models: WordPiece vocab.txt of 21,128 entries and ReLU (spec §1).
+        assert (chinese.pop("vocab_size"), chinese.pop("hidden_act")) == (21128, "relu")
+        assert {k: v for k, v in english.items() if k not in ("vocab_size", "hidden_act")} == chinese
 
 
 def test_sharing_is_written_only_when_not_default():

@@ -58,7 +58,8 @@ def test_layout_and_specials(wikitext_dataset, wikitext_spm):
     _, metadata, data = wikitext_dataset
     tok = SentencePieceTokenizer(wikitext_spm)
     assert metadata["num_instances"] == len(data["input_ids"]) > 4000
-    assert metadata["vocab_size"] == 4000 and metadata["spm_model_sha256"] == tok.model_sha256
+    assert metadata["vocab_size"] == 4000 and metadata["vocab_sha256"] == tok.model_sha256
+    assert metadata["vocab_type"] == "sentencepiece"
     assert sum(metadata["shards"].values()) == metadata["num_instances"]
     ids, mask, segments = originals(data), data["input_mask"], data["segment_ids"]
     lengths = mask.sum(1)

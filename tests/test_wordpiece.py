@@ -97,3 +97,98 @@ def test_vocab_builder_cli(real_data, tmp_path):
     result = subprocess.run([sys.executable, "-m", "data_prep.build_wordpiece_vocab", f"--input={empty}",
                              f"--output_file={tmp_path / 'v2.txt'}"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode != 0 and "no text" in result.stderr and not (tmp_path / "v2.txt").exists()
+
+
+@pytest.mark.slow
+def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_corpus, tmp_path):
+    """WordPiece + ReLU: data_prep → pretraining → fine-tuning on NSMC → export with the text signature."""
+    import json
+    import os
+
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the text signatures' ops)
+
+    from albert_tf.export import export_saved_model
+    from albert_tf.finetuning import FineTuneSettings
+    from albert_tf.model_files import load_model
+    from albert_tf.run_classifier import run as run_classifier
+    from albert_tf.run_pretraining import pretrain
+    from albert_tf.tokenization import WordPieceTokenizer
+    from albert_tf.training import TrainSettings
+    from data_prep.create_pretraining_data import Settings, run as create_data
+    from tests.conftest import CONFIGS
+    from tests.test_pretraining_data import read_dataset
+
+    tokenizer = WordPieceTokenizer(wordpiece_vocab, do_lower_case=False)
+    # Corpus: one document per Chinese sentence pair, per 20 Korean reviews, per 40 WikiText sentences.
+    chinese, korean, english = (wordpiece_corpus[k] for k in ("chinese", "korean", "english"))
+    documents = [chinese[i:i + 2] for i in range(0, len(chinese), 2)]
+    documents += [korean[i:i + 20] for i in range(0, 600, 20)] + [english[i:i + 40] for i in range(0, 400, 40)]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join("\n".join(d) for d in documents), encoding="utf-8")
+    metadata = create_data(Settings(input_file=str(corpus), output_dir=str(tmp_path / "data"), vocab_file=wordpiece_vocab,
+                                    do_lower_case=False, max_seq_length=64, dupe_factor=2, num_shards=2))
+    assert metadata["vocab_type"] == "wordpiece" and metadata["vocab_sha256"] == tokenizer.model_sha256
+    _, data = read_dataset(tmp_path / "data")
+    ids = data["input_ids"].copy()
+    weights = data["masked_lm_weights"] > 0
+    ids[np.nonzero(weights)[0], data["masked_lm_positions"][weights]] = data["masked_lm_ids"][weights]
+    continuation = np.vectorize(lambda i: tokenizer.convert_ids_to_tokens([i])[0].startswith("##"))(ids)
+    real = data["input_mask"] == 1
+    specials = np.isin(ids, [tokenizer.cls_id, tokenizer.sep_id])
+    # Word starts follow the ## rule, and a masked ## piece always has its word's previous piece masked too.
+    assert np.array_equal(data["token_boundary"][real] == 1, (~continuation | specials)[real])
+    masked = np.zeros_like(ids, bool)
+    masked[np.nonzero(weights)[0], data["masked_lm_positions"][weights]] = True
+    rows, cols = np.nonzero(masked & continuation)
+    # The previous piece, skipping a [SEP] (a truncated segment may start mid-word; BERT joins it across);
+    # a segment cut mid-word right after [CLS] has no previous piece.
+    previous = np.where(specials[rows, cols - 1], cols - 2, cols - 1)
+    inside = previous > 0
+    assert inside.sum() > 1000 and masked[rows[inside], previous[inside]].all()
+    assert np.isin([tokenizer.vocab["模"], tokenizer.vocab["型"]], ids).all()  # the Chinese text made it in
+
+    config = json.loads((CONFIGS / "albert_tiny.json").read_text())
+    config.update(hidden_act="relu", vocab_size=tokenizer.vocab_size)
+    (tmp_path / "albert_config.json").write_text(json.dumps(config))
+    settings = TrainSettings(output_dir=str(tmp_path / "pretrain"), train_batch_size=8, max_seq_length=64,
+                             num_train_steps=3, num_warmup_steps=1, save_checkpoints_steps=3, verbose=False)
+    summary = pretrain(settings, str(tmp_path / "albert_config.json"), str(tmp_path / "data"),
+                       vocab_file=wordpiece_vocab)
+    served = tf.saved_model.load(summary["outputs"]["saved_model_pretrainer"])
+    assert "vocab.txt" in os.listdir(os.path.join(summary["outputs"]["saved_model_pretrainer"], "assets"))
+    text = "ALBERT是一种轻量级的[MASK]模型。"
+    out = served.signatures["serve_text"](text_a=tf.constant([text]))
+    expected = [tokenizer.cls_id] + tokenizer.encode("ALBERT是一种轻量级的") + [tokenizer.mask_id] + \
+        tokenizer.encode("模型。") + [tokenizer.sep_id]
+    assert out["input_ids"].numpy()[0].tolist() == expected
+
+    # Fine-tuning: NSMC reviews as a two-class GLUE-format task (rating ≥ 8 is positive).
+    reviews = json.loads((real_data / "nsmc" / "raw" / "10001.json").read_text(encoding="utf-8"))
+    rows = [(r["review"].replace("\t", " ").strip(), int(int(r["rating"]) >= 8)) for r in reviews if r["review"].strip()]
+    glue = tmp_path / "nsmc"
+    glue.mkdir()
+    for split, chosen in (("train", rows[:48]), ("dev", rows[48:80])):
+        (glue / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in chosen),
+                                           encoding="utf-8")
+    tuned = run_classifier("sst-2", str(glue), FineTuneSettings(output_dir=str(tmp_path / "tuned"), max_seq_length=64,
+                                                               train_batch_size=8, eval_batch_size=16, train_step=4,
+                                                               save_checkpoints_steps=2, verbose=False),
+                           None, init_checkpoint=str(tmp_path / "pretrain"), do_lower_case=False,
+                           vocab_file=wordpiece_vocab)
+    assert tuned["eval"]["num_examples"] == 32
+    loaded = load_model(str(tmp_path / "tuned" / "best"))
+    assert loaded.vocab_file.endswith("vocab.txt") and loaded.spm_model_file is None
+    assert loaded.model.backbone.albert_config.hidden_act == "relu"
+    path = export_saved_model(loaded.model, str(tmp_path / "export"), vocab_file=loaded.vocab_file,
+                              do_lower_case=False, max_seq_length=64)
+    classifier = tf.saved_model.load(path).signatures["serve_text"]
+    review = rows[-1][0]
+    result = classifier(text_a=tf.constant([review, "這部電影非常好看"]))
+    packed = [tokenizer.cls_id] + tokenizer.encode(review)[:62] + [tokenizer.sep_id]
+    assert result["input_ids"].numpy()[0][:len(packed)].tolist() == packed
+    logits = loaded.model.predict({k: result[k].numpy() for k in ("input_ids", "input_mask", "segment_ids")},
+                                  verbose=0)["logits"]
+    np.testing.assert_allclose(result["logits"].numpy(), logits, atol=1e-5)
+    assert set(result["label"].numpy().tolist()) <= {0, 1}

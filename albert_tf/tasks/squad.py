@@ -7,6 +7,8 @@ each piece knows its word: answers map to pieces exactly, and predicted
 pieces map back to the original characters. Inside a word (e.g. "$5" in
 "($5)") the answer span is tightened to the pieces whose text matches the
 answer, as BERT's `_improve_answer_span`.
+The same holds for WordPiece vocabularies: BERT's basic tokenizer splits
+on whitespace before anything else.
 
 Windows: `[CLS] question [SEP] context window [SEP]`, question truncated to
 `max_query_length`, windows `doc_stride` pieces apart; a training window
@@ -191,8 +193,7 @@ def _answer_text(example: SquadExample, tokenizer, feature: Feature, start: int,
     begin = example.word_starts[first_word]
     finish = example.word_starts[last_word] + len(example.words[last_word])
     text = example.context[begin:finish]
-    piece_text = "".join(tokenizer.convert_ids_to_tokens(feature.input_ids[start:end + 1]))
-    piece_text = piece_text.replace("\u2581", " ").strip()
+    piece_text = tokenizer.pieces_to_text(tokenizer.convert_ids_to_tokens(feature.input_ids[start:end + 1]))
     normalized = tokenizer.preprocess(text)
     if len(normalized) == len(text):  # character positions survive preprocessing: trim exactly
         at = normalized.find(piece_text)
