@@ -74,9 +74,12 @@ def run(version: str, settings: FineTuneSettings, spm_model_file: Optional[str],
     def evaluate(model):
         predictions, _, null_diff = predict(model)
         if version == "2.0":
+            # Spans alone (every question answered) tell span learning apart from answerability.
+            answering_all = squad.evaluate(examples, predictions)
             threshold, _ = squad.best_threshold(examples, predictions, null_diff)
             predictions = squad.apply_threshold(predictions, null_diff, threshold)
-            return {**squad.evaluate(examples, predictions), "null_score_diff_threshold": threshold}
+            return {**squad.evaluate(examples, predictions), "null_score_diff_threshold": threshold,
+                    "HasAns_f1_answering_all": answering_all.get("HasAns_f1", answering_all["f1"])}
         return squad.evaluate(examples, predictions)
 
     if do_train:

@@ -152,6 +152,9 @@ def main():
             entry = {"metric": "f1", "score": round(summary["eval"]["f1"], 2),
                      "exact_match": round(summary["eval"]["exact_match"], 2),
                      "empty_answers": round(squad.evaluate(examples, {})["f1"], 2)}
+            if version == "2.0":
+                best = max(summary["history"], key=lambda h: h["f1"])
+                entry["HasAns_f1_answering_all"] = round(best["HasAns_f1_answering_all"], 2)
         elif name == "race":
             summary = run_race.run(race_dirs(data, work), settings(name, 1000, 1e-4, batch=16), spm,
                                    init_checkpoint=init)

@@ -175,3 +175,6 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
         assert predictions == squad.apply_threshold(
             {q: e[0]["text"] for q, e in nbest.items()}, null_odds, threshold)
         assert "NoAns_exact" in summary["eval"]
+        chosen = max(summary["history"], key=lambda h: h["f1"])  # the checkpoint best/ holds
+        spans_only = squad.evaluate(dev_examples, {q: e[0]["text"] for q, e in nbest.items()})
+        assert chosen["HasAns_f1_answering_all"] == pytest.approx(spans_only["HasAns_f1"], abs=1e-6)
