@@ -132,6 +132,20 @@ def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[
     os.makedirs(settings.output_dir, exist_ok=True)
     optimizer = optimization.create_optimizer(settings.optimizer, settings.learning_rate, settings.train_step,
                                               settings.warmup_step)
+    task_model = inference_model or model
+    pooler = task_model.backbone.pooler
+    pooler_was_trainable = pooler.trainable
+    if not task_model.reads_pooled_output:
+        # No gradient reaches the pooler (Keras would warn every step): frozen for this run only.
+        pooler.trainable = False
+    try:
+        return _train_loop(model, dataset, settings, optimizer, loss, loss_weights, evaluate, metric, task_model,
+                           tokenizer)
+    finally:
+        pooler.trainable = pooler_was_trainable
+
+
+def _train_loop(model, dataset, settings, optimizer, loss, loss_weights, evaluate, metric, task_model, tokenizer):
     model.compile(optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss},
                   loss_weights=loss_weights)
     history, best = [], None
@@ -145,13 +159,13 @@ def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[
         loss_value = float(fit.history["loss"][-1])
         if not np.isfinite(loss_value):
             raise FineTuneError(f"loss became {loss_value} at step {step}; lower --learning_rate")
-        metrics = {**evaluate(inference_model or model), "global_step": step, "train_loss": loss_value}
+        metrics = {**evaluate(task_model), "global_step": step, "train_loss": loss_value}
         history.append(metrics)
         with open(os.path.join(settings.output_dir, "eval_results.txt"), "a") as f:
             f.write(json.dumps(metrics) + "\n")
         if best is None or metrics[metric] > best[metric]:
             best = metrics
-            _save_best(inference_model or model, settings.output_dir, metrics, tokenizer)
+            _save_best(task_model, settings.output_dir, metrics, tokenizer)
         if settings.verbose:
             print(f"step {step}: {metric} {metrics[metric]:.4f} (best {best[metric]:.4f})", flush=True)
     return {"best": best, "history": history}

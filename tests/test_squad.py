@@ -1,7 +1,9 @@
 """SQuAD on the real files: reading, alignment, the official metrics, the runner (v1.1 and v2.0)."""
 
 import json
+import warnings
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.realdata
@@ -148,8 +150,21 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
     settings = FineTuneSettings(output_dir=str(tmp_path / "out"), max_seq_length=96, train_batch_size=16,
                                 eval_batch_size=32, learning_rate=1e-4, train_step=4, save_checkpoints_steps=2,
                                 verbose=False)
-    summary = run(version, settings, pretraining_data["spm"], train, dev, pretraining_data["config"],
-                  doc_stride=32, max_query_length=24)
+    from albert_tf import AlbertBackbone
+    from albert_tf.checkpoints import save_model_dir
+    from albert_tf.finetuning import load_best
+
+    initial = AlbertBackbone.from_albert_config(pretraining_data["config"])
+    save_model_dir(initial, str(tmp_path / "init"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = run(version, settings, pretraining_data["spm"], train, dev, pretraining_data["config"],
+                      init_checkpoint=str(tmp_path / "init"), doc_stride=32, max_query_length=24)
+    assert not [w for w in caught if "Gradients do not exist" in str(w.message)]
+    # The span heads never read the pooler: it leaves fine-tuning as it was loaded, as in the original.
+    best = load_best(str(tmp_path / "out"))
+    for got, loaded in zip(best.backbone.pooler.weights, initial.pooler.weights):
+        np.testing.assert_array_equal(got.numpy(), loaded.numpy())
     dev_examples, _ = squad.read_examples(dev, is_training=False)
     predictions = json.load(open(tmp_path / "out" / "predictions.json"))
     assert set(predictions) == {e.qas_id for e in dev_examples}
@@ -159,12 +174,9 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
     assert summary["eval"] == squad.evaluate(dev_examples, predictions)
     assert [h["global_step"] for h in summary["history"]] == [2, 4]
     if version == "2.0":
-        from albert_tf.finetuning import load_best
+        from albert_tf.export import export_saved_model
         from albert_tf.models.span_qa_v2 import AlbertSpanQAv2
 
-        from albert_tf.export import export_saved_model
-
-        best = load_best(str(tmp_path / "out"))
         assert isinstance(best, AlbertSpanQAv2)
         # The fine-tuned head exports (the export verifies its signatures against Keras).
         export_saved_model(best, str(tmp_path / "served"), spm_model_file=pretraining_data["spm"], max_seq_length=96,

@@ -38,6 +38,8 @@ class AlbertSpanQA(TaskModel):
     ((2, 8), (2, 8))
     """
 
+    reads_pooled_output = False
+
     def __init__(self, backbone, **kwargs):
         policy = backbone.dtype_policy
 

@@ -60,6 +60,8 @@ class AlbertSpanQAv2(TaskModel):
     ((1, 2, 8), (1,))
     """
 
+    reads_pooled_output = False
+
     def __init__(self, backbone, start_n_top=5, dropout=0.1, **kwargs):
         config = backbone.albert_config
 

@@ -13,8 +13,12 @@ class TaskModel(keras.Model):
 
     Subclasses build their functional graph in `__init__`, then call
     `_set_task_config(backbone, **values)`; `get_config` returns those values
-    and the serialized backbone, `from_config` rebuilds it.
+    and the serialized backbone, `from_config` rebuilds it. Heads that read
+    only `sequence_output` set `reads_pooled_output = False`, so fine-tuning
+    leaves the pooler as loaded (as the original: it gets no gradient).
     """
+
+    reads_pooled_output = True
 
     def _set_task_config(self, backbone, **values):
         self.backbone = backbone

@@ -30,6 +30,8 @@ class AlbertTokenClassifier(TaskModel):
     (2, 8, 9)
     """
 
+    reads_pooled_output = False
+
     def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
         policy = backbone.dtype_policy
 
