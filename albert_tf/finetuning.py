@@ -13,6 +13,7 @@ Example:
 (5e-05, 'adamw')
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -117,6 +118,21 @@ def _save_best(model, output_dir: str, metrics: dict, tokenizer=None):
     shutil.rmtree(old, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _unread_pooler_frozen(task_model):
+    """Freezes the pooler while training a head that never reads it, then restores it.
+
+    No gradient reaches it (Keras would warn every step); left as loaded, as in the original.
+    """
+    pooler = task_model.backbone.pooler
+    was_trainable = pooler.trainable
+    pooler.trainable = was_trainable and task_model.reads_pooled_output
+    try:
+        yield
+    finally:
+        pooler.trainable = was_trainable
+
+
 def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[keras.Model], dict],
           metric: str, loss_weights: Optional[dict] = None, inference_model: Optional[keras.Model] = None,
           tokenizer=None) -> dict:
@@ -133,41 +149,29 @@ def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[
     optimizer = optimization.create_optimizer(settings.optimizer, settings.learning_rate, settings.train_step,
                                               settings.warmup_step)
     task_model = inference_model or model
-    pooler = task_model.backbone.pooler
-    pooler_was_trainable = pooler.trainable
-    if not task_model.reads_pooled_output:
-        # No gradient reaches the pooler (Keras would warn every step): frozen for this run only.
-        pooler.trainable = False
-    try:
-        return _train_loop(model, dataset, settings, optimizer, loss, loss_weights, evaluate, metric, task_model,
-                           tokenizer)
-    finally:
-        pooler.trainable = pooler_was_trainable
-
-
-def _train_loop(model, dataset, settings, optimizer, loss, loss_weights, evaluate, metric, task_model, tokenizer):
-    model.compile(optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss},
-                  loss_weights=loss_weights)
-    history, best = [], None
-    interval = max(1, min(settings.save_checkpoints_steps, settings.train_step))
-    step = 0
-    while step < settings.train_step:
-        steps = min(interval, settings.train_step - step)
-        fit = model.fit(dataset, steps_per_epoch=steps, epochs=1, shuffle=False,
-                        verbose=2 if settings.verbose else 0)
-        step += steps
-        loss_value = float(fit.history["loss"][-1])
-        if not np.isfinite(loss_value):
-            raise FineTuneError(f"loss became {loss_value} at step {step}; lower --learning_rate")
-        metrics = {**evaluate(task_model), "global_step": step, "train_loss": loss_value}
-        history.append(metrics)
-        with open(os.path.join(settings.output_dir, "eval_results.txt"), "a") as f:
-            f.write(json.dumps(metrics) + "\n")
-        if best is None or metrics[metric] > best[metric]:
-            best = metrics
-            _save_best(task_model, settings.output_dir, metrics, tokenizer)
-        if settings.verbose:
-            print(f"step {step}: {metric} {metrics[metric]:.4f} (best {best[metric]:.4f})", flush=True)
+    with _unread_pooler_frozen(task_model):
+        model.compile(optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss},
+                      loss_weights=loss_weights)
+        history, best = [], None
+        interval = max(1, min(settings.save_checkpoints_steps, settings.train_step))
+        step = 0
+        while step < settings.train_step:
+            steps = min(interval, settings.train_step - step)
+            fit = model.fit(dataset, steps_per_epoch=steps, epochs=1, shuffle=False,
+                            verbose=2 if settings.verbose else 0)
+            step += steps
+            loss_value = float(fit.history["loss"][-1])
+            if not np.isfinite(loss_value):
+                raise FineTuneError(f"loss became {loss_value} at step {step}; lower --learning_rate")
+            metrics = {**evaluate(task_model), "global_step": step, "train_loss": loss_value}
+            history.append(metrics)
+            with open(os.path.join(settings.output_dir, "eval_results.txt"), "a") as f:
+                f.write(json.dumps(metrics) + "\n")
+            if best is None or metrics[metric] > best[metric]:
+                best = metrics
+                _save_best(task_model, settings.output_dir, metrics, tokenizer)
+            if settings.verbose:
+                print(f"step {step}: {metric} {metrics[metric]:.4f} (best {best[metric]:.4f})", flush=True)
     return {"best": best, "history": history}
 
 
