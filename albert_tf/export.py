@@ -139,19 +139,19 @@ def export_saved_model(model, export_base: str, version: Optional[int] = None,
     if max_seq_length > config.max_position_embeddings or max_seq_length < 3:
         raise ExportError(f"--max_seq_length {max_seq_length}: must be in [3, max_position_embeddings="
                           f"{config.max_position_embeddings}]")
+    tokenizer = special_ids = None
+    python_tokenizer = _python_tokenizer(spm_model_file, vocab_file, do_lower_case)  # a bad file: nothing written
+    if python_tokenizer is not None:
+        from albert_tf.tf_tokenization import tf_tokenizer_for
+
+        tokenizer = tf_tokenizer_for(python_tokenizer)
+        special_ids = {"cls": python_tokenizer.cls_id, "sep": python_tokenizer.sep_id,
+                       "mask": python_tokenizer.mask_id}
     version = next_version(export_base) if version is None else version
     target = os.path.join(export_base, str(version))
     os.makedirs(export_base, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{version}.staging-", dir=export_base)
     try:
-        tokenizer = special_ids = None
-        python_tokenizer = _python_tokenizer(spm_model_file, vocab_file, do_lower_case)
-        if python_tokenizer is not None:
-            from albert_tf.tf_tokenization import tf_tokenizer_for
-
-            tokenizer = tf_tokenizer_for(python_tokenizer)
-            special_ids = {"cls": python_tokenizer.cls_id, "sep": python_tokenizer.sep_id,
-                           "mask": python_tokenizer.mask_id}
         endpoints = ServingEndpoints(model, tokenizer, special_ids, max_seq_length=max_seq_length, top_k=top_k)
         signatures = sorted(endpoints.signatures())
         shutil.rmtree(staging)
@@ -304,6 +304,7 @@ def export_tflite(model, output_dir: str, quantize: str = "none", max_seq_length
     if max_seq_length > config.max_position_embeddings:
         raise ExportError(f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
                           f"{config.max_position_embeddings}")
+    tokenizer = _python_tokenizer(spm_model_file, vocab_file, do_lower_case)  # a bad file: nothing written
     os.makedirs(output_dir, exist_ok=True)
     target = os.path.join(output_dir, TFLITE_NAMES[quantize])
     staging = tempfile.mkdtemp(prefix=".tflite-staging-", dir=output_dir)
@@ -323,7 +324,6 @@ def export_tflite(model, output_dir: str, quantize: str = "none", max_seq_length
         elif not all(np.isfinite(v).all() for v in got.values()):
             raise ExportError(f"{staged}: non-finite outputs")
         config.to_json_file(os.path.join(staging, "albert_config.json"))
-        tokenizer = _python_tokenizer(spm_model_file, vocab_file, do_lower_case)
         if tokenizer is not None:
             with open(os.path.join(staging, tokenizer.asset_name), "wb") as f:
                 f.write(tokenizer.model_proto)

@@ -74,17 +74,21 @@ def _check_vocabulary(metadata: dict, input_file: str, spm_model_file, vocab_fil
     import hashlib
 
     from albert_tf.inputs.pretraining import DataError
+    from albert_tf.tokenization import read_bytes
 
     if spm_model_file and vocab_file:
         raise DataError("give at most one of --spm_model_file and --vocab_file")
-    given = spm_model_file or vocab_file
+    flag, given = ("--vocab_file", vocab_file) if vocab_file else ("--spm_model_file", spm_model_file)
+    if not given:
+        return
+    try:
+        vocabulary = read_bytes(given)
+    except OSError as error:
+        raise DataError(f"{flag} {given}: cannot be read ({error.strerror or error})") from None
     recorded = metadata.get("vocab_sha256")
-    if given and recorded:
-        with open(given, "rb") as f:
-            if hashlib.sha256(f.read()).hexdigest() != recorded:
-                raise DataError(f"{given}: not the vocabulary {input_file} was made with "
-                                f"(metadata.json vocab_sha256 {recorded[:12]}..., vocab_type "
-                                f"{metadata.get('vocab_type')})")
+    if recorded and hashlib.sha256(vocabulary).hexdigest() != recorded:
+        raise DataError(f"{given}: not the vocabulary {input_file} was made with "
+                        f"(metadata.json vocab_sha256 {recorded[:12]}..., vocab_type {metadata.get('vocab_type')})")
 
 
 def pretrain(settings: TrainSettings, albert_config_file: str, input_file: str, eval_file=None,

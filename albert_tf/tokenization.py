@@ -369,9 +369,13 @@ def load_tokenizer(spm_model_file: Optional[str] = None, vocab_file: Optional[st
         given = "both" if spm_model_file else "neither"
         raise TokenizerError(f"give exactly one of --spm_model_file (SentencePiece) and --vocab_file "
                              f"(WordPiece vocab.txt); got {given}")
-    if vocab_file is not None:
-        return WordPieceTokenizer(vocab_file, do_lower_case=do_lower_case)
-    return SentencePieceTokenizer(spm_model_file, do_lower_case=do_lower_case)
+    flag, path = ("--vocab_file", vocab_file) if vocab_file is not None else ("--spm_model_file", spm_model_file)
+    try:
+        if vocab_file is not None:
+            return WordPieceTokenizer(vocab_file, do_lower_case=do_lower_case)
+        return SentencePieceTokenizer(spm_model_file, do_lower_case=do_lower_case)
+    except OSError as error:
+        raise TokenizerError(f"{flag} {path}: cannot be read ({error.strerror or error})") from None
 
 
 def tokenizer_from_bytes(kind: str, data: bytes, do_lower_case: bool = True):

@@ -273,6 +273,13 @@ def test_failed_export_leaves_nothing_and_cli_errors_are_clear(pretrained, pretr
     assert os.path.isfile(os.path.join(first, "saved_model.pb"))
     with pytest.raises(export.ExportError, match="max_position_embeddings"):
         export.export_saved_model(pretrained.model.backbone, str(base), max_seq_length=4096)
+    from albert_tf.tokenization import TokenizerError
+
+    missing = str(tmp_path / "missing.model")
+    for write in (export.export_saved_model, export.export_tflite):
+        with pytest.raises(TokenizerError, match=r"--spm_model_file .*missing.model: cannot be read"):
+            write(pretrained.model.backbone, str(tmp_path / "unwritten"), spm_model_file=missing)
+        assert not (tmp_path / "unwritten").exists()
 
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     for args, message in (

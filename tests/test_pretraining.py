@@ -165,6 +165,9 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     other_length = TrainSettings(output_dir=str(tmp_path / "out"), max_seq_length=128, num_train_steps=2)
     with pytest.raises(DataError, match=r"sequence length 64 \(--max_seq_length is 128\)"):
         pretrain(other_length, pretraining_data["config"], pretraining_data["data"])
+    with pytest.raises(DataError, match=r"--spm_model_file .*missing.model: cannot be read \(No such file"):
+        pretrain(settings, pretraining_data["config"], pretraining_data["data"],
+                 spm_model_file=str(tmp_path / "missing.model"))
     with pytest.raises(DataError, match=r"vocabulary of 4000 pieces \(the config's vocab_size is 8000\)"):
         pretrain(settings, str(CONFIGS / "albert_tiny.json"), pretraining_data["data"])
     small = json.loads(open(pretraining_data["config"]).read())

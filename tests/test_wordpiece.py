@@ -49,6 +49,10 @@ def test_bad_vocab_files_and_flags_are_clear_errors(tmp_path):
         load_tokenizer()
     with pytest.raises(TokenizerError, match="got both"):
         load_tokenizer("spm.model", "vocab.txt")
+    with pytest.raises(TokenizerError, match=r"--vocab_file .*missing.txt: cannot be read \(No such file"):
+        load_tokenizer(vocab_file=str(tmp_path / "missing.txt"))
+    with pytest.raises(TokenizerError, match=r"--spm_model_file .*missing.model: cannot be read \(No such file"):
+        load_tokenizer(spm_model_file=str(tmp_path / "missing.model"))
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False])
