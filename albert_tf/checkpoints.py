@@ -25,6 +25,7 @@ from typing import List
 
 import numpy as np
 
+from albert_tf.errors import AlbertError
 from albert_tf.config import AlbertConfig
 from albert_tf.models.backbone import (
     AlbertBackbone,
@@ -49,7 +50,7 @@ HUB_PREFIX = "module/"
 BACKBONE, HEADS = "backbone", "heads"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(AlbertError, ValueError):
     """A checkpoint does not fit the model; the message lists every problem."""
 
 

@@ -17,6 +17,8 @@ import json
 import os
 from typing import Any, Dict, Optional
 
+from albert_tf.errors import AlbertError
+
 ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
 SHARING_MODES = ("all", "attention", "ffn", "none")
 
@@ -57,7 +59,7 @@ _POSITIVE_INTS = (
 _PROBABILITIES = ("attention_probs_dropout_prob", "hidden_dropout_prob")
 
 
-class ConfigError(ValueError):
+class ConfigError(AlbertError, ValueError):
     """A config file or dict is malformed or inconsistent."""
 
 

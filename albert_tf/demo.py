@@ -18,7 +18,9 @@ import time
 from data_prep.documents import split_sentences
 
 REPO_CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
-DEMO_CONFIG = os.path.join(REPO_CONFIGS, "albert_tiny.json")
+# `pip install .` puts configs/ under <prefix>/share/albert_tf (pyproject.toml's data-files).
+INSTALLED_CONFIGS = os.path.join(sys.prefix, "share", "albert_tf", "configs")
+DEMO_CONFIG = os.path.join(REPO_CONFIGS if os.path.isdir(REPO_CONFIGS) else INSTALLED_CONFIGS, "albert_tiny.json")
 SEQ_LENGTH = 64
 BATCH_SIZE = 32
 MEASURE_STEPS = 20
@@ -72,9 +74,11 @@ def write_corpus(path: str) -> dict:
 def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
     """Builds the corpus, vocabulary and data, pretrains, evaluates, exports; prints a report."""
     from albert_tf.config import AlbertConfig
-    from albert_tf.run_pretraining import pretrain
-    from albert_tf.training import TrainSettings
-    from data_prep.create_pretraining_data import Settings, run as create_data
+    from albert_tf.export import export_pretraining_run
+    from albert_tf.inputs.pretraining import resolve_input
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import TrainSettings
+    from data_prep.pipeline import Settings, run as create_data
     from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
 
     demo_dir = os.path.abspath(demo_dir)
@@ -93,7 +97,8 @@ def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
                                     max_seq_length=SEQ_LENGTH, dupe_factor=2, num_shards=4, overwrite=True))
     say(f"    {metadata['num_instances']} instances")
     output_dir = os.path.join(demo_dir, "model")
-    steps = _steps_for(minutes, data_dir, metadata, spm_model)
+    train_input = resolve_input(data_dir)
+    steps = _steps_for(minutes, train_input)
     settings = TrainSettings(output_dir=output_dir, train_batch_size=BATCH_SIZE, max_seq_length=SEQ_LENGTH,
                              max_predictions_per_seq=metadata["max_predictions_per_seq"], num_train_steps=steps,
                              num_warmup_steps=steps // 10, learning_rate=0.01, optimizer="lamb",
@@ -102,7 +107,9 @@ def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
                              eval_at_start=True)
     say(f"4/5 pretraining albert_tiny for {steps} steps (batch {BATCH_SIZE} x {SEQ_LENGTH}, LAMB)")
     start = time.perf_counter()
-    summary = pretrain(settings, DEMO_CONFIG, data_dir, spm_model_file=spm_model)
+    summary = pretrain(settings, DEMO_CONFIG, train_input, spm_model_file=spm_model)
+    summary["outputs"].update(export_pretraining_run(output_dir, version=summary["end_step"],
+                                                     max_seq_length=SEQ_LENGTH))
     before, after = summary["eval_start"], summary["eval"]
     say("    before training: masked_lm_accuracy {masked_lm_accuracy:.3f}, "
         "sentence_order_accuracy {sentence_order_accuracy:.3f}".format(**before))
@@ -125,23 +132,23 @@ def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
     return report
 
 
-def _steps_for(minutes: float, data_dir, metadata, spm_model) -> int:
+def _steps_for(minutes: float, train_input) -> int:
     """Steps that fit in `minutes` on this machine, from a short timing run (at least 200)."""
     import shutil
 
     import tensorflow as tf
 
     from albert_tf.config import AlbertConfig
-    from albert_tf.inputs.pretraining import expand_patterns
-    from albert_tf.training import PretrainingRun, TrainSettings
+    from albert_tf.pretraining.loop import PretrainingLoop
+    from albert_tf.pretraining.settings import TrainSettings
 
-    probe_dir = os.path.join(os.path.dirname(data_dir), ".timing")
+    probe_dir = os.path.join(os.path.dirname(train_input.data.directory), ".timing")
     settings = TrainSettings(output_dir=probe_dir, train_batch_size=BATCH_SIZE, max_seq_length=SEQ_LENGTH,
-                             max_predictions_per_seq=metadata["max_predictions_per_seq"], num_train_steps=1000,
-                             verbose=False)
-    run = PretrainingRun(tf.distribute.get_strategy(), AlbertConfig.from_json_file(DEMO_CONFIG), settings,
-                         expand_patterns(data_dir), metadata)
-    per_step = run.time_steps(MEASURE_STEPS)
+                             max_predictions_per_seq=train_input.data.max_predictions_per_seq,
+                             num_train_steps=1000, verbose=False)
+    loop = PretrainingLoop(tf.distribute.get_strategy(), AlbertConfig.from_json_file(DEMO_CONFIG), settings,
+                           train_input)
+    per_step = loop.time_steps(MEASURE_STEPS)
     shutil.rmtree(probe_dir, ignore_errors=True)
     return max(200, int(minutes * 60 * 0.85 / per_step) // 10 * 10)
 

@@ -17,28 +17,37 @@ import contextlib
 import dataclasses
 import json
 import os
-import shutil
 from typing import Callable, Dict, Optional
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.errors import AlbertError
 from albert_tf import optimization
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.models.backbone import AlbertBackbone
+from albert_tf.publish import staged_dir
 
 BEST_DIR = "best"
 MODEL_FILE = "model.keras"
 
 
-class FineTuneError(RuntimeError):
+class FineTuneError(AlbertError, RuntimeError):
     """A fine-tuning run that cannot go on; the message says why."""
 
 
 @dataclasses.dataclass
 class FineTuneSettings:
+    """What every fine-tuning runner shares (the original's flag names); runners add their own fields."""
+
     output_dir: str
+    albert_config_file: Optional[str] = None
+    init_checkpoint: Optional[str] = None
+    spm_model_file: Optional[str] = None
+    vocab_file: Optional[str] = None
+    do_lower_case: bool = True
+    do_train: bool = True
     max_seq_length: int = 512
     train_batch_size: int = 32
     eval_batch_size: int = 8
@@ -54,7 +63,7 @@ class FineTuneSettings:
 
 def build_backbone(albert_config_file: Optional[str], init_checkpoint: Optional[str]) -> AlbertBackbone:
     """The backbone of `albert_config_file`, with the weights of `init_checkpoint` (any format we load)."""
-    from albert_tf.model_files import load_model
+    from albert_tf.loading import load_model
 
     if init_checkpoint is None:
         if albert_config_file is None:
@@ -100,22 +109,13 @@ def predict_logits(model, features: Dict[str, np.ndarray], batch_size: int, outp
 
 
 def _save_best(model, output_dir: str, metrics: dict, tokenizer=None):
-    staging = os.path.join(output_dir, ".best_staging")
-    shutil.rmtree(staging, ignore_errors=True)
-    os.makedirs(staging)
-    model.save(os.path.join(staging, MODEL_FILE))
-    if tokenizer is not None:  # so that export and load_model find the vocabulary beside the model
-        with open(os.path.join(staging, tokenizer.asset_name), "wb") as f:
-            f.write(tokenizer.model_proto)
-    with open(os.path.join(staging, "eval_results.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
-    target = os.path.join(output_dir, BEST_DIR)
-    old = target + ".old"
-    shutil.rmtree(old, ignore_errors=True)
-    if os.path.exists(target):
-        os.rename(target, old)
-    os.rename(staging, target)
-    shutil.rmtree(old, ignore_errors=True)
+    with staged_dir(os.path.join(output_dir, BEST_DIR)) as staging:
+        model.save(os.path.join(staging, MODEL_FILE))
+        if tokenizer is not None:  # so that export and load_model find the vocabulary beside the model
+            with open(os.path.join(staging, tokenizer.asset_name), "wb") as f:
+                f.write(tokenizer.model_proto)
+        with open(os.path.join(staging, "eval_results.json"), "w") as f:
+            json.dump(metrics, f, indent=2)
 
 
 @contextlib.contextmanager
@@ -176,7 +176,7 @@ def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[
 
 
 def load_best(output_dir: str) -> keras.Model:
-    from albert_tf.model_files import load_model
+    from albert_tf.loading import load_model
 
     path = os.path.join(output_dir, BEST_DIR, MODEL_FILE)
     if not os.path.exists(path):

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
 FLAGS = flags.FLAGS
 
@@ -97,6 +97,12 @@ def main(argv):
     return 0
 
 
+def cli():
+    """The console-script entry point (`python -m` runs the same)."""
+    from albert_tf.cli.app import run_cli
+
+    run_cli(main, define_flags)
+
+
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    cli()

@@ -13,5 +13,10 @@ import sys
 import tensorflow_text  # noqa: F401  registers the ops before the graph is imported
 from tensorflow.python.tools.saved_model_cli import main  # what the `saved_model_cli` script runs
 
-if __name__ == "__main__":
+def cli():
+    """The console-script entry point."""
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    cli()

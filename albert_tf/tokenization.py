@@ -21,6 +21,8 @@ from typing import List, Optional, Sequence
 
 import sentencepiece as spm
 
+from albert_tf.errors import AlbertError
+
 SPIECE_UNDERLINE = "\u2581"
 PAD_PIECE, UNK_PIECE = "<pad>", "<unk>"
 CLS_PIECE, SEP_PIECE, MASK_PIECE = "[CLS]", "[SEP]", "[MASK]"
@@ -30,7 +32,7 @@ ALBERT_SPECIAL_IDS = {PAD_PIECE: 0, UNK_PIECE: 1, CLS_PIECE: 2, SEP_PIECE: 3, MA
 ALBERT_USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 
 
-class TokenizerError(ValueError):
+class TokenizerError(AlbertError, ValueError):
     """A vocabulary (SentencePiece model or vocab.txt) that cannot serve ALBERT, or none given."""
 
 

@@ -40,9 +40,9 @@ GLUE_DIRS = {"sst-2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "cola": "CoLA", "st
 
 
 def pretrain(args, work):
-    from albert_tf.run_pretraining import pretrain as run_pretraining
-    from albert_tf.training import TrainSettings
-    from data_prep.create_pretraining_data import Settings, run as create_data
+    from albert_tf.pretraining.job import pretrain as run_pretraining
+    from albert_tf.pretraining.settings import TrainSettings
+    from data_prep.pipeline import Settings, run as create_data
     from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
 
     text = [os.path.join(args.data, "wikitext2", f) for f in ("valid.txt", "test.txt")]
@@ -58,7 +58,7 @@ def pretrain(args, work):
                              save_checkpoints_steps=args.pretrain_steps, do_eval=True, max_eval_steps=20,
                              log_every_steps=args.pretrain_steps // 5, verbose=False)
     summary = run_pretraining(settings, str(work / "albert_config.json"), str(work / "data"),
-                              spm_model_file=spm, export=False)
+                              spm_model_file=spm)
     return str(work / "pretrain"), {k: summary.get(k) for k in ("end_step", "eval")}
 
 
@@ -105,8 +105,7 @@ def main():
     args = parser.parse_args()
 
     from albert_tf import run_classifier, run_race, run_squad
-    from albert_tf.finetuning import FineTuneSettings
-    from albert_tf.model_files import find_spm_model
+    from albert_tf.loading import find_spm_model
     from albert_tf.tasks import glue, race, squad
 
     data = pathlib.Path(args.data)
@@ -122,19 +121,19 @@ def main():
     if os.path.isdir(os.path.join(init, "final")):
         spm = args.spm_model_file or find_spm_model(os.path.join(init, "final"))
 
-    def settings(name, steps, lr, batch=32):
+    def settings(cls, name, steps, lr, batch=32, **task):
         steps = max(1, int(steps * args.scale))
-        return FineTuneSettings(output_dir=str(work / "finetune" / name), max_seq_length=args.seq,
-                                train_batch_size=batch, eval_batch_size=64, learning_rate=lr, train_step=steps,
-                                warmup_step=steps // 10, save_checkpoints_steps=max(1, steps // 4), dropout=0.0,
-                                verbose=False)
+        return cls(output_dir=str(work / "finetune" / name), spm_model_file=spm, init_checkpoint=init,
+                   max_seq_length=args.seq, train_batch_size=batch, eval_batch_size=64, learning_rate=lr,
+                   train_step=steps, warmup_step=steps // 10, save_checkpoints_steps=max(1, steps // 4),
+                   dropout=0.0, verbose=False, **task)
 
     for name in args.tasks.split(","):
         start = time.time()
         if name in GLUE_STEPS:
             steps, lr = GLUE_STEPS[name]
-            summary = run_classifier.run(name, str(data / "glue" / GLUE_DIRS[name]), settings(name, steps, lr), spm,
-                                         init_checkpoint=init)
+            summary = run_classifier.run(settings(run_classifier.ClassifierSettings, name, steps, lr, task_name=name,
+                                                  data_dir=str(data / "glue" / GLUE_DIRS[name])))
             task = glue.get_task(name)
             dev, _ = glue.read_examples(task, str(data / "glue" / GLUE_DIRS[name] / task.dev_file), "dev")
             best = max(summary["history"], key=lambda h: h[task.metric])
@@ -146,8 +145,9 @@ def main():
             source = (data / "squad_v1.1" / "dev-v1.1.json" if version == "1.1"
                       else data / "squad_v2.0" / "dev-v2.0.cs224n-half.json")
             train, evaluation = squad_split(source, work, name)
-            summary = run_squad.run(version, settings(name, 1500, 2e-4, batch=32), spm, train, evaluation,
-                                    init_checkpoint=init, doc_stride=64, max_query_length=32)
+            summary = run_squad.run(settings(run_squad.SquadSettings, name, 1500, 2e-4, batch=32, version=version,
+                                             train_file=train, predict_file=evaluation, doc_stride=64,
+                                             max_query_length=32))
             examples, _ = squad.read_examples(evaluation, is_training=False)
             entry = {"metric": "f1", "score": round(summary["eval"]["f1"], 2),
                      "exact_match": round(summary["eval"]["exact_match"], 2),
@@ -156,8 +156,8 @@ def main():
                 best = max(summary["history"], key=lambda h: h["f1"])
                 entry["HasAns_f1_answering_all"] = round(best["HasAns_f1_answering_all"], 2)
         elif name == "race":
-            summary = run_race.run(race_dirs(data, work), settings(name, 1000, 1e-4, batch=16), spm,
-                                   init_checkpoint=init)
+            summary = run_race.run(settings(run_race.RaceSettings, name, 1000, 1e-4, batch=16,
+                                            data_dir=race_dirs(data, work)))
             examples, _ = race.read_examples(race_dirs(data, work), "dev", race.LEVELS)
             entry = {"metric": "accuracy", "score": round(100 * summary["eval"]["accuracy"], 2),
                      "by_level": {k: round(100 * v, 2) for k, v in summary["eval"].items() if k.startswith("accuracy_")},

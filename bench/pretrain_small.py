@@ -12,7 +12,6 @@ runs are measured on the same SOP eval data so they compare).
 """
 
 import argparse
-import dataclasses
 import json
 import os
 import pathlib
@@ -23,7 +22,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from data_prep.create_pretraining_data import Settings, run as create_data  # noqa: E402
+from data_prep.pipeline import Settings, run as create_data  # noqa: E402
 from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece  # noqa: E402
 
 SEQ = 64
@@ -36,8 +35,8 @@ def main():
     parser.add_argument("--batch", type=int, default=32)
     args = parser.parse_args()
 
-    from albert_tf.run_pretraining import pretrain
-    from albert_tf.training import TrainSettings
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import TrainSettings
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench_pretrain_small_"))
     text = [os.path.join(args.data, "wikitext2", f) for f in ("valid.txt", "test.txt")]
@@ -66,7 +65,7 @@ def main():
                                  learning_rate=0.01, save_checkpoints_steps=args.steps // 4, do_eval=True,
                                  max_eval_steps=20, eval_batch_size=64, log_every_steps=args.steps, verbose=False,
                                  eval_at_start=True)
-        summary = pretrain(settings, configs[config_name], data[task], eval_file=data["sop"], export=False)
+        summary = pretrain(settings, configs[config_name], data[task], eval_file=data["sop"])
         curve = [json.loads(line) for line in open(os.path.join(settings.output_dir, "eval_results.txt"))]
         results["runs"][run_name] = {
             "train_data": task,

@@ -242,13 +242,14 @@ def pipeline_bench(args):
     import tempfile
 
     from albert_tf.config import AlbertConfig
-    from albert_tf.inputs.pretraining import expand_patterns, load_metadata, pretraining_dataset
-    from albert_tf.training import PretrainingRun, TrainSettings
+    from albert_tf.inputs.pretraining import pretraining_dataset, resolve_input
+    from albert_tf.pretraining.loop import PretrainingLoop
+    from albert_tf.pretraining.settings import TrainSettings
 
     cfg = AlbertConfig.from_json_file(args.config)
-    metadata = load_metadata(args.pipeline)
-    files = expand_patterns(args.pipeline)
-    iterator = iter(pretraining_dataset(files, metadata, args.batch))
+    source = resolve_input(args.pipeline)
+    metadata = source.data.metadata
+    iterator = iter(pretraining_dataset(source, args.batch))
     next(iterator)
     start = time.perf_counter()
     for _ in range(200):
@@ -263,8 +264,8 @@ def pipeline_bench(args):
                                          max_predictions_per_seq=metadata["max_predictions_per_seq"],
                                          num_train_steps=1000, mixed_precision=precision, jit_compile=xla == "on",
                                          grad_accum_steps=accum, verbose=False)
-                run = PretrainingRun(tf.distribute.get_strategy(), cfg, settings, files, metadata)
-                times = [run.time_steps(args.steps) for _ in range(args.rounds)]
+                loop = PretrainingLoop(tf.distribute.get_strategy(), cfg, settings, source)
+                times = [loop.time_steps(args.steps) for _ in range(args.rounds)]
                 step_s = statistics.median(times)
                 results[f"{precision}/xla_{xla}/accum_{accum}"] = {
                     "sequences_per_s": round(args.batch / step_s, 3), "step_s": round(step_s, 4),

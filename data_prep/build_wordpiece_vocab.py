@@ -103,8 +103,12 @@ def main(argv):
     print(f"wrote {FLAGS.output_file} ({len(tokens)} tokens)")
 
 
-if __name__ == "__main__":
-    from absl import app
+def cli():
+    """The console-script entry point (`python -m` runs the same)."""
+    from albert_tf.cli.app import run_cli
 
-    define_flags()
-    app.run(main)
+    run_cli(main, define_flags)
+
+
+if __name__ == "__main__":
+    cli()

@@ -28,6 +28,8 @@ import json
 import re
 from typing import Iterator, List
 
+from albert_tf.errors import AlbertError
+
 FORMATS = ("bert", "jsonl", "wikitext")
 
 # A sentence ends at . ! or ? (optionally closed by a quote or bracket) before
@@ -39,7 +41,7 @@ _WIKITEXT_HEADING = re.compile(r"^ ?(= )+.*( =)+ ?$")
 _WIKITEXT_MARKERS = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."))
 
 
-class InputFormatError(ValueError):
+class InputFormatError(AlbertError, ValueError):
     """An input line that the chosen format cannot read (names file and line)."""
 
 

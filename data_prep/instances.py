@@ -30,7 +30,7 @@ Example:
 """
 
 import dataclasses
-from typing import List, Optional, Sequence
+from typing import List, Sequence
 
 from data_prep.masking import NgramMasker
 

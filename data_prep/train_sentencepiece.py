@@ -114,8 +114,12 @@ def main(argv):
           f"({FLAGS.vocab_size} pieces, {'cased' if FLAGS.cased else 'uncased'})")
 
 
-if __name__ == "__main__":
-    from absl import app
+def cli():
+    """The console-script entry point (`python -m` runs the same)."""
+    from albert_tf.cli.app import run_cli
 
-    define_flags()
-    app.run(main)
+    run_cli(main, define_flags)
+
+
+if __name__ == "__main__":
+    cli()

@@ -84,7 +84,7 @@ PRETRAIN_SEQ = 64
 @pytest.fixture(scope="session")
 def pretraining_data(tmp_path_factory, wikitext_spm, real_data):
     """WikiText-2 valid as SOP data (3 shards, length 64) and a tiny config for its 4k vocabulary."""
-    from data_prep.create_pretraining_data import Settings, run
+    from data_prep.pipeline import Settings, run
 
     root = tmp_path_factory.mktemp("pretraining")
     run(Settings(input_file=str(real_data / "wikitext2" / "valid.txt"), output_dir=str(root / "data"),
@@ -105,15 +105,15 @@ def pretrained_tiny(tmp_path_factory, pretraining_data):
     collapse after 200-700 steps (every token the same vector, unigram MLM) and
     fine-tuning cannot move it; at 0.002 it can.
     """
-    from albert_tf.run_pretraining import pretrain
-    from albert_tf.training import TrainSettings
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import TrainSettings
 
     output_dir = tmp_path_factory.mktemp("pretrained_tiny")
     settings = TrainSettings(output_dir=str(output_dir), train_batch_size=32, max_seq_length=PRETRAIN_SEQ,
                              num_train_steps=300, num_warmup_steps=30, learning_rate=0.002,
                              save_checkpoints_steps=1000, do_eval=False, log_every_steps=100, verbose=False)
     pretrain(settings, pretraining_data["config"], pretraining_data["data"],
-             spm_model_file=pretraining_data["spm"], export=False)
+             spm_model_file=pretraining_data["spm"])
     return output_dir
 
 

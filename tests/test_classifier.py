@@ -77,8 +77,7 @@ def write_slice(real_data, tmp_path, directory, train_rows, dev_rows, header=Tru
     ("rte", "RTE", "accuracy", True)])
 def test_runner_trains_and_writes_metrics_and_predictions(real_data, pretraining_data, tmp_path, task, directory,
                                                           metric, header):
-    from albert_tf.finetuning import FineTuneSettings
-    from albert_tf.run_classifier import run
+    from albert_tf.run_classifier import ClassifierSettings, run
     from albert_tf.tasks import glue
 
     target = write_slice(real_data, tmp_path, directory, 64, 40, header)
@@ -91,11 +90,12 @@ def test_runner_trains_and_writes_metrics_and_predictions(real_data, pretraining
         if spec.text_b is not None:
             row[spec.text_b] = fields[glue.TASKS[task].train.text_b]
     (target / "test.tsv").write_text("header\n" * int(spec.header) + "\n".join("\t".join(r) for r in test_rows) + "\n")
-    settings = FineTuneSettings(output_dir=str(tmp_path / "out"), max_seq_length=48, train_batch_size=16,
-                                eval_batch_size=16, learning_rate=1e-4, train_step=6, save_checkpoints_steps=3,
-                                verbose=False)
-    summary = run(task, str(tmp_path / "glue"), settings, pretraining_data["spm"], pretraining_data["config"],
-                  do_train=True, do_eval=True, do_predict=True)
+    settings = ClassifierSettings(
+        output_dir=str(tmp_path / "out"), task_name=task, data_dir=str(tmp_path / "glue"),
+        spm_model_file=pretraining_data["spm"], albert_config_file=pretraining_data["config"], do_predict=True,
+        max_seq_length=48, train_batch_size=16, eval_batch_size=16, learning_rate=1e-4, train_step=6,
+        save_checkpoints_steps=3, verbose=False)
+    summary = run(settings)
     assert [h["global_step"] for h in summary["history"]] == [3, 6]
     assert summary["eval"]["num_examples"] == 40 and metric in summary["eval"]
     evaluations = [json.loads(line) for line in open(tmp_path / "out" / "eval_results.txt")]
@@ -115,15 +115,15 @@ def test_runner_trains_and_writes_metrics_and_predictions(real_data, pretraining
 @pytest.fixture(scope="module")
 def sst2_run(real_data, pretrained_tiny, tmp_path_factory):
     """SST-2 (5,000 train rows → full dev) fine-tuned from the tests' own pretrained tiny model."""
-    from albert_tf.finetuning import FineTuneSettings
-    from albert_tf.run_classifier import run
+    from albert_tf.run_classifier import ClassifierSettings, run
 
     output_dir = tmp_path_factory.mktemp("sst2")
-    settings = FineTuneSettings(output_dir=str(output_dir), max_seq_length=64, train_batch_size=32,
-                                eval_batch_size=64, learning_rate=1e-3, train_step=400, warmup_step=40,
-                                save_checkpoints_steps=100, verbose=False)
-    summary = run("sst-2", str(real_data / "glue"), settings, str(pretrained_tiny / "final" / "spm.model"),
-                  init_checkpoint=str(pretrained_tiny), do_train=True, do_eval=True)
+    settings = ClassifierSettings(
+        output_dir=str(output_dir), task_name="sst-2", data_dir=str(real_data / "glue"),
+        spm_model_file=str(pretrained_tiny / "final" / "spm.model"), init_checkpoint=str(pretrained_tiny),
+        max_seq_length=64, train_batch_size=32, eval_batch_size=64, learning_rate=1e-3, train_step=400,
+        warmup_step=40, save_checkpoints_steps=100, verbose=False)
+    summary = run(settings)
     return output_dir, summary
 
 
@@ -139,7 +139,7 @@ def test_fine_tuned_classifier_exports_and_int8_agrees_on_sst2_dev(real_data, ss
     import tensorflow as tf
 
     from albert_tf.export import export_saved_model, export_tflite, run_tflite
-    from albert_tf.model_files import load_model
+    from albert_tf.loading import load_model
     from albert_tf.run_classifier import encode_examples
     from albert_tf.tasks import glue
     from albert_tf.tokenization import SentencePieceTokenizer

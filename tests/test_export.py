@@ -27,7 +27,7 @@ def wikitext_lines(real_data, count, min_words=8):
 
 @pytest.fixture(scope="module")
 def pretrained(pretrained_tiny):
-    from albert_tf.model_files import load_model
+    from albert_tf.loading import load_model
 
     return load_model(str(pretrained_tiny))
 
@@ -60,7 +60,7 @@ def assert_outputs_match(keras_outputs, served, atol):
 
 def test_load_model_reads_every_format(pretrained_tiny, pretrained, tmp_path):
     from albert_tf.checkpoints import save_original_checkpoint
-    from albert_tf.model_files import ModelFileError, load_model
+    from albert_tf.loading import ModelFileError, load_model
 
     expected = pretrained.model.get_weights()
     assert type(pretrained.model).__name__ == "AlbertPretrainer"
@@ -202,10 +202,9 @@ def test_warmup_requests_replay_against_the_export(exports):
 
 def masked_batches(pretraining_data, count):
     """Real MLM inputs: the pretraining eval records of WikiText-2 valid."""
-    from albert_tf.inputs.pretraining import expand_patterns, load_metadata, pretraining_dataset
+    from albert_tf.inputs.pretraining import pretraining_dataset, resolve_input
 
-    files = expand_patterns(pretraining_data["data"])
-    dataset = pretraining_dataset(files, load_metadata(pretraining_data["data"]), 1, is_training=False)
+    dataset = pretraining_dataset(resolve_input(pretraining_data["data"]), 1, is_training=False)
     names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
     for inputs, labels in dataset.take(count):
         yield {k: inputs[k].numpy().astype("int32") for k in names}, labels["masked_lm_weights"].numpy()
@@ -266,7 +265,7 @@ def test_failed_export_leaves_nothing_and_cli_errors_are_clear(pretrained, pretr
     def broken(*args, **kwargs):
         raise export.ExportError("simulated mismatch")
 
-    monkeypatch.setattr(export, "_verify_saved_model", broken)
+    monkeypatch.setattr(export.verify, "verify_saved_model", broken)
     with pytest.raises(export.ExportError, match="simulated"):
         export.export_saved_model(pretrained.model.backbone, str(base), warmup=False)
     assert sorted(os.listdir(base)) == ["1"]  # no version 2, no staging left

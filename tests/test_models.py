@@ -153,7 +153,7 @@ def test_task_models(kind, tmp_path):
     from albert_tf.models.classifier import AlbertClassifier
     from albert_tf.models.multiple_choice import AlbertMultipleChoice
     from albert_tf.models.span_qa import AlbertSpanQA
-    from albert_tf.models.span_qa_v2 import AlbertSpanQAv2
+    from albert_tf.models.span_qa_answerability import AlbertSpanQAv2
     from albert_tf.models.token_classifier import AlbertTokenClassifier
 
     config = str(CONFIGS / "albert_tiny.json")

@@ -47,15 +47,15 @@ def final_weights(output_dir):
 @pytest.mark.slow
 @pytest.mark.parametrize("optimizer", ["lamb", "adamw"])
 def test_tiny_albert_learns_on_wikitext(pretraining_data, tmp_path, optimizer):
-    from albert_tf.run_pretraining import pretrain
-    from albert_tf.training import TrainSettings
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import TrainSettings
 
     settings = TrainSettings(output_dir=str(tmp_path), train_batch_size=32, max_seq_length=SEQ,
                              num_train_steps=150, num_warmup_steps=15,
                              learning_rate={"lamb": 0.01, "adamw": 0.002}[optimizer], optimizer=optimizer,
                              save_checkpoints_steps=1000, do_eval=True, max_eval_steps=10, eval_batch_size=64,
                              eval_at_start=True, log_every_steps=50, verbose=False)
-    summary = pretrain(settings, pretraining_data["config"], pretraining_data["data"], export=False)
+    summary = pretrain(settings, pretraining_data["config"], pretraining_data["data"])
     before, after = summary["eval_start"], summary["eval"]
     assert after["masked_lm_loss"] < before["masked_lm_loss"] - 1.5, (before, after)
     assert after["masked_lm_accuracy"] > before["masked_lm_accuracy"] + 0.05, (before, after)
@@ -129,13 +129,15 @@ def test_two_local_workers_finish_with_identical_weights(pretraining_data, tmp_p
 def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tmp_path):
     import tensorflow as tf
 
-    from albert_tf.run_pretraining import pretrain
-    from albert_tf.training import TrainSettings
+    from albert_tf.export import export_pretraining_run
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import TrainSettings
 
     settings = TrainSettings(output_dir=str(tmp_path), train_batch_size=16, max_seq_length=SEQ, num_train_steps=4,
                              num_warmup_steps=1, grad_accum_steps=2, save_checkpoints_steps=2, verbose=False)
     summary = pretrain(settings, pretraining_data["config"], pretraining_data["data"],
                        spm_model_file=pretraining_data["spm"], strategy_name="mirrored")
+    summary["outputs"].update(export_pretraining_run(str(tmp_path), version=4, max_seq_length=SEQ))
     assert summary["end_step"] == 4
     backbone_dir = summary["outputs"]["saved_model_backbone"]
     assert backbone_dir.endswith(os.path.join("saved_model", "backbone", "4"))
@@ -155,8 +157,8 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
 
 def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     from albert_tf.inputs.pretraining import DataError
-    from albert_tf.run_pretraining import pretrain
-    from albert_tf.training import TrainSettings, TrainingError
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import TrainSettings, TrainingError
 
     settings = TrainSettings(output_dir=str(tmp_path / "out"), train_batch_size=8, max_seq_length=SEQ,
                              num_train_steps=2, verbose=False)
@@ -175,11 +177,11 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     (tmp_path / "small.json").write_text(json.dumps(small))
     first = tmp_path / "first"
     pretrain(TrainSettings(output_dir=str(first), train_batch_size=8, max_seq_length=SEQ, num_train_steps=1,
-                           verbose=False), pretraining_data["config"], pretraining_data["data"], export=False)
+                           verbose=False), pretraining_data["config"], pretraining_data["data"])
     with pytest.raises(TrainingError, match="does not fit"):
         pretrain(TrainSettings(output_dir=str(tmp_path / "second"), train_batch_size=8, max_seq_length=SEQ,
                                num_train_steps=1, verbose=False), str(tmp_path / "small.json"),
-                 pretraining_data["data"], init_checkpoint=str(first / "final"), export=False)
+                 pretraining_data["data"], init_checkpoint=str(first / "final"))
     with pytest.raises(TrainingError, match="must divide"):
         pretrain(TrainSettings(output_dir=str(tmp_path / "third"), train_batch_size=10, grad_accum_steps=4,
                                max_seq_length=SEQ, num_train_steps=1), pretraining_data["config"],
@@ -190,14 +192,14 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(pretraining_data, tmp_path):
     import tensorflow as tf
 
-    from albert_tf.run_pretraining import pretrain
-    from albert_tf.training import TrainSettings, TrainingError
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import TrainSettings, TrainingError
 
     settings = TrainSettings(output_dir=str(tmp_path), train_batch_size=8, max_seq_length=SEQ, num_train_steps=50,
                              num_warmup_steps=0, optimizer="adamw", learning_rate=1e38, save_checkpoints_steps=1,
                              verbose=False)
     with pytest.raises(TrainingError, match=r"loss is (nan|inf) at step \d+; stopped without saving"):
-        pretrain(settings, pretraining_data["config"], pretraining_data["data"], export=False)
+        pretrain(settings, pretraining_data["config"], pretraining_data["data"])
     latest = tf.train.latest_checkpoint(os.path.join(tmp_path, "checkpoints"))
     assert latest is not None
     assert tf.train.load_variable(latest, "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") >= 1

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO
 from albert_tf.tokenization import SentencePieceTokenizer
-from data_prep.create_pretraining_data import DataPrepError, Settings, run
+from data_prep.pipeline import DataPrepError, Settings, run
 from data_prep.documents import read_documents
 
 pytestmark = pytest.mark.realdata
@@ -21,13 +21,14 @@ SEQ = 128
 def read_dataset(directory):
     import tensorflow as tf
 
-    from albert_tf.inputs.pretraining import decode_batch, feature_description, load_metadata, shard_files
+    from albert_tf.inputs.pretraining import decode_batch, feature_description
+    from albert_tf.pretraining_data import PretrainingData
 
-    metadata = load_metadata(str(directory))
-    spec = feature_description(metadata)
-    records = tf.data.TFRecordDataset(shard_files(str(directory), metadata)).batch(100000)
+    data = PretrainingData.load(str(directory))
+    spec = feature_description(data.max_seq_length, data.max_predictions_per_seq)
+    records = tf.data.TFRecordDataset(data.shard_paths()).batch(100000)
     batches = [decode_batch(b, spec) for b in records]
-    return metadata, {k: np.concatenate([b[k].numpy() for b in batches]) for k in spec}
+    return data.metadata, {k: np.concatenate([b[k].numpy() for b in batches]) for k in spec}
 
 
 def make_settings(tmp_path, spm_model, input_file, **overrides):

@@ -4,7 +4,6 @@ import json
 import os
 import shutil
 
-import numpy as np
 import pytest
 
 pytestmark = pytest.mark.realdata
@@ -44,8 +43,7 @@ def test_packing_follows_the_original(real_data, wikitext_spm):
 
 
 def test_runner_trains_evaluates_and_reports_levels(real_data, pretraining_data, tmp_path):
-    from albert_tf.finetuning import FineTuneSettings
-    from albert_tf.run_race import run
+    from albert_tf.run_race import RaceSettings, run
 
     data = tmp_path / "RACE"
     for level in ("middle", "high"):
@@ -55,10 +53,11 @@ def test_runner_trains_evaluates_and_reports_levels(real_data, pretraining_data,
             for f in chosen:
                 shutil.copy(f, data / split / level / f.name)
     (data / "dev" / "high" / "broken.txt").write_text("{not json")
-    settings = FineTuneSettings(output_dir=str(tmp_path / "out"), max_seq_length=64, train_batch_size=8,
-                                eval_batch_size=8, learning_rate=1e-4, train_step=4, save_checkpoints_steps=2,
-                                verbose=False)
-    summary = run(str(data), settings, pretraining_data["spm"], pretraining_data["config"], max_qa_length=24)
+    settings = RaceSettings(output_dir=str(tmp_path / "out"), data_dir=str(data), spm_model_file=pretraining_data["spm"],
+                            albert_config_file=pretraining_data["config"], max_qa_length=24, max_seq_length=64,
+                            train_batch_size=8, eval_batch_size=8, learning_rate=1e-4, train_step=4,
+                            save_checkpoints_steps=2, verbose=False)
+    summary = run(settings)
     assert summary["dev_skipped"] == 1 and [h["global_step"] for h in summary["history"]] == [2, 4]
     assert {"accuracy", "accuracy_middle", "accuracy_high"} <= set(summary["eval"])
     predictions = json.load(open(tmp_path / "out" / "dev_predictions.json"))

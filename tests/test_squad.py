@@ -73,7 +73,7 @@ def test_answerability_head_masks_and_decodes_real_windows(real_data, wikitext_s
     """The v2 head's position mask opens exactly [CLS] and the context; decoding follows its beams."""
     import numpy as np
 
-    from albert_tf.models.span_qa_v2 import ContextPositionMask
+    from albert_tf.models.span_qa_answerability import ContextPositionMask
     from albert_tf.tasks import squad
     from albert_tf.tokenization import SentencePieceTokenizer
 
@@ -141,15 +141,17 @@ def squad_slice(real_data, tmp_path, name, source, paragraphs):
 @pytest.mark.parametrize("version,source", [("1.1", "squad_v1.1/dev-v1.1.json"),
                                             ("2.0", "squad_v2.0/dev-v2.0.Normans-Rhine.json")])
 def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_path, version, source):
-    from albert_tf.finetuning import FineTuneSettings
-    from albert_tf.run_squad import run
+    from albert_tf.run_squad import SquadSettings, run
     from albert_tf.tasks import squad
 
     train = squad_slice(real_data, tmp_path, "train.json", real_data / source, slice(0, 20))
     dev = squad_slice(real_data, tmp_path, "dev.json", real_data / source, slice(20, 30))
-    settings = FineTuneSettings(output_dir=str(tmp_path / "out"), max_seq_length=96, train_batch_size=16,
-                                eval_batch_size=32, learning_rate=1e-4, train_step=4, save_checkpoints_steps=2,
-                                verbose=False)
+    settings = SquadSettings(
+        output_dir=str(tmp_path / "out"), version=version, train_file=train, predict_file=dev,
+        spm_model_file=pretraining_data["spm"], albert_config_file=pretraining_data["config"],
+        init_checkpoint=str(tmp_path / "init"), doc_stride=32, max_query_length=24, max_seq_length=96,
+        train_batch_size=16, eval_batch_size=32, learning_rate=1e-4, train_step=4, save_checkpoints_steps=2,
+        verbose=False)
     from albert_tf import AlbertBackbone
     from albert_tf.checkpoints import save_model_dir
     from albert_tf.finetuning import load_best
@@ -158,8 +160,7 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
     save_model_dir(initial, str(tmp_path / "init"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        summary = run(version, settings, pretraining_data["spm"], train, dev, pretraining_data["config"],
-                      init_checkpoint=str(tmp_path / "init"), doc_stride=32, max_query_length=24)
+        summary = run(settings)
     assert not [w for w in caught if "Gradients do not exist" in str(w.message)]
     # The span heads never read the pooler: it leaves fine-tuning as it was loaded, as in the original.
     best = load_best(str(tmp_path / "out"))
@@ -175,7 +176,7 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
     assert [h["global_step"] for h in summary["history"]] == [2, 4]
     if version == "2.0":
         from albert_tf.export import export_saved_model
-        from albert_tf.models.span_qa_v2 import AlbertSpanQAv2
+        from albert_tf.models.span_qa_answerability import AlbertSpanQAv2
 
         assert isinstance(best, AlbertSpanQAv2)
         # The fine-tuned head exports (the export verifies its signatures against Keras).

@@ -113,14 +113,13 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the text signatures' ops)
 
-    from albert_tf.export import export_saved_model
-    from albert_tf.finetuning import FineTuneSettings
-    from albert_tf.model_files import load_model
-    from albert_tf.run_classifier import run as run_classifier
-    from albert_tf.run_pretraining import pretrain
+    from albert_tf.export import export_pretraining_run, export_saved_model
+    from albert_tf.loading import load_model
+    from albert_tf.run_classifier import ClassifierSettings, run as run_classifier
+    from albert_tf.pretraining.job import pretrain
     from albert_tf.tokenization import WordPieceTokenizer
-    from albert_tf.training import TrainSettings
-    from data_prep.create_pretraining_data import Settings, run as create_data
+    from albert_tf.pretraining.settings import TrainSettings
+    from data_prep.pipeline import Settings, run as create_data
     from tests.conftest import CONFIGS
     from tests.test_pretraining_data import read_dataset
 
@@ -160,6 +159,8 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
                              num_train_steps=3, num_warmup_steps=1, save_checkpoints_steps=3, verbose=False)
     summary = pretrain(settings, str(tmp_path / "albert_config.json"), str(tmp_path / "data"),
                        vocab_file=wordpiece_vocab)
+    summary["outputs"].update(export_pretraining_run(settings.output_dir, version=3, max_seq_length=64,
+                                                     do_lower_case=False))
     served = tf.saved_model.load(summary["outputs"]["saved_model_pretrainer"])
     assert "vocab.txt" in os.listdir(os.path.join(summary["outputs"]["saved_model_pretrainer"], "assets"))
     text = "ALBERT是一种轻量级的[MASK]模型。"
@@ -176,11 +177,11 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     for split, chosen in (("train", rows[:48]), ("dev", rows[48:80])):
         (glue / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in chosen),
                                            encoding="utf-8")
-    tuned = run_classifier("sst-2", str(glue), FineTuneSettings(output_dir=str(tmp_path / "tuned"), max_seq_length=64,
-                                                               train_batch_size=8, eval_batch_size=16, train_step=4,
-                                                               save_checkpoints_steps=2, verbose=False),
-                           None, init_checkpoint=str(tmp_path / "pretrain"), do_lower_case=False,
-                           vocab_file=wordpiece_vocab)
+    tuned = run_classifier(ClassifierSettings(
+        output_dir=str(tmp_path / "tuned"), task_name="sst-2", data_dir=str(glue),
+        init_checkpoint=str(tmp_path / "pretrain"), do_lower_case=False, vocab_file=wordpiece_vocab,
+        max_seq_length=64, train_batch_size=8, eval_batch_size=16, train_step=4, save_checkpoints_steps=2,
+        verbose=False))
     assert tuned["eval"]["num_examples"] == 32
     loaded = load_model(str(tmp_path / "tuned" / "best"))
     assert loaded.vocab_file.endswith("vocab.txt") and loaded.spm_model_file is None

@@ -17,10 +17,11 @@ import dataclasses
 import os
 from typing import List, Optional, Tuple
 
+from albert_tf.errors import AlbertError
 from albert_tf import metrics
 
 
-class GlueDataError(ValueError):
+class GlueDataError(AlbertError, ValueError):
     """A GLUE file that cannot be used; the message names the file (and lines)."""
 
 

@@ -23,11 +23,13 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from albert_tf.errors import AlbertError
+
 LEVELS = ("middle", "high")
 ANSWERS = "ABCD"
 
 
-class RaceDataError(ValueError):
+class RaceDataError(AlbertError, ValueError):
     """RACE files that cannot be used; the message names the files."""
 
 

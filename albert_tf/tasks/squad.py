@@ -34,8 +34,10 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from albert_tf.errors import AlbertError
 
-class SquadDataError(ValueError):
+
+class SquadDataError(AlbertError, ValueError):
     """A SQuAD file that cannot be used; the message names the file and question ids."""
 
 

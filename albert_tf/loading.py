@@ -35,8 +35,9 @@ from typing import Optional
 
 import keras
 
+from albert_tf.errors import AlbertError
 from albert_tf import checkpoints
-from albert_tf.models import classifier, multiple_choice, span_qa, span_qa_v2, token_classifier  # noqa: F401  (.keras)
+from albert_tf.models import classifier, multiple_choice, span_qa, span_qa_answerability, token_classifier  # noqa: F401  (.keras)
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 
@@ -48,7 +49,7 @@ MLM_HEAD_VARIABLE = "cls/predictions/output_bias"
 TF2_CHECKPOINT_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"  # object-based (TF2) checkpoints have it
 
 
-class ModelFileError(ValueError):
+class ModelFileError(AlbertError, ValueError):
     """A path that holds no loadable model; the message says what was looked for."""
 
 

@@ -1,0 +1,95 @@
+"""Every CLI's entry point: quiet output by default, and bad input as one line.
+
+    run_cli(main, define_flags)
+
+- Library chatter (TensorFlow's C++ and Python INFO/WARNING logs, absl INFO)
+  is off unless `-v 1` / `--verbosity 1` is given; our own messages and the
+  progress bars are printed once each.
+- `AlbertError`, `OSError` (h5py's file errors are OSErrors) and TensorFlow's `OpError` become
+  `error: <message>` on stderr with exit status 1. `-v 1` (or
+  `ALBERT_TF_TRACEBACK=1`) shows the traceback instead.
+"""
+
+import logging
+import os
+import sys
+from typing import Callable
+
+TRACEBACK_ENV = "ALBERT_TF_TRACEBACK"
+
+
+def _verbosity_from_argv(argv) -> int:
+    """absl's `-v/--verbosity` read before flags are parsed (TensorFlow reads its log level at import)."""
+    for index, arg in enumerate(argv):
+        for prefix in ("--verbosity=", "-v="):
+            if arg.startswith(prefix):
+                return _int(arg[len(prefix):])
+        if arg in ("-v", "--verbosity") and index + 1 < len(argv):
+            return _int(argv[index + 1])
+    return -1
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return -1
+
+
+def quiet_libraries(verbosity: int) -> None:
+    """Silences TensorFlow/absl INFO and WARNING chatter unless verbosity ≥ 1."""
+    if verbosity >= 1:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    for name in ("tensorflow", "absl", "apache_beam", "h5py"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _boundary_errors() -> tuple:
+    """The exception types a CLI reports as one line (library types only when already imported)."""
+    from albert_tf.errors import AlbertError
+
+    types = [AlbertError, OSError]
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        types.append(tf.errors.OpError)
+    return tuple(types)
+
+
+def error_line(error: BaseException) -> str:
+    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if isinstance(error, OSError) and error.filename and str(error.filename) not in message:
+        message = f"{error.filename}: {message}"
+    return f"error: {message}"
+
+
+def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: bool = False) -> None:
+    """Defines the flags, parses them, runs `main(argv)` inside the error boundary.
+
+    `known_flags_only` leaves unknown flags in `argv` (data_prep passes them to Beam).
+    """
+    from absl import app
+
+    verbosity = _verbosity_from_argv(sys.argv)
+    quiet_libraries(verbosity)
+    define_flags()
+
+    def guarded(argv):
+        show_trace = verbosity >= 1 or os.environ.get(TRACEBACK_ENV) == "1"
+        try:
+            return main(argv)
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            sys.exit(130)
+        except _boundary_errors() as error:
+            if show_trace:
+                raise
+            print(error_line(error), file=sys.stderr)
+            sys.exit(1)
+
+    if known_flags_only:
+        from absl import flags
+
+        app.run(guarded, flags_parser=lambda argv: flags.FLAGS(argv, known_only=True))
+    else:
+        app.run(guarded)

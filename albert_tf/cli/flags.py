@@ -1,0 +1,59 @@
+"""Flags that several CLIs share, defined once, and settings objects built from flags.
+
+Names and help are the original's where it has the flag.
+"""
+
+import dataclasses
+from typing import Type, TypeVar
+
+from absl import flags
+
+FLAGS = flags.FLAGS
+Settings = TypeVar("Settings")
+
+
+def define_vocabulary_flags(default_help: str = "") -> None:
+    """--spm_model_file / --vocab_file (exactly one where a vocabulary is needed) and --do_lower_case."""
+    flags.DEFINE_string("spm_model_file", None, "SentencePiece model (or --vocab_file)." + default_help)
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (Chinese models), instead of --spm_model_file."
+                        + default_help)
+    flags.DEFINE_bool("do_lower_case", True, "Lowercase (the released English models are uncased).")
+
+
+def define_model_flags(init_help: str = "Google's TF1 checkpoint, our model dir, run dir or .keras.") -> None:
+    flags.DEFINE_string("albert_config_file", None, "ALBERT config (default: the one beside --init_checkpoint).")
+    flags.DEFINE_string("init_checkpoint", None, init_help)
+
+
+def define_finetune_flags(defaults, head_dropout: bool = True) -> None:
+    """The flags of every fine-tuning runner, with that runner's defaults (a `FineTuneSettings`).
+
+    `head_dropout`: the runner's head has a dropout (classifier, multiple choice; not the span heads).
+    """
+    define_model_flags()
+    define_vocabulary_flags()
+    flags.DEFINE_string("output_dir", None, "Where results and the best model go.")
+    flags.DEFINE_bool("do_train", False, "Fine-tune.")
+    flags.DEFINE_integer("max_seq_length", defaults.max_seq_length, "Tokens per example.")
+    flags.DEFINE_integer("train_batch_size", defaults.train_batch_size, "Training batch.")
+    flags.DEFINE_integer("eval_batch_size", defaults.eval_batch_size, "Eval/predict batch.")
+    flags.DEFINE_float("learning_rate", defaults.learning_rate, "Peak learning rate.")
+    flags.DEFINE_integer("train_step", defaults.train_step, "Optimizer steps.")
+    flags.DEFINE_integer("warmup_step", defaults.warmup_step, "Linear warmup steps.")
+    flags.DEFINE_integer("save_checkpoints_steps", defaults.save_checkpoints_steps,
+                         "Evaluate (and keep the best) every N steps.")
+    flags.DEFINE_enum("optimizer", defaults.optimizer, ["adamw", "lamb"], "As the original.")
+    if head_dropout:
+        flags.DEFINE_float("dropout", defaults.dropout, "Head dropout (0.1 in the original; the README's v2 RACE: 0).")
+    flags.DEFINE_integer("seed", defaults.seed, "Seed of head init and data order.")
+
+
+def settings_from_flags(cls: Type[Settings], **overrides) -> Settings:
+    """An instance of the dataclass `cls` whose fields take the flags of the same name (where defined)."""
+    values = {}
+    for field in dataclasses.fields(cls):
+        if field.name in overrides:
+            values[field.name] = overrides[field.name]
+        elif field.name in FLAGS:
+            values[field.name] = FLAGS[field.name].value
+    return cls(**values)

@@ -1,0 +1,63 @@
+"""Write aside, then rename: a directory or file appears complete or not at all.
+
+Every output a user may read while a job runs or after it was killed (best/,
+final/, exports, data shards) is written to a staging directory beside its
+target and moved into place only when complete. A kill at any moment leaves
+the previous version or the new one, never a mixture.
+
+Example:
+
+>>> import os, tempfile
+>>> root = tempfile.mkdtemp()
+>>> with staged_dir(os.path.join(root, "best")) as staging:
+...     _ = open(os.path.join(staging, "weights.txt"), "w").write("new")
+>>> os.listdir(os.path.join(root, "best"))
+['weights.txt']
+"""
+
+import contextlib
+import os
+import shutil
+import tempfile
+from typing import Iterator
+
+STAGING_PREFIX = ".staging-"
+
+
+def replace_dir(staging: str, target: str) -> None:
+    """Moves the complete `staging` to `target`; the old `target` is removed only after."""
+    old = target + ".old"
+    shutil.rmtree(old, ignore_errors=True)
+    if os.path.exists(target):
+        os.rename(target, old)
+    os.rename(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_dir(target: str) -> Iterator[str]:
+    """Yields an empty staging directory beside `target`, published to `target` on success.
+
+    On an exception nothing is published and the staging directory is removed.
+    """
+    parent = os.path.dirname(os.path.abspath(target))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=STAGING_PREFIX + os.path.basename(target) + "-", dir=parent)
+    try:
+        yield staging
+        replace_dir(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_files(target_dir: str) -> Iterator[str]:
+    """Yields a staging directory whose files are moved into `target_dir` (kept alongside others) on success."""
+    os.makedirs(target_dir, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=target_dir)
+    try:
+        yield staging
+        for name in sorted(os.listdir(staging)):
+            os.replace(os.path.join(staging, name), os.path.join(target_dir, name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
