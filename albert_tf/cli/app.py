@@ -36,13 +36,25 @@ def _int(text: str) -> int:
         return -1
 
 
+LIBRARY_LOGGERS = ("tensorflow", "absl", "apache_beam", "h5py", "keras", "jax")
+LIBRARY_PATHS = tuple(f"{os.sep}{name}{os.sep}" for name in ("tensorflow", "apache_beam", "keras", "tf_keras"))
+
+
+class _LibraryChatterFilter(logging.Filter):
+    """Drops below-ERROR records that libraries log through the root logger (Beam does)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or not any(p in record.pathname for p in LIBRARY_PATHS)
+
+
 def quiet_libraries(verbosity: int) -> None:
-    """Silences TensorFlow/absl INFO and WARNING chatter unless verbosity ≥ 1."""
+    """Silences TensorFlow/Beam/absl INFO and WARNING chatter unless verbosity ≥ 1."""
     if verbosity >= 1:
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    for name in ("tensorflow", "absl", "apache_beam", "h5py"):
+    for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
+    logging.getLogger().addFilter(_LibraryChatterFilter())
 
 
 def _boundary_errors() -> tuple:

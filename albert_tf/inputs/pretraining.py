@@ -16,7 +16,8 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
-from albert_tf.pretraining_data import LABELS, MODEL_INPUTS, DataError, PretrainingData, feature_spec, is_shard_name
+from albert_tf.pretraining_data import (LABELS, MODEL_INPUTS, SHARD_PATTERN, DataError, PretrainingData, feature_spec,
+                                        is_shard_name)
 
 _DTYPES = {"int64": tf.int64, "float": tf.float32}
 
@@ -61,7 +62,7 @@ def resolve_input(patterns: str, flag: str = "--input_file") -> PretrainingInput
             continue
         matched = sorted(f for f in tf.io.gfile.glob(pattern) if is_shard_name(f))
         if not matched:
-            raise DataError(f"{flag} pattern {pattern!r} matches no shard file ({'part-*.tfrecord'})")
+            raise DataError(f"{flag} pattern {pattern!r} matches no file (data_prep's shards are {SHARD_PATTERN})")
         for path in matched:
             directory = os.path.dirname(path)
             data = datasets.setdefault(directory, PretrainingData.load(directory))
