@@ -28,6 +28,7 @@ from albert_tf import optimization
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.publish import staged_dir
+from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
 BEST_DIR = "best"
 MODEL_FILE = "model.keras"
@@ -46,7 +47,7 @@ class FineTuneSettings:
     init_checkpoint: Optional[str] = None
     spm_model_file: Optional[str] = None
     vocab_file: Optional[str] = None
-    do_lower_case: bool = True
+    do_lower_case: Optional[bool] = None  # None: the init checkpoint's saved setting, else True
     do_train: bool = True
     max_seq_length: int = 512
     train_batch_size: int = 32
@@ -61,17 +62,32 @@ class FineTuneSettings:
     verbose: bool = True
 
 
-def build_backbone(albert_config_file: Optional[str], init_checkpoint: Optional[str]) -> AlbertBackbone:
-    """The backbone of `albert_config_file`, with the weights of `init_checkpoint` (any format we load)."""
+def tokenizer_for(settings: FineTuneSettings):
+    """The run's tokenizer: the flags' vocabulary, else the one saved with `--init_checkpoint`."""
+    from albert_tf.loading import model_directory
+
+    model_dir = model_directory(settings.init_checkpoint) if settings.init_checkpoint else None
+    return resolve_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case, model_dir)
+
+
+def build_backbone(albert_config_file: Optional[str], init_checkpoint: Optional[str],
+                   tokenizer=None) -> AlbertBackbone:
+    """The backbone of `albert_config_file`, with the weights of `init_checkpoint` (any format we load).
+
+    Its `vocab_size` must be `tokenizer`'s.
+    """
     from albert_tf.loading import load_model
 
     if init_checkpoint is None:
         if albert_config_file is None:
             raise FineTuneError("give --albert_config_file, --init_checkpoint, or both")
-        return AlbertBackbone.from_albert_config(albert_config_file)
+        backbone = AlbertBackbone.from_albert_config(albert_config_file)
+        check_vocab_size(backbone.albert_config.vocab_size, tokenizer, albert_config_file)
+        return backbone
     loaded = load_model(init_checkpoint, albert_config_file).model
     source = getattr(loaded, "backbone", loaded)
     backbone = AlbertBackbone.from_albert_config(albert_config_file or source.albert_config)
+    check_vocab_size(backbone.albert_config.vocab_size, tokenizer, albert_config_file or init_checkpoint)
     try:
         backbone.set_weights(source.get_weights())
     except ValueError as error:
@@ -111,9 +127,8 @@ def predict_logits(model, features: Dict[str, np.ndarray], batch_size: int, outp
 def _save_best(model, output_dir: str, metrics: dict, tokenizer=None):
     with staged_dir(os.path.join(output_dir, BEST_DIR)) as staging:
         model.save(os.path.join(staging, MODEL_FILE))
-        if tokenizer is not None:  # so that export and load_model find the vocabulary beside the model
-            with open(os.path.join(staging, tokenizer.asset_name), "wb") as f:
-                f.write(tokenizer.model_proto)
+        if tokenizer is not None:  # the model carries its tokenizer: export and load_model need no flag
+            tokenizer.save(staging)
         with open(os.path.join(staging, "eval_results.json"), "w") as f:
             json.dump(metrics, f, indent=2)
 

@@ -12,9 +12,10 @@
   beside it or `albert_config_file` given; with the `cls/` head variables it
   loads as an `AlbertPretrainer`, otherwise as an `AlbertBackbone`.
 
-The vocabulary is found beside the weights unless one is given: the
-SentencePiece model (`spm.model`, or the `*.model` file Google's release
-archives carry), else a WordPiece `vocab.txt` (the Chinese models).
+The tokenizer is the one saved beside the weights (`tokenizer.json` with
+`spm.model` or `vocab.txt`; for Google's archives their `*.model` file or
+`vocab.txt`, lowercasing) unless one is given; its size must be the config's
+`vocab_size`.
 
 Example:
 
@@ -29,7 +30,6 @@ Example:
 """
 
 import dataclasses
-import glob
 import os
 from typing import Optional
 
@@ -40,10 +40,9 @@ from albert_tf import checkpoints
 from albert_tf.models import classifier, multiple_choice, span_qa, span_qa_answerability, token_classifier  # noqa: F401  (.keras)
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
+from albert_tf.tokenization import Tokenizer, check_vocab_size, resolve_tokenizer
 
 KERAS_MODEL_FILE = "model.keras"
-SPM_MODEL_FILE = "spm.model"
-WORDPIECE_VOCAB_FILE = "vocab.txt"
 RUN_SUBDIRS = ("final", "best")  # run_pretraining's outputs, in order of preference
 MLM_HEAD_VARIABLE = "cls/predictions/output_bias"
 TF2_CHECKPOINT_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"  # object-based (TF2) checkpoints have it
@@ -57,25 +56,26 @@ class ModelFileError(AlbertError, ValueError):
 class LoadedModel:
     model: keras.Model
     source: str  # the file or directory the weights came from
-    spm_model_file: Optional[str]
-    vocab_file: Optional[str] = None  # WordPiece vocab.txt (when there is no spm model)
+    tokenizer: Optional[Tokenizer] = None  # the one saved with the model (or given), None if there is none
+
+    @property
+    def spm_model_file(self) -> Optional[str]:
+        return self.tokenizer.model_file if self.tokenizer and self.tokenizer.kind == "sentencepiece" else None
+
+    @property
+    def vocab_file(self) -> Optional[str]:
+        return self.tokenizer.model_file if self.tokenizer and self.tokenizer.kind == "wordpiece" else None
 
 
-def find_spm_model(directory: str) -> Optional[str]:
-    """`spm.model` in `directory`, else its only `*.model` file (e.g. Google's `30k-clean.model`)."""
-    if not os.path.isdir(directory):
-        return None
-    preferred = os.path.join(directory, SPM_MODEL_FILE)
-    if os.path.isfile(preferred):
-        return preferred
-    candidates = sorted(glob.glob(os.path.join(directory, "*.model")))
-    return candidates[0] if len(candidates) == 1 else None
-
-
-def find_vocab_file(directory: str) -> Optional[str]:
-    """`vocab.txt` in `directory` (Google's Chinese releases, our WordPiece outputs), if any."""
-    path = os.path.join(directory, WORDPIECE_VOCAB_FILE)
-    return path if os.path.isfile(path) else None
+def model_directory(path: str) -> str:
+    """The directory whose files go with the model at `path` (vocabulary, config)."""
+    if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, KERAS_MODEL_FILE)) and checkpoints.find_keras_weights(path)[0] is None:
+            for sub in RUN_SUBDIRS:  # a run_pretraining / fine-tuning output directory
+                if os.path.isdir(os.path.join(path, sub)):
+                    return os.path.join(path, sub)
+        return path
+    return os.path.dirname(path)
 
 
 def _load_keras_file(path: str) -> keras.Model:
@@ -107,8 +107,8 @@ def _load_original(path: str, albert_config_file: Optional[str]) -> keras.Model:
     return model
 
 
-def load_model(path: str, albert_config_file: Optional[str] = None,
-               spm_model_file: Optional[str] = None, vocab_file: Optional[str] = None) -> LoadedModel:
+def load_model(path: str, albert_config_file: Optional[str] = None, spm_model_file: Optional[str] = None,
+               vocab_file: Optional[str] = None, do_lower_case: Optional[bool] = None) -> LoadedModel:
     """Loads the model at `path` (see the module docstring for what is accepted).
 
     Raises:
@@ -135,7 +135,7 @@ def load_model(path: str, albert_config_file: Optional[str] = None,
         source = weights_file
     elif any(os.path.isdir(os.path.join(path, sub)) for sub in RUN_SUBDIRS):
         sub = next(s for s in RUN_SUBDIRS if os.path.isdir(os.path.join(path, s)))
-        return load_model(os.path.join(path, sub), albert_config_file, spm_model_file, vocab_file)
+        return load_model(os.path.join(path, sub), albert_config_file, spm_model_file, vocab_file, do_lower_case)
     elif os.path.exists(path + ".index") or (os.path.isdir(path) and os.path.isfile(os.path.join(path, "checkpoint"))):
         model, source = _load_original(path, albert_config_file), path
     else:
@@ -143,7 +143,11 @@ def load_model(path: str, albert_config_file: Optional[str] = None,
             f"{path}: holds no model. Expected a .keras file, a directory with {KERAS_MODEL_FILE}, "
             f"our model directory ({checkpoints.CONFIG_FILE} + *.weights.h5), a run_pretraining "
             "output directory (final/ or best/), or a TF1 checkpoint (prefix or directory)")
-    if spm_model_file or vocab_file:
-        return LoadedModel(model, source, spm_model_file, vocab_file)
-    found_spm = find_spm_model(directory)
-    return LoadedModel(model, source, found_spm, None if found_spm else find_vocab_file(directory))
+    tokenizer = resolve_tokenizer(spm_model_file, vocab_file, do_lower_case, directory, required=False)
+    if tokenizer is not None:
+        check_vocab_size(backbone_of(model).albert_config.vocab_size, tokenizer, source)
+    return LoadedModel(model, source, tokenizer)
+
+
+def backbone_of(model: keras.Model):
+    return getattr(model, "backbone", model)

@@ -7,7 +7,10 @@ use it.
 
 A dataset directory holds `part-SSSSS-of-NNNNN.tfrecord` shards and
 `metadata.json` (written last), whose `shards` maps each shard name to its
-record count. Readers read exactly the listed shards.
+record count and `shard_files` to its size and sha256. Readers read exactly
+the listed shards, check their sizes before training, and can check every
+checksum (`run_pretraining --verify_data`, or to name the culprit of a
+corrupt record).
 
 Example:
 
@@ -19,6 +22,7 @@ Example:
 
 import dataclasses
 import fnmatch
+import hashlib
 import json
 import os
 from typing import Dict, List, Optional
@@ -39,6 +43,37 @@ REQUIRED_METADATA = ("format_version", "shards", "max_seq_length", "max_predicti
 
 class DataError(AlbertError, ValueError):
     """Pretraining data that cannot be read or does not fit the model; the message names the file."""
+
+
+class HashingWriter:
+    """Wraps a binary stream: counts and hashes what is written (for the shard manifest)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.digest = hashlib.sha256()
+        self.bytes = 0
+
+    def write(self, data: bytes) -> None:
+        self.digest.update(data)
+        self.bytes += len(data)
+        self.stream.write(data)
+
+    def manifest_entry(self) -> dict:
+        return {"bytes": self.bytes, "sha256": self.digest.hexdigest()}
+
+
+def file_sha256(path: str, chunk: int = 1 << 22) -> str:
+    digest = hashlib.sha256()
+    if "://" in path:
+        from apache_beam.io.filesystems import FileSystems
+
+        handle = FileSystems.open(path)
+    else:
+        handle = open(path, "rb")
+    with handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def shard_name(shard: int, num_shards: int) -> str:
@@ -143,6 +178,28 @@ class PretrainingData:
     def shard_paths(self) -> List[str]:
         return [_join(self.directory, name) for name in self.shard_names]
 
+    @property
+    def shard_files(self) -> Dict[str, dict]:
+        """{shard name: {"bytes", "sha256"}}; empty for data written before the manifest existed."""
+        return self.metadata.get("shard_files", {})
+
+    def check_sizes(self, file_size) -> None:
+        """Every listed shard exists with its recorded size (`file_size(path)` → bytes)."""
+        for name, path in zip(self.shard_names, self.shard_paths()):
+            expected = self.shard_files.get(name, {}).get("bytes")
+            try:
+                size = file_size(path)
+            except (OSError, ValueError) as error:
+                raise DataError(f"{path}: listed in {METADATA_FILE} but cannot be read ({error})") from None
+            if expected is not None and size != expected:
+                raise DataError(f"{path}: {size} bytes, but {METADATA_FILE} records {expected} (truncated or "
+                                "replaced); recreate the data or restore the file")
+
+    def corrupt_shards(self) -> List[str]:
+        """Shards whose sha256 differs from the manifest's (reads every byte)."""
+        return [path for name, path in zip(self.shard_names, self.shard_paths())
+                if name in self.shard_files and file_sha256(path) != self.shard_files[name]["sha256"]]
+
     def check_fits(self, max_seq_length: int, max_predictions_per_seq: int, vocab_size: int) -> None:
         """Refuses data that does not fit the flags or the model (names both sides)."""
         problems = []
@@ -164,7 +221,7 @@ class PretrainingData:
                             f"{self.metadata.get('vocab_type')})")
 
 
-def metadata_record(*, num_instances: int, shards: Dict[str, int], max_seq_length: int,
+def metadata_record(*, num_instances: int, shards: Dict[str, int], shard_files: Dict[str, dict], max_seq_length: int,
                     max_predictions_per_seq: int, vocab_size: int, vocab_type: str, vocab_sha256: str,
                     task: str, settings: dict, input_files: List[str], counts: dict) -> dict:
     """The `metadata.json` that data_prep writes (the fields readers rely on come first)."""
@@ -172,6 +229,7 @@ def metadata_record(*, num_instances: int, shards: Dict[str, int], max_seq_lengt
         "format_version": FORMAT_VERSION,
         "num_instances": num_instances,
         "shards": dict(sorted(shards.items())),
+        "shard_files": dict(sorted(shard_files.items())),
         "features": feature_spec(max_seq_length, max_predictions_per_seq),
         "max_seq_length": max_seq_length,
         "max_predictions_per_seq": max_predictions_per_seq,

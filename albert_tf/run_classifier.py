@@ -27,10 +27,10 @@ from albert_tf import finetuning
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
 from albert_tf.finetuning import FineTuneSettings
+from albert_tf.locking import OutputDirLock
 from albert_tf.inputs.packing import pack_segments
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.tasks import glue
-from albert_tf.tokenization import load_tokenizer
 
 FLAGS = flags.FLAGS
 
@@ -68,11 +68,16 @@ def _read(task, data_dir, split, log):
 
 
 def run(settings: ClassifierSettings) -> dict:
-    """The whole job; returns a summary (also `output_dir/summary.json`)."""
+    """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
+    with OutputDirLock(settings.output_dir):
+        return _run(settings)
+
+
+def _run(settings: ClassifierSettings) -> dict:
     task_name, data_dir = settings.task_name, settings.data_dir
     task = glue.get_task(task_name)
     log = print if settings.verbose else logging.info
-    tokenizer = load_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case)
+    tokenizer = finetuning.tokenizer_for(settings)
     os.makedirs(settings.output_dir, exist_ok=True)
     summary = {"task": task_name, "metric": task.metric}
     dev_examples = dev_features = None
@@ -92,7 +97,7 @@ def run(settings: ClassifierSettings) -> dict:
         summary["train_examples"], summary["train_skipped"] = len(train_examples), report.skipped
         features = encode_examples(train_examples, tokenizer, settings.max_seq_length)
         labels = np.array([e.label for e in train_examples], "float32" if task.is_regression else "int32")
-        backbone = finetuning.build_backbone(settings.albert_config_file, settings.init_checkpoint)
+        backbone = finetuning.build_backbone(settings.albert_config_file, settings.init_checkpoint, tokenizer)
         model = AlbertClassifier(backbone, task.num_classes, dropout=settings.dropout)
         loss = finetuning.regression_loss if task.is_regression else finetuning.classification_loss
         result = finetuning.train(model, finetuning.train_dataset(features, labels, settings.train_batch_size,

@@ -34,7 +34,8 @@ def define_flags():
     flags.DEFINE_string("albert_config_file", None, "ALBERT config JSON.")
     flags.DEFINE_string("output_dir", None, "Checkpoints, summaries, final model and SavedModels.")
     flags.DEFINE_string("init_checkpoint", None, "Warm start: Google's TF1 checkpoint or ours (weights only).")
-    define_vocabulary_flags(" Copied into final/ and the SavedModels.")
+    # Lowercasing is the data's (metadata.json), so there is no --do_lower_case here.
+    define_vocabulary_flags(" Saved into final/ and the SavedModels.", lower_case_flag=False)
     flags.DEFINE_integer("train_batch_size", d.train_batch_size, "Global batch (all replicas, all micro-steps).")
     flags.DEFINE_integer("eval_batch_size", d.eval_batch_size, "Eval batch.")
     flags.DEFINE_integer("max_seq_length", None, "Must match the data (default: the data's metadata.json).")
@@ -57,6 +58,7 @@ def define_flags():
     flags.DEFINE_bool("deterministic", d.deterministic, "Deterministic TF ops (bit-reproducible on CPU).")
     flags.DEFINE_integer("log_every_steps", d.log_every_steps, "Progress/TensorBoard interval.")
     flags.DEFINE_bool("export", True, "Write SavedModels at the end.")
+    flags.DEFINE_bool("verify_data", d.verify_data, "Check every shard's sha256 against metadata.json first.")
     flags.DEFINE_integer("demo_minutes", 3, "Demo only: minutes of training (about).")
     flags.DEFINE_string("demo_dir", "albert_tf_demo", "Demo only: where everything goes.")
 
@@ -84,8 +86,7 @@ def main(argv):
                        vocab_file=FLAGS.vocab_file, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu)
     if FLAGS.export and summary["outputs"]:
         summary["outputs"].update(export_pretraining_run(
-            settings.output_dir, version=summary["end_step"], max_seq_length=settings.max_seq_length,
-            do_lower_case=summary["do_lower_case"]))
+            settings.output_dir, version=summary["end_step"], max_seq_length=settings.max_seq_length))
     print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2, default=str))
 
 

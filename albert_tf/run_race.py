@@ -26,9 +26,9 @@ from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
 from albert_tf.errors import AlbertError
 from albert_tf.finetuning import FineTuneSettings
+from albert_tf.locking import OutputDirLock
 from albert_tf.models.multiple_choice import AlbertMultipleChoice
 from albert_tf.tasks import race
-from albert_tf.tokenization import load_tokenizer
 
 FLAGS = flags.FLAGS
 
@@ -45,11 +45,16 @@ class RaceSettings(FineTuneSettings):
 
 
 def run(settings: RaceSettings) -> dict:
-    """The whole job; returns a summary (also `output_dir/summary.json`)."""
+    """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
+    with OutputDirLock(settings.output_dir):
+        return _run(settings)
+
+
+def _run(settings: RaceSettings) -> dict:
     s = settings
     data_dir, eval_split, levels = s.data_dir, s.eval_split, s.levels
     log = print if settings.verbose else logging.info
-    tokenizer = load_tokenizer(s.spm_model_file, s.vocab_file, s.do_lower_case)
+    tokenizer = finetuning.tokenizer_for(s)
     os.makedirs(settings.output_dir, exist_ok=True)
     summary = {"task": "race", "levels": list(levels)}
 
@@ -70,7 +75,7 @@ def run(settings: RaceSettings) -> dict:
         keras.utils.set_random_seed(settings.seed)
         train_examples, features = read("train")
         labels = np.array([e.label for e in train_examples], "int32")
-        model = AlbertMultipleChoice(finetuning.build_backbone(s.albert_config_file, s.init_checkpoint),
+        model = AlbertMultipleChoice(finetuning.build_backbone(s.albert_config_file, s.init_checkpoint, tokenizer),
                                      num_choices=len(race.ANSWERS), dropout=settings.dropout)
         dataset = finetuning.train_dataset(features, labels, settings.train_batch_size, settings.seed)
         summary["history"] = finetuning.train(model, dataset, settings, finetuning.classification_loss, evaluate,

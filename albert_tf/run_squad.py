@@ -32,10 +32,10 @@ from albert_tf import finetuning
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
 from albert_tf.finetuning import FineTuneSettings
+from albert_tf.locking import OutputDirLock
 from albert_tf.models.span_qa import AlbertSpanQA
 from albert_tf.models.span_qa_answerability import START_POSITIONS, AlbertSpanQAv2
 from albert_tf.tasks import squad
-from albert_tf.tokenization import load_tokenizer
 
 FLAGS = flags.FLAGS
 
@@ -67,13 +67,18 @@ def _prepare(path, tokenizer, settings, is_training, log):
 
 
 def run(settings: SquadSettings) -> dict:
-    """The whole job; returns a summary (also `output_dir/summary.json`)."""
+    """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
+    with OutputDirLock(settings.output_dir):
+        return _run(settings)
+
+
+def _run(settings: SquadSettings) -> dict:
     s = settings
     version, predict_file, train_file = s.version, s.predict_file, s.train_file
     if version not in ("1.1", "2.0"):
         raise squad.SquadDataError(f"--version {version}: expected 1.1 or 2.0")
     log = print if settings.verbose else logging.info
-    tokenizer = load_tokenizer(s.spm_model_file, s.vocab_file, s.do_lower_case)
+    tokenizer = finetuning.tokenizer_for(s)
     os.makedirs(settings.output_dir, exist_ok=True)
     summary = {"task": f"squad{version}"}
     if predict_file:
@@ -109,7 +114,7 @@ def run(settings: SquadSettings) -> dict:
         labels = {"start_logits": starts, "end_logits": np.array([f.end_position for f in train_features], "int32")}
         loss = {"start_logits": finetuning.classification_loss, "end_logits": finetuning.classification_loss}
         loss_weights = {"start_logits": 0.5, "end_logits": 0.5}
-        backbone = finetuning.build_backbone(s.albert_config_file, s.init_checkpoint)
+        backbone = finetuning.build_backbone(s.albert_config_file, s.init_checkpoint, tokenizer)
         if version == "2.0":
             # As the original: the end head sees the gold start; windows without the answer are impossible.
             model = AlbertSpanQAv2(backbone, start_n_top=s.start_n_top)

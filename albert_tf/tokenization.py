@@ -16,6 +16,8 @@ Example:
 """
 
 import hashlib
+import json
+import os
 import unicodedata
 from typing import List, Optional, Sequence
 
@@ -83,7 +85,80 @@ def encode_pieces(sp_model: spm.SentencePieceProcessor, text: str) -> List[str]:
     return new_pieces
 
 
-class SentencePieceTokenizer:
+TOKENIZER_FILE = "tokenizer.json"  # {kind, do_lower_case, vocabulary}: saved beside every model's vocabulary
+_START_PUNCTUATION = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
+_ENGLISH = set("abcdefghijklmnopqrstuvwxyz")
+
+
+def is_start_piece(piece: str) -> bool:
+    """The original `_is_start_piece_sp`, quirks included.
+
+    A piece starts a word if it begins with `▁` or `<`, is a single listed
+    punctuation mark, or holds any character outside a–z and that punctuation
+    (digits and non-Latin text start words; `'`, `<`, `=`, `>` are not listed).
+    """
+    return (piece.startswith("\u2581") or piece.startswith("<") or piece in _START_PUNCTUATION
+            or not all(c.lower() in _ENGLISH or c.lower() in _START_PUNCTUATION for c in piece))
+
+
+def is_start_wordpiece(piece: str) -> bool:
+    """BERT's rule for WordPiece vocabularies: every piece but a `##` continuation starts a word.
+
+    >>> [is_start_wordpiece(p) for p in ["play", "##ing", "中", "[UNK]"]]
+    [True, False, True, True]
+    """
+    return not piece.startswith("##")
+
+
+class Tokenizer:
+    """What every ALBERT tokenizer offers (SentencePiece and WordPiece implement it).
+
+    `encode`/`tokenize`, the special ids, the word-start rule of whole-word
+    masking, the in-graph twin (`to_tf`), and `save(dir)` / `load_tokenizer_dir(dir)`:
+    the vocabulary file plus `tokenizer.json` (`kind`, `do_lower_case`), which
+    every model we save carries, so that no command has to be told again.
+    """
+
+    kind = ""
+    asset_name = ""
+    model_proto: bytes = b""
+    do_lower_case: bool = True
+
+    @property
+    def model_sha256(self) -> str:
+        return hashlib.sha256(self.model_proto).hexdigest()
+
+    @property
+    def special_ids(self) -> dict:
+        return {"pad": self.pad_id, "unk": self.unk_id, "cls": self.cls_id, "sep": self.sep_id, "mask": self.mask_id}
+
+    def is_word_start(self, piece: str) -> bool:
+        """The whole-word masking rule of this vocabulary."""
+        raise NotImplementedError
+
+    def to_tf(self):
+        """The in-graph (tf-text) twin, for tf.data and the SavedModel's text signatures."""
+        from albert_tf.tf_tokenization import tf_tokenizer_for  # TensorFlow only when asked for
+
+        return tf_tokenizer_for(self)
+
+    def metadata(self) -> dict:
+        return {"kind": self.kind, "do_lower_case": self.do_lower_case, "vocabulary": self.asset_name,
+                "vocab_size": self.vocab_size, "vocab_sha256": self.model_sha256}
+
+    def save(self, directory: str) -> List[str]:
+        """Writes the vocabulary (`spm.model` / `vocab.txt`) and `tokenizer.json` into `directory`."""
+        os.makedirs(directory, exist_ok=True)
+        vocabulary = os.path.join(directory, self.asset_name)
+        with open(vocabulary, "wb") as f:
+            f.write(self.model_proto)
+        settings = os.path.join(directory, TOKENIZER_FILE)
+        with open(settings, "w", encoding="utf-8") as f:
+            json.dump(self.metadata(), f, indent=2)
+        return [vocabulary, settings]
+
+
+class SentencePieceTokenizer(Tokenizer):
     """Text → ALBERT ids: `preprocess_text`, then SentencePiece.
 
     Args:
@@ -154,9 +229,8 @@ class SentencePieceTokenizer:
                 "Train one with `python -m data_prep.train_sentencepiece` "
                 "(pad=0, unk=1, [CLS]=2, [SEP]=3, [MASK]=4).")
 
-    @property
-    def model_sha256(self) -> str:
-        return hashlib.sha256(self.model_proto).hexdigest()
+    def is_word_start(self, piece: str) -> bool:
+        return is_start_piece(piece)
 
     def preprocess(self, text: str) -> str:
         return preprocess_text(text, lower=self.do_lower_case)
@@ -260,7 +334,7 @@ def bert_basic_tokenize(text: str, lower: bool) -> List[str]:
     return words
 
 
-class WordPieceTokenizer:
+class WordPieceTokenizer(Tokenizer):
     """Text → ids with a BERT `vocab.txt`, as the original's `FullTokenizer` without spm.
 
     Basic tokenization (control characters dropped, whitespace split,
@@ -320,9 +394,8 @@ class WordPieceTokenizer:
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
             self.vocab[t] for t in WORDPIECE_SPECIALS)
 
-    @property
-    def model_sha256(self) -> str:
-        return hashlib.sha256(self.model_proto).hexdigest()
+    def is_word_start(self, piece: str) -> bool:
+        return is_start_wordpiece(piece)
 
     def preprocess(self, text: str) -> str:
         return bert_normalize(text, self.do_lower_case)
@@ -385,3 +458,86 @@ def tokenizer_from_bytes(kind: str, data: bytes, do_lower_case: bool = True):
     if kind == WordPieceTokenizer.kind:
         return WordPieceTokenizer(vocab_bytes=data, do_lower_case=do_lower_case)
     return SentencePieceTokenizer(model_proto=data, do_lower_case=do_lower_case)
+
+
+TOKENIZER_KINDS = {SentencePieceTokenizer.kind: SentencePieceTokenizer, WordPieceTokenizer.kind: WordPieceTokenizer}
+
+
+def _vocabulary_in(directory: str) -> Optional[tuple]:
+    """(kind, path) of the vocabulary file in `directory`: spm.model, Google's one *.model, or vocab.txt."""
+    spm_model = os.path.join(directory, SentencePieceTokenizer.asset_name)
+    if os.path.isfile(spm_model):
+        return SentencePieceTokenizer.kind, spm_model
+    models = sorted(n for n in os.listdir(directory) if n.endswith(".model"))
+    if len(models) == 1:
+        return SentencePieceTokenizer.kind, os.path.join(directory, models[0])
+    vocab = os.path.join(directory, WordPieceTokenizer.asset_name)
+    if os.path.isfile(vocab):
+        return WordPieceTokenizer.kind, vocab
+    return None
+
+
+def load_tokenizer_dir(directory: str, do_lower_case: Optional[bool] = None) -> Optional[Tokenizer]:
+    """The tokenizer saved in a model directory (None when it holds no vocabulary).
+
+    `tokenizer.json` gives the kind and `do_lower_case`; a directory without
+    it (Google's archives, older runs) uses its vocabulary file with
+    `do_lower_case` True, as the released models. `do_lower_case` overrides.
+
+    Raises:
+        TokenizerError: an unreadable `tokenizer.json` or vocabulary file.
+    """
+    if not os.path.isdir(directory):
+        return None
+    settings_file = os.path.join(directory, TOKENIZER_FILE)
+    saved = {}
+    if os.path.isfile(settings_file):
+        try:
+            with open(settings_file, encoding="utf-8") as f:
+                saved = json.load(f)
+        except (OSError, ValueError) as error:
+            raise TokenizerError(f"{settings_file}: not readable JSON ({error})") from None
+        if saved.get("kind") not in TOKENIZER_KINDS:
+            raise TokenizerError(f"{settings_file}: field 'kind': expected one of {sorted(TOKENIZER_KINDS)}, "
+                                 f"got {saved.get('kind')!r}")
+        path = os.path.join(directory, saved.get("vocabulary") or TOKENIZER_KINDS[saved["kind"]].asset_name)
+        found = (saved["kind"], path)
+    else:
+        found = _vocabulary_in(directory)
+        if found is None:
+            return None
+    kind, path = found
+    lower = do_lower_case if do_lower_case is not None else saved.get("do_lower_case", True)
+    try:
+        return TOKENIZER_KINDS[kind](path, do_lower_case=lower)
+    except OSError as error:
+        raise TokenizerError(f"{path}: cannot be read ({error.strerror or error})") from None
+
+
+def resolve_tokenizer(spm_model_file: Optional[str] = None, vocab_file: Optional[str] = None,
+                      do_lower_case: Optional[bool] = None, model_dir: Optional[str] = None,
+                      required: bool = True) -> Optional[Tokenizer]:
+    """The one place a command picks its tokenizer.
+
+    A vocabulary given by flag wins (`do_lower_case` default True); otherwise
+    the one saved with the model in `model_dir` (its own `do_lower_case`
+    unless the flag is given).
+
+    Raises:
+        TokenizerError: both files given, or none found when `required`.
+    """
+    if spm_model_file or vocab_file:
+        return load_tokenizer(spm_model_file, vocab_file, True if do_lower_case is None else do_lower_case)
+    tokenizer = load_tokenizer_dir(model_dir, do_lower_case) if model_dir else None
+    if tokenizer is None and required:
+        where = f" and {model_dir} holds none" if model_dir else ""
+        raise TokenizerError(f"no vocabulary: give --spm_model_file or --vocab_file{where}")
+    return tokenizer
+
+
+def check_vocab_size(vocab_size: int, tokenizer: Optional[Tokenizer], where: str) -> None:
+    """The config's `vocab_size` must be the tokenizer's (ids beyond the table would crash or mislead)."""
+    if tokenizer is not None and tokenizer.vocab_size != vocab_size:
+        raise TokenizerError(f"{where}: the config's vocab_size is {vocab_size} but {tokenizer.model_file} has "
+                             f"{tokenizer.vocab_size} pieces")
+

@@ -105,7 +105,8 @@ def main():
     args = parser.parse_args()
 
     from albert_tf import run_classifier, run_race, run_squad
-    from albert_tf.loading import find_spm_model
+    from albert_tf.loading import model_directory
+    from albert_tf.tokenization import resolve_tokenizer
     from albert_tf.tasks import glue, race, squad
 
     data = pathlib.Path(args.data)
@@ -117,9 +118,7 @@ def main():
     else:
         init, results["pretraining"] = pretrain(args, work)
         results["pretraining"]["seconds"] = round(time.time() - began)
-    spm = args.spm_model_file or find_spm_model(init if os.path.isdir(init) else os.path.dirname(init))
-    if os.path.isdir(os.path.join(init, "final")):
-        spm = args.spm_model_file or find_spm_model(os.path.join(init, "final"))
+    spm = args.spm_model_file or resolve_tokenizer(model_dir=model_directory(init)).model_file
 
     def settings(cls, name, steps, lr, batch=32, **task):
         steps = max(1, int(steps * args.scale))

@@ -27,28 +27,7 @@ import dataclasses
 import itertools
 from typing import List, Sequence
 
-_START_PUNCTUATION = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
-_ENGLISH = set("abcdefghijklmnopqrstuvwxyz")
-
-
-def is_start_piece(piece: str) -> bool:
-    """The original `_is_start_piece_sp`, quirks included.
-
-    A piece starts a word if it begins with `▁` or `<`, is a single listed
-    punctuation mark, or holds any character outside a–z and that punctuation
-    (digits and non-Latin text start words; `'`, `<`, `=`, `>` are not listed).
-    """
-    return (piece.startswith("\u2581") or piece.startswith("<") or piece in _START_PUNCTUATION
-            or not all(c.lower() in _ENGLISH or c.lower() in _START_PUNCTUATION for c in piece))
-
-
-def is_start_wordpiece(piece: str) -> bool:
-    """BERT's rule for WordPiece vocabularies: every piece but a `##` continuation starts a word.
-
-    >>> [is_start_wordpiece(p) for p in ["play", "##ing", "中", "[UNK]"]]
-    [True, False, True, True]
-    """
-    return not piece.startswith("##")
+from albert_tf.tokenization import is_start_piece, is_start_wordpiece
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,19 +33,23 @@ import logging
 import math
 import os
 import random
+import shutil
 import uuid
 from typing import List, Optional, Sequence
 
 import apache_beam as beam
 
 from albert_tf.errors import AlbertError
-from albert_tf.pretraining_data import METADATA_FILE, is_shard_name, metadata_record, shard_name
+from albert_tf.locking import OutputDirLock
+from albert_tf.pretraining_data import METADATA_FILE, HashingWriter, is_shard_name, metadata_record, shard_name
 from albert_tf.tokenization import TokenizerError, load_tokenizer, tokenizer_from_bytes
 from data_prep import documents as documents_lib
 from data_prep.instances import ONE_SENTENCE_CHUNK_MODES, Instance, InstanceBuilder, InstanceOptions
 from data_prep.masking import MaskingOptions, NgramMasker
 from data_prep.records import pack_instance, serialize_instance, unpack_instance
 from data_prep.tfrecord import write_record
+
+STAGING_PREFIX = ".tmp-"  # shards are written under <output_dir>/.tmp-<id>/ and moved into place at the end
 
 
 
@@ -111,12 +115,14 @@ def _hash(text: str) -> int:
 
 
 def merge_counts(counts: Sequence[dict]) -> dict:
-    """Sums nested count dicts (numbers add, dicts merge recursively)."""
+    """Sums nested count dicts (numbers add, dicts merge recursively, strings are kept)."""
     total: dict = {}
     for count in counts:
         for key, value in count.items():
             if isinstance(value, dict):
                 total[key] = merge_counts([total.get(key, {}), value])
+            elif isinstance(value, str):  # a shard's checksum: each shard is written once
+                total[key] = value
             else:
                 total[key] = total.get(key, 0) + value
     return total
@@ -203,12 +209,13 @@ class _WriteShard(beam.DoFn):
         s = self.settings
         shard, records = shard_records
         records = sorted(records)
-        path = FileSystems.join(self.directory, shard_name(shard, s.num_shards))
-        with FileSystems.create(path) as stream:
+        name = shard_name(shard, s.num_shards)
+        with FileSystems.create(FileSystems.join(self.directory, name)) as stream:
+            hashed = HashingWriter(stream)
             for _, packed in records:
-                write_record(stream, serialize_instance(unpack_instance(packed), s.max_seq_length,
+                write_record(hashed, serialize_instance(unpack_instance(packed), s.max_seq_length,
                                                         s.max_predictions_per_seq))
-        yield {"shards": {shard_name(shard, s.num_shards): len(records)}}
+        yield {"shards": {name: len(records)}, "shard_files": {name: hashed.manifest_entry()}}
 
 
 def _bucket_key(document_hash: int, num_documents: int, pool_documents: int) -> int:
@@ -278,20 +285,39 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
             (without `overwrite`), or inputs that give no instances. Nothing in
             `output_dir` is touched in any of these cases.
     """
-    from apache_beam.io.filesystems import FileSystems
-    from apache_beam.options.pipeline_options import PipelineOptions
-
     settings.validate()
     try:
         input_paths = documents_lib.expand_input_patterns(settings.input_file)
         tokenizer = load_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case)
     except (OSError, ValueError, TokenizerError) as error:
         raise DataPrepError(str(error)) from None
+    with OutputDirLock(settings.output_dir):
+        removed = _remove_stale_staging(settings.output_dir)
+        if removed:
+            logging.warning("%s: removed %d staging directories of earlier runs that did not finish",
+                            settings.output_dir, removed)
+        return _write_dataset(settings, pipeline_args, input_paths, tokenizer)
+
+
+def _remove_stale_staging(output_dir: str) -> int:
+    """Deletes `.tmp-*` dirs of killed runs (safe: the lock says no other run writes here). Local dirs only."""
+    if "://" in output_dir or not os.path.isdir(output_dir):
+        return 0
+    stale = [name for name in os.listdir(output_dir) if name.startswith(STAGING_PREFIX)]
+    for name in stale:
+        shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
+    return len(stale)
+
+
+def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], tokenizer) -> dict:
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.options.pipeline_options import PipelineOptions
+
     existing = _existing_outputs(settings.output_dir) if FileSystems.exists(settings.output_dir) else []
     if existing and not settings.overwrite:
         raise DataPrepError(f"{settings.output_dir} already holds a dataset ({os.path.basename(existing[0])}, "
                             f"...); pass --overwrite to replace it")
-    temp_dir = FileSystems.join(settings.output_dir, f".tmp-{uuid.uuid4().hex}")
+    temp_dir = FileSystems.join(settings.output_dir, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
     FileSystems.mkdirs(temp_dir)
     try:
         options = _pipeline_options(pipeline_args or [])
@@ -302,13 +328,16 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
             raise DataPrepError(f"no training instances: the inputs ({settings.input_file}) hold no text "
                                 f"that tokenizes to at least two tokens")
         shards = counts.pop("shards")
+        shard_files = counts.pop("shard_files")
         for shard in range(settings.num_shards):  # a shard that drew no instance is still written
             name = shard_name(shard, settings.num_shards)
             if name not in shards:
                 FileSystems.create(FileSystems.join(temp_dir, name)).close()
                 shards[name] = 0
+                shard_files[name] = HashingWriter(None).manifest_entry()
         metadata = metadata_record(
-            num_instances=counts["instances"], shards=shards, max_seq_length=settings.max_seq_length,
+            num_instances=counts["instances"], shards=shards, shard_files=shard_files,
+            max_seq_length=settings.max_seq_length,
             max_predictions_per_seq=settings.max_predictions_per_seq, vocab_size=tokenizer.vocab_size,
             vocab_type=tokenizer.kind, vocab_sha256=tokenizer.model_sha256,
             task="nsp" if settings.random_next_sentence else "sop", settings=dataclasses.asdict(settings),

@@ -1,5 +1,7 @@
 """WordPiece vocabularies: the original's rules, the tf-text twin, the vocab builder, bad vocab files."""
 
+import json
+
 import pytest
 
 pytestmark = pytest.mark.realdata
@@ -159,8 +161,7 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
                              num_train_steps=3, num_warmup_steps=1, save_checkpoints_steps=3, verbose=False)
     summary = pretrain(settings, str(tmp_path / "albert_config.json"), str(tmp_path / "data"),
                        vocab_file=wordpiece_vocab)
-    summary["outputs"].update(export_pretraining_run(settings.output_dir, version=3, max_seq_length=64,
-                                                     do_lower_case=False))
+    summary["outputs"].update(export_pretraining_run(settings.output_dir, version=3, max_seq_length=64))
     served = tf.saved_model.load(summary["outputs"]["saved_model_pretrainer"])
     assert "vocab.txt" in os.listdir(os.path.join(summary["outputs"]["saved_model_pretrainer"], "assets"))
     text = "ALBERT是一种轻量级的[MASK]模型。"
@@ -197,3 +198,42 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
                                   verbose=0)["logits"]
     np.testing.assert_allclose(result["logits"].numpy(), logits, atol=1e-5)
     assert set(result["label"].numpy().tolist()) <= {0, 1}
+
+
+def test_cased_model_keeps_its_case_through_fine_tuning_and_export_without_flags(wordpiece_vocab, tmp_path):
+    """The tokenizer travels with the model: no casing flag after fine-tuning (the trap of lowercasing)."""
+    import subprocess
+    import sys
+
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the text signatures' ops)
+
+    from albert_tf.run_classifier import ClassifierSettings, run as run_classifier
+    from albert_tf.tokenization import WordPieceTokenizer
+    from tests.conftest import CONFIGS, REPO
+
+    cased = WordPieceTokenizer(wordpiece_vocab, do_lower_case=False)
+    text = "Seoul and PARIS"
+    assert cased.encode(text) != WordPieceTokenizer(wordpiece_vocab).encode(text)  # casing changes the ids
+    config = json.loads((CONFIGS / "albert_tiny.json").read_text())
+    config["vocab_size"] = cased.vocab_size
+    (tmp_path / "albert_config.json").write_text(json.dumps(config))
+    glue = tmp_path / "task"
+    glue.mkdir()
+    rows = [(f"Row {i} in Seoul", i % 2) for i in range(24)]
+    for split in ("train", "dev"):
+        (glue / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
+    run_classifier(ClassifierSettings(
+        output_dir=str(tmp_path / "tuned"), task_name="sst-2", data_dir=str(glue),
+        albert_config_file=str(tmp_path / "albert_config.json"), vocab_file=wordpiece_vocab, do_lower_case=False,
+        max_seq_length=32, train_batch_size=8, eval_batch_size=8, train_step=2, save_checkpoints_steps=2,
+        verbose=False))
+    saved = json.loads((tmp_path / "tuned" / "best" / "tokenizer.json").read_text())
+    assert saved["kind"] == "wordpiece" and saved["do_lower_case"] is False
+    result = subprocess.run([sys.executable, "-m", "albert_tf.export", f"--model_dir={tmp_path / 'tuned'}",
+                             f"--output_dir={tmp_path / 'served'}", "--max_seq_length=32"],
+                            cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = tf.saved_model.load(str(tmp_path / "served" / "1"))
+    ids = served.signatures["serve_text"](text_a=tf.constant([text]))["input_ids"].numpy()[0].tolist()
+    assert ids == [cased.cls_id] + cased.encode(text) + [cased.sep_id]

@@ -12,12 +12,14 @@ FLAGS = flags.FLAGS
 Settings = TypeVar("Settings")
 
 
-def define_vocabulary_flags(default_help: str = "") -> None:
-    """--spm_model_file / --vocab_file (exactly one where a vocabulary is needed) and --do_lower_case."""
+def define_vocabulary_flags(default_help: str = "", lower_case_flag: bool = True) -> None:
+    """--spm_model_file / --vocab_file (at most one) and, where the command tokenizes, --do_lower_case."""
     flags.DEFINE_string("spm_model_file", None, "SentencePiece model (or --vocab_file)." + default_help)
     flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (Chinese models), instead of --spm_model_file."
                         + default_help)
-    flags.DEFINE_bool("do_lower_case", True, "Lowercase (the released English models are uncased).")
+    if lower_case_flag:
+        flags.DEFINE_bool("do_lower_case", None, "Lowercase. Default: the setting saved with the model "
+                          "(tokenizer.json), else True (the released English models are uncased).")
 
 
 def define_model_flags(init_help: str = "Google's TF1 checkpoint, our model dir, run dir or .keras.") -> None:

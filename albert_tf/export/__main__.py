@@ -40,17 +40,18 @@ def main(argv):
     del argv
     if FLAGS.spm_model_file and FLAGS.vocab_file:
         raise TokenizerError("give at most one of --spm_model_file and --vocab_file")
-    loaded = load_model(FLAGS.model_dir, FLAGS.albert_config_file, FLAGS.spm_model_file, FLAGS.vocab_file)
+    loaded = load_model(FLAGS.model_dir, FLAGS.albert_config_file, FLAGS.spm_model_file, FLAGS.vocab_file,
+                        FLAGS.do_lower_case)
     if FLAGS.format == "saved_model":
-        path = export_saved_model(loaded.model, FLAGS.output_dir, FLAGS.version, loaded.spm_model_file,
-                                  FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.top_k,
-                                  vocab_file=loaded.vocab_file)
+        path = export_saved_model(loaded.model, FLAGS.output_dir, FLAGS.version, max_seq_length=FLAGS.max_seq_length,
+                                  top_k=FLAGS.top_k, tokenizer=loaded.tokenizer)
     else:
         path = export_tflite(loaded.model, FLAGS.output_dir, FLAGS.quantize, FLAGS.max_seq_length,
-                             FLAGS.max_predictions_per_seq, loaded.spm_model_file, FLAGS.do_lower_case,
-                             vocab_file=loaded.vocab_file)
+                             FLAGS.max_predictions_per_seq, tokenizer=loaded.tokenizer)
+    tokenizer = loaded.tokenizer
     print(json.dumps({"model": loaded.source, "model_class": type(loaded.model).__name__, "export": path,
-                      "spm_model_file": loaded.spm_model_file, "vocab_file": loaded.vocab_file}, indent=2))
+                      "tokenizer": tokenizer.metadata() | {"file": tokenizer.model_file} if tokenizer else None},
+                     indent=2))
 
 
 def cli():

@@ -16,13 +16,16 @@ def backbone_of(model):
     return getattr(model, "backbone", model)
 
 
-def python_tokenizer(spm_model_file: Optional[str], vocab_file: Optional[str], do_lower_case: bool):
-    """The tokenizer of the given vocabulary, or None when there is none (ids-only export)."""
-    from albert_tf.tokenization import load_tokenizer
+def python_tokenizer(model, tokenizer, spm_model_file: Optional[str], vocab_file: Optional[str],
+                     do_lower_case: Optional[bool]):
+    """The export's tokenizer (given, or from the files), None for an ids-only export; sized as the model."""
+    from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
-    if spm_model_file is None and vocab_file is None:
-        return None
-    return load_tokenizer(spm_model_file, vocab_file, do_lower_case)
+    if tokenizer is None:
+        tokenizer = resolve_tokenizer(spm_model_file, vocab_file, do_lower_case, required=False)
+    if tokenizer is not None:
+        check_vocab_size(backbone_of(model).albert_config.vocab_size, tokenizer, "export")
+    return tokenizer
 
 
 def random_inputs(model, batch: int, seq: int, predictions: int = 3, seed: int = 0) -> Dict[str, np.ndarray]:

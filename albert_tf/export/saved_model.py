@@ -27,6 +27,7 @@ from albert_tf.export import verify
 from albert_tf.export.common import ExportError, backbone_of, python_tokenizer
 from albert_tf.export.signatures import ServingEndpoints
 from albert_tf.export.warmup import write_warmup_requests
+from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_dir
 
 SERVING_CONFIG = "serving_config.json"
@@ -39,9 +40,9 @@ def next_version(export_base: str) -> int:
 
 
 def export_saved_model(model, export_base: str, version: Optional[int] = None,
-                       spm_model_file: Optional[str] = None, do_lower_case: bool = True,
+                       spm_model_file: Optional[str] = None, do_lower_case: Optional[bool] = None,
                        max_seq_length: int = 128, top_k: int = 5, warmup: bool = True,
-                       vocab_file: Optional[str] = None) -> str:
+                       vocab_file: Optional[str] = None, tokenizer=None) -> str:
     """Exports `model` to `export_base/<version>`; returns that path.
 
     Args:
@@ -49,8 +50,9 @@ def export_saved_model(model, export_base: str, version: Optional[int] = None,
         export_base: TF Serving's model base path.
         version: the version directory (default: the next free number).
         spm_model_file: adds the text signatures and the spm asset.
-        do_lower_case: the text signatures' lowercasing (as in training).
+        do_lower_case: the text signatures' lowercasing (as in training; default True).
         vocab_file: a WordPiece vocab.txt instead of `spm_model_file`.
+        tokenizer: the model's `Tokenizer` instead of the files (e.g. `load_model(...).tokenizer`).
         max_seq_length: the text signatures' truncation length.
         top_k: MLM candidates returned.
         warmup: write TF Serving warm-up requests.
@@ -62,17 +64,19 @@ def export_saved_model(model, export_base: str, version: Optional[int] = None,
     if max_seq_length > config.max_position_embeddings or max_seq_length < 3:
         raise ExportError(f"--max_seq_length {max_seq_length}: must be in [3, max_position_embeddings="
                           f"{config.max_position_embeddings}]")
-    tokenizer = special_ids = None
-    vocab_tokenizer = python_tokenizer(spm_model_file, vocab_file, do_lower_case)  # a bad file: nothing written
-    if vocab_tokenizer is not None:
-        from albert_tf.tf_tokenization import tf_tokenizer_for
+    vocab_tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
+    with OutputDirLock(export_base):
+        version = next_version(export_base) if version is None else version
+        _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup)
+    return os.path.join(export_base, str(version))
 
-        tokenizer = tf_tokenizer_for(vocab_tokenizer)
-        special_ids = {"cls": vocab_tokenizer.cls_id, "sep": vocab_tokenizer.sep_id,
-                       "mask": vocab_tokenizer.mask_id}
-    version = next_version(export_base) if version is None else version
+
+def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup):
+    config = backbone_of(model).albert_config
+    in_graph = vocab_tokenizer.to_tf() if vocab_tokenizer is not None else None
+    special_ids = vocab_tokenizer.special_ids if vocab_tokenizer is not None else None
     with staged_dir(os.path.join(export_base, str(version))) as staging:
-        endpoints = ServingEndpoints(model, tokenizer, special_ids, max_seq_length=max_seq_length, top_k=top_k)
+        endpoints = ServingEndpoints(model, in_graph, special_ids, max_seq_length=max_seq_length, top_k=top_k)
         signatures = sorted(endpoints.signatures())
         shutil.rmtree(staging)  # the archive writes a new directory
         endpoints.archive().write_out(staging, verbose=False)
@@ -81,14 +85,13 @@ def export_saved_model(model, export_base: str, version: Optional[int] = None,
         os.makedirs(assets, exist_ok=True)
         config.to_json_file(os.path.join(assets, "albert_config.json"))
         if vocab_tokenizer is not None:
-            with open(os.path.join(assets, vocab_tokenizer.asset_name), "wb") as f:
-                f.write(vocab_tokenizer.model_proto)
+            vocab_tokenizer.save(assets)
         with open(os.path.join(assets, SERVING_CONFIG), "w") as f:
             json.dump({"model_class": type(model).__name__, "signatures": signatures,
                        "vocab_type": vocab_tokenizer.kind if vocab_tokenizer else None,
-                       "do_lower_case": do_lower_case, "max_seq_length": max_seq_length, "top_k": top_k}, f,
+                       "do_lower_case": vocab_tokenizer.do_lower_case if vocab_tokenizer else None,
+                       "max_seq_length": max_seq_length, "top_k": top_k}, f,
                       indent=2)
         if warmup:
             write_warmup_requests(staging, model, signatures, max_seq_length)
         verify.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)
-    return os.path.join(export_base, str(version))

@@ -17,6 +17,7 @@ import tensorflow as tf
 from albert_tf.export.common import ExportError, backbone_of, compare_outputs, python_tokenizer, random_inputs
 from albert_tf.export.signatures import MLM_POSITIONS
 from albert_tf.inputs.packing import pack_segments
+from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_files
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8")
@@ -73,7 +74,7 @@ def tokenizer_test_vectors(python_tokenizer, max_seq_length: int) -> List[Dict]:
 
 def export_tflite(model, output_dir: str, quantize: str = "none", max_seq_length: int = 128,
                   max_predictions_per_seq: int = 20, spm_model_file: Optional[str] = None,
-                  do_lower_case: bool = True, vocab_file: Optional[str] = None) -> str:
+                  do_lower_case: Optional[bool] = None, vocab_file: Optional[str] = None, tokenizer=None) -> str:
     """Writes `output_dir/albert_<variant>.tflite` (builtin ops only) and its side files; returns its path.
 
     The float32 file must match the Keras model within 1e-4; quantized files
@@ -86,8 +87,8 @@ def export_tflite(model, output_dir: str, quantize: str = "none", max_seq_length
     if max_seq_length > config.max_position_embeddings:
         raise ExportError(f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
                           f"{config.max_position_embeddings}")
-    tokenizer = python_tokenizer(spm_model_file, vocab_file, do_lower_case)  # a bad file: nothing written
-    with staged_files(output_dir) as staging:
+    tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
+    with OutputDirLock(output_dir), staged_files(output_dir) as staging:
         staged = os.path.join(staging, TFLITE_NAMES[quantize])
         signature = tflite_input_signature(model, max_seq_length, max_predictions_per_seq)
         try:
@@ -104,10 +105,9 @@ def export_tflite(model, output_dir: str, quantize: str = "none", max_seq_length
             raise ExportError(f"{staged}: non-finite outputs")
         config.to_json_file(os.path.join(staging, "albert_config.json"))
         if tokenizer is not None:
-            with open(os.path.join(staging, tokenizer.asset_name), "wb") as f:
-                f.write(tokenizer.model_proto)
+            tokenizer.save(staging)
             with open(os.path.join(staging, "tokenizer_test_vectors.json"), "w") as f:
-                json.dump({"vocab_type": tokenizer.kind, "do_lower_case": do_lower_case,
+                json.dump({"vocab_type": tokenizer.kind, "do_lower_case": tokenizer.do_lower_case,
                            "max_seq_length": max_seq_length,
                            "vectors": tokenizer_test_vectors(tokenizer, max_seq_length)}, f,
                           ensure_ascii=False, indent=1)

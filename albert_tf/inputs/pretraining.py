@@ -75,9 +75,43 @@ def resolve_input(patterns: str, flag: str = "--input_file") -> PretrainingInput
         for key in ("max_seq_length", "max_predictions_per_seq", "vocab_size", "vocab_sha256"):
             if other.metadata.get(key) != first.metadata.get(key):
                 raise DataError(f"{other.directory} and {first.directory} differ in {key}")
+    for data in datasets.values():
+        data.check_sizes(lambda path: tf.io.gfile.stat(path).length)
     if all(tf.io.gfile.stat(f).length == 0 for f in files):
         raise DataError(f"every input file is empty: {', '.join(files[:3])}")
-    return PretrainingInput(first, sorted(dict.fromkeys(files)))
+    source = PretrainingInput(first, sorted(dict.fromkeys(files)))
+    _check_record_lengths(source)
+    return source
+
+
+def _check_record_lengths(source: PretrainingInput) -> None:
+    """The first record's feature lengths are the metadata's (an edited metadata.json fails here, not at step 0)."""
+    data = source.data
+    for path in source.files:
+        for record in tf.data.TFRecordDataset(path).take(1):
+            feature = tf.train.Example.FromString(record.numpy()).features.feature
+            found = {"max_seq_length": len(feature["input_ids"].int64_list.value) if "input_ids" in feature else None,
+                     "max_predictions_per_seq": len(feature["masked_lm_positions"].int64_list.value)
+                     if "masked_lm_positions" in feature else None}
+            expected = {"max_seq_length": data.max_seq_length,
+                        "max_predictions_per_seq": data.max_predictions_per_seq}
+            wrong = [f"{k} {found[k]} (metadata.json says {expected[k]})" for k in found if found[k] != expected[k]]
+            if wrong:
+                raise DataError(f"{path}: its records do not match {data.directory}/metadata.json: " + "; ".join(wrong))
+            return
+
+
+def find_corrupt_shard(source: PretrainingInput) -> str:
+    """Names the shard(s) behind a DataLossError: by checksum when recorded, else by reading each."""
+    corrupt = source.data.corrupt_shards() if source.data.shard_files else []
+    if not corrupt:
+        for path in source.files:
+            try:
+                for _ in tf.data.TFRecordDataset(path):
+                    pass
+            except tf.errors.DataLossError:
+                corrupt.append(path)
+    return ", ".join(corrupt) or "one of " + ", ".join(source.files[:3])
 
 
 def pretraining_dataset(source: PretrainingInput, batch_size: int, is_training: bool = True,

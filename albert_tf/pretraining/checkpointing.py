@@ -27,6 +27,7 @@ from albert_tf.publish import staged_dir
 CHECKPOINT_DIR = "checkpoints"
 BEST_DIR = "best"
 FINAL_DIR = "final"
+CONFIG_RECORD = "albert_config.json"  # the config a run's checkpoints were made with
 
 
 class CheckpointPolicy:
@@ -48,6 +49,7 @@ class CheckpointPolicy:
         self.manager = tf.train.CheckpointManager(self.checkpoint, self._checkpoint_dir_for_this_task(),
                                                   max_to_keep=self.settings.keep_checkpoint_max,
                                                   checkpoint_name="ckpt")
+        self.unconfirmed: Optional[str] = None  # saved, but no finite loss has been computed from it yet
 
     def _checkpoint_dir_for_this_task(self) -> str:
         if self.loop.chief:
@@ -59,36 +61,96 @@ class CheckpointPolicy:
     def latest(self) -> Optional[str]:
         return tf.train.latest_checkpoint(self.checkpoint_dir)
 
-    def restore_or_initialize(self) -> str:
-        """Resumes from our latest checkpoint, else warm-starts from `init_checkpoint`; says which."""
-        latest = self.latest()
-        if latest:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
-            message = f"resumed from {latest} at step {self.loop.step}"
-        elif self.init_checkpoint:
-            model = self.loop.model
+    def restore_or_initialize(self, config_dict: Optional[dict] = None) -> str:
+        """Resumes from our latest readable checkpoint, else warm-starts from `init_checkpoint`; says which.
+
+        A run records its config in `checkpoints/albert_config.json`; resuming with another config is
+        refused (the checkpoint would not fit). An unreadable latest checkpoint (a truncated file) falls
+        back to the previous one.
+        """
+        self._check_same_config(config_dict)
+        candidates = list(reversed(self.manager.checkpoints)) if self.loop.chief else [self.latest()]
+        candidates = [c for c in candidates if c]
+        skipped = []
+        for path in candidates:
             try:
-                checkpoints_lib.load_checkpoint(model, self.init_checkpoint)
-            except checkpoints_lib.CheckpointError as error:
-                if "backbone only" not in str(error):
-                    raise TrainingError(f"--init_checkpoint does not fit --albert_config_file: {error}") from None
-                checkpoints_lib.load_checkpoint(model.backbone, self.init_checkpoint)
-            message = f"initialized from {self.init_checkpoint} (weights only, as the original)"
+                self.checkpoint.restore(path).assert_existing_objects_matched()
+            except (tf.errors.OpError, ValueError, AssertionError) as error:
+                skipped.append(f"{os.path.basename(path)} ({str(error).strip().splitlines()[0][:200]})")
+                continue
+            note = f" (unreadable, skipped: {'; '.join(skipped)})" if skipped else ""
+            message = f"resumed from {path} at step {self.loop.step}{note}"
+            break
         else:
-            message = "initialized from scratch"
+            if candidates:
+                raise TrainingError(f"{self.checkpoint_dir}: no checkpoint can be restored: {'; '.join(skipped)}. "
+                                    "Use a new --output_dir to start again")
+            message = self._warm_start()
         self.loop.ensure_iterator()
         return message
 
-    def save(self, step: int) -> None:
-        """Writes the checkpoint of `step`; with `do_eval`, evaluates and keeps the best."""
+    def _check_same_config(self, config_dict: Optional[dict]):
+        if config_dict is None or not self.loop.chief:
+            return
+        recorded = os.path.join(self.checkpoint_dir, CONFIG_RECORD)
+        if os.path.exists(recorded):
+            with open(recorded) as f:
+                before = json.load(f)
+            changed = sorted(k for k in set(before) | set(config_dict) if before.get(k) != config_dict.get(k))
+            if changed:
+                raise TrainingError(
+                    f"{self.settings.output_dir} was trained with another config ({', '.join(changed)} differ: "
+                    f"{recorded}); resume with that config, or use a new --output_dir")
+        else:
+            os.makedirs(self.checkpoint_dir, exist_ok=True)
+            with open(recorded, "w") as f:
+                json.dump(config_dict, f, indent=2, sort_keys=True)
+
+    def _warm_start(self) -> str:
+        if not self.init_checkpoint:
+            return "initialized from scratch"
+        model = self.loop.model
         try:
-            self.manager.save(checkpoint_number=step)
+            checkpoints_lib.load_checkpoint(model, self.init_checkpoint)
+        except checkpoints_lib.CheckpointError as error:
+            if "backbone only" not in str(error):
+                raise TrainingError(f"--init_checkpoint does not fit --albert_config_file: {error}") from None
+            checkpoints_lib.load_checkpoint(model.backbone, self.init_checkpoint)
+        return f"initialized from {self.init_checkpoint} (weights only, as the original)"
+
+    def save(self, step: int) -> None:
+        """Writes the checkpoint of `step` (unconfirmed until a finite loss follows); with `do_eval`, keeps the best."""
+        if not self.loop.weights_are_finite():
+            self.discard_unconfirmed()
+            raise TrainingError(f"the weights are not finite at step {step}; nothing saved. Last good checkpoint: "
+                                f"{self.latest() or '(none yet)'}; lower --learning_rate")
+        try:
+            self.unconfirmed = self.manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as error:
             raise TrainingError(
                 f"saving the checkpoint of step {step} failed ({type(error).__name__}: {error}); "
                 f"the previous checkpoint {self.latest()} is intact") from None
         if self.settings.do_eval and step != self.settings.num_train_steps:
             self.evaluate_and_keep_best()
+
+    def confirm(self) -> None:
+        """A finite loss was computed from the current weights: the newest checkpoint is good."""
+        self.unconfirmed = None
+
+    def discard_unconfirmed(self) -> Optional[str]:
+        """Deletes the checkpoint no finite loss has confirmed; returns the last good one (or None)."""
+        if self.unconfirmed and self.loop.chief:
+            for path in tf.io.gfile.glob(self.unconfirmed + ".*"):
+                tf.io.gfile.remove(path)
+            remaining = [c for c in self.manager.checkpoints if c != self.unconfirmed]
+            if remaining:
+                tf.train.update_checkpoint_state(self.checkpoint_dir, remaining[-1], remaining)
+            else:
+                state = os.path.join(self.checkpoint_dir, "checkpoint")
+                if os.path.exists(state):
+                    os.remove(state)
+        self.unconfirmed = None
+        return self.latest()
 
     def evaluate_and_keep_best(self) -> Dict[str, float]:
         """Evaluates; keeps the weights with the best masked_lm_accuracy in `best/`."""
@@ -113,15 +175,15 @@ class CheckpointPolicy:
                  "sentence_order_accuracy {sentence_order_accuracy:.4f}, loss {loss:.4f}".format(**metrics))
         return metrics
 
-    def write_final(self, vocabulary_files: Dict[str, str]) -> Optional[str]:
-        """`final/`: config, weights and the vocabulary files (`{name in final/: source path}`); chief only."""
+    def write_final(self, tokenizer=None) -> Optional[str]:
+        """`final/`: config, weights and the tokenizer (vocabulary + tokenizer.json); chief only."""
         if not self.loop.chief:
             return None
         final = os.path.join(self.settings.output_dir, FINAL_DIR)
         with staged_dir(final) as staging:
             checkpoints_lib.save_model_dir(self.loop.plain_copy(), staging)
-            for name, source in vocabulary_files.items():
-                shutil.copy(source, os.path.join(staging, name))
+            if tokenizer is not None:
+                tokenizer.save(staging)
         return final
 
     def clean_worker_dirs(self):

@@ -5,7 +5,7 @@ Exports are the caller's (the `run_pretraining` CLI and the demo export the
 `final/` model with `albert_tf.export`).
 """
 
-import hashlib
+import contextlib
 import json
 import logging
 import os
@@ -15,35 +15,31 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
+from albert_tf.locking import OutputDirLock
 from albert_tf.inputs.pretraining import PretrainingInput, resolve_input
 from albert_tf.pretraining.checkpointing import CheckpointPolicy
 from albert_tf.pretraining.loop import PretrainingLoop
-from albert_tf.pretraining.settings import TrainSettings
-from albert_tf.pretraining.strategy import make_strategy
+from albert_tf.pretraining.settings import TrainingError, TrainSettings
+from albert_tf.pretraining.strategy import is_chief, make_strategy
 from albert_tf.pretraining_data import DataError
-from albert_tf.tokenization import read_bytes
+from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
 SUMMARY_FILE = "train_summary.json"
 
 
-def vocabulary_files(spm_model_file: Optional[str], vocab_file: Optional[str]) -> dict:
-    """`{name in the model dir: path}` of the given vocabulary (at most one of the two)."""
+def data_tokenizer(train_input: PretrainingInput, spm_model_file: Optional[str], vocab_file: Optional[str]):
+    """The data's tokenizer from the vocabulary flag (None without one), lowercasing as the data was made.
+
+    Raises:
+        DataError: both files given, or a vocabulary other than the one the data was made with.
+    """
     if spm_model_file and vocab_file:
         raise DataError("give at most one of --spm_model_file and --vocab_file")
-    if spm_model_file:
-        return {"spm.model": spm_model_file}
-    if vocab_file:
-        return {"vocab.txt": vocab_file}
-    return {}
-
-
-def _check_vocabulary(train_input: PretrainingInput, files: dict, flag: str):
-    for path in files.values():
-        try:
-            vocabulary = read_bytes(path)
-        except OSError as error:
-            raise DataError(f"{flag} {path}: cannot be read ({error.strerror or error})") from None
-        train_input.data.check_vocabulary(hashlib.sha256(vocabulary).hexdigest(), path)
+    if not (spm_model_file or vocab_file):
+        return None
+    tokenizer = resolve_tokenizer(spm_model_file, vocab_file, train_input.data.do_lower_case)
+    train_input.data.check_vocabulary(tokenizer.model_sha256, tokenizer.model_file)
+    return tokenizer
 
 
 def pretrain(settings: TrainSettings, albert_config_file: str, input_file: Union[str, PretrainingInput], *,
@@ -58,7 +54,7 @@ def pretrain(settings: TrainSettings, albert_config_file: str, input_file: Union
         input_file: shards (directory, glob or comma list), or an already resolved `PretrainingInput`.
         eval_file: eval shards (default: the training shards, as the original).
         init_checkpoint: warm start of a fresh run (Google's TF1 checkpoint or ours).
-        spm_model_file / vocab_file: the data's vocabulary, copied into `final/`.
+        spm_model_file / vocab_file: the data's vocabulary, saved into `final/` with the data's lowercasing.
         strategy_name / tpu: the tf.distribute strategy.
     """
     keras.utils.set_random_seed(settings.seed)
@@ -67,36 +63,51 @@ def pretrain(settings: TrainSettings, albert_config_file: str, input_file: Union
     config = AlbertConfig.from_json_file(albert_config_file)
     train_input = resolve_input(input_file) if isinstance(input_file, str) else input_file
     train_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
-    vocabulary = vocabulary_files(spm_model_file, vocab_file)
-    _check_vocabulary(train_input, vocabulary, "--vocab_file" if vocab_file else "--spm_model_file")
+    if train_input.data.max_seq_length > config.max_position_embeddings:
+        raise DataError(f"{albert_config_file}: max_position_embeddings {config.max_position_embeddings} is "
+                        f"shorter than the data's sequences ({train_input.data.max_seq_length})")
+    if settings.verify_data:
+        corrupt = train_input.data.corrupt_shards()
+        if corrupt:
+            raise DataError(f"{', '.join(corrupt)}: checksum differs from metadata.json (corrupt or replaced)")
+    tokenizer = data_tokenizer(train_input, spm_model_file, vocab_file)
+    check_vocab_size(config.vocab_size, tokenizer, albert_config_file)
     eval_input = None
     if eval_file is not None:
         eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
         eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
+    strategy = make_strategy(strategy_name, tpu)
     os.makedirs(settings.output_dir, exist_ok=True)
-    loop = PretrainingLoop(make_strategy(strategy_name, tpu), config, settings, train_input, eval_input)
+    # One writer per output directory; the other workers of a multi-worker run write only their own dirs.
+    lock = OutputDirLock(settings.output_dir) if is_chief(strategy) else contextlib.nullcontext()
+    with lock:
+        loop = PretrainingLoop(strategy, config, settings, train_input, eval_input)
 
-    def say(message: str):
+        def say(message: str):
+            if loop.chief:
+                logging.info(message)
+                if settings.verbose:
+                    print(message, flush=True)
+
+        policy = CheckpointPolicy(loop, init_checkpoint, say)
+        say(policy.restore_or_initialize(config.to_dict()))
+        summary = {"start_step": loop.step}
+        if settings.eval_at_start:
+            summary["eval_start"] = loop.evaluate()
+        summary["history"] = loop.train(policy, say, os.path.join(settings.output_dir, "train"))
+        if not loop.weights_are_finite():  # the last checkpoint has no next step to confirm it
+            good = policy.discard_unconfirmed()
+            raise TrainingError(f"the final weights are not finite; last good checkpoint: {good or '(none)'}; "
+                                "lower --learning_rate")
+        policy.confirm()
+        summary["end_step"] = loop.step
+        summary["replicas"] = loop.strategy.num_replicas_in_sync
+        summary["weights_sha256"] = loop.weights_fingerprint()
+        if settings.do_eval:
+            summary["eval"] = policy.evaluate_and_keep_best()
+        policy.clean_worker_dirs()
+        summary["outputs"] = {"final": policy.write_final(tokenizer)} if loop.chief else {}
         if loop.chief:
-            logging.info(message)
-            if settings.verbose:
-                print(message, flush=True)
-
-    policy = CheckpointPolicy(loop, init_checkpoint, say)
-    say(policy.restore_or_initialize())
-    summary = {"start_step": loop.step}
-    if settings.eval_at_start:
-        summary["eval_start"] = loop.evaluate()
-    summary["history"] = loop.train(policy.save, say, policy.latest, os.path.join(settings.output_dir, "train"))
-    summary["end_step"] = loop.step
-    summary["replicas"] = loop.strategy.num_replicas_in_sync
-    summary["weights_sha256"] = loop.weights_fingerprint()
-    if settings.do_eval:
-        summary["eval"] = policy.evaluate_and_keep_best()
-    policy.clean_worker_dirs()
-    summary["outputs"] = {"final": policy.write_final(vocabulary)} if loop.chief else {}
-    summary["do_lower_case"] = train_input.data.do_lower_case
-    if loop.chief:
-        with open(os.path.join(settings.output_dir, SUMMARY_FILE), "w") as f:
-            json.dump(summary, f, indent=2)
+            with open(os.path.join(settings.output_dir, SUMMARY_FILE), "w") as f:
+                json.dump(summary, f, indent=2)
     return summary

@@ -25,13 +25,14 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.inputs.pretraining import PretrainingInput, pretraining_dataset
+from albert_tf.inputs.pretraining import PretrainingInput, find_corrupt_shard, pretraining_dataset
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.optimization import create_optimizer
 from albert_tf.pretraining import objective
 from albert_tf.pretraining.settings import PRECISIONS, TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import checkpoints_iterator, is_chief
+from albert_tf.pretraining_data import DataError
 
 
 class PretrainingLoop:
@@ -186,9 +187,13 @@ class PretrainingLoop:
 
     # --- the loop -----------------------------------------------------------------------------------
 
-    def train(self, save: Callable[[int], None], say: Callable[[str], None], last_good_checkpoint: Callable[[], str],
-              summary_dir: Optional[str] = None) -> list:
-        """Trains to `num_train_steps`, logging and calling `save(step)` on schedule; returns the log history."""
+    def train(self, checkpointer, say: Callable[[str], None], summary_dir: Optional[str] = None) -> list:
+        """Trains to `num_train_steps`, logging and checkpointing on schedule; returns the log history.
+
+        `checkpointer` (a `CheckpointPolicy`) saves every `save_checkpoints_steps`. A checkpoint counts as
+        good only once the next step's loss (computed with its weights) is finite; a non-finite loss
+        discards the unconfirmed checkpoint and stops the run, naming the last good one.
+        """
         s = self.settings
         history = []
         writer = tf.summary.create_file_writer(summary_dir) if (self.chief and summary_dir) else None
@@ -200,13 +205,22 @@ class PretrainingLoop:
         window = dict.fromkeys(objective.STAT_KEYS, 0.0)
         window_steps, window_start = 0, time.perf_counter()
         while self.step < s.num_train_steps:
-            stats = self._train_step(self.train_iterator)
+            try:
+                stats = self._train_step(self.train_iterator)
+            except tf.errors.DataLossError as error:
+                offset = str(error).strip().splitlines()[0]
+                raise DataError(f"{find_corrupt_shard(self.train_input)}: corrupt record ({offset}) at step "
+                                f"{self.step}; checkpoints are intact (last: {checkpointer.latest() or 'none'}); "
+                                "recreate the data or restore the shard, then run again") from None
             loss = float(stats["loss"])
             if not math.isfinite(loss):
+                good = checkpointer.discard_unconfirmed()
+                advice = (f"resume from the last good checkpoint {good} (run the same command again)" if good
+                          else "no good checkpoint yet: the run starts again from the beginning")
                 raise TrainingError(
-                    f"loss is {loss} at step {self.step}; stopped without saving. The last good checkpoint "
-                    f"is {last_good_checkpoint() or '(none yet)'}; try a lower --learning_rate or "
-                    "--mixed_precision=float32")
+                    f"loss is {loss} at step {self.step}; stopped without saving; {advice} with a lower "
+                    "--learning_rate (or --mixed_precision=float32)")
+            checkpointer.confirm()
             for k in objective.STAT_KEYS:
                 window[k] += float(stats[k])
             window_steps += 1
@@ -227,7 +241,7 @@ class PretrainingLoop:
                 window = dict.fromkeys(objective.STAT_KEYS, 0.0)
                 window_steps, window_start = 0, time.perf_counter()
             if step % s.save_checkpoints_steps == 0 or step == s.num_train_steps:
-                save(step)
+                checkpointer.save(step)
         if writer:
             writer.flush()
         return history
@@ -240,6 +254,9 @@ class PretrainingLoop:
         for _ in range(steps):
             self._train_step(self.train_iterator)
         return (time.perf_counter() - start) / steps
+
+    def weights_are_finite(self) -> bool:
+        return all(np.isfinite(w).all() for w in self.model.get_weights())
 
     def weights_fingerprint(self) -> str:
         """sha256 of every weight's bytes: equal on all workers of a synchronous run."""

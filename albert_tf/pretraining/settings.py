@@ -38,4 +38,5 @@ class TrainSettings:
     log_every_steps: int = 10
     shuffle_buffer: int = 1000
     eval_at_start: bool = False
+    verify_data: bool = False
     verbose: bool = True

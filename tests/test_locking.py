@@ -1,0 +1,93 @@
+"""One writer per output directory: a second run is refused naming the first; a dead holder is taken over."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from albert_tf.locking import LOCK_FILE, LockError, OutputDirLock
+
+HOLD = ("import sys, time\nfrom albert_tf.locking import OutputDirLock\n"
+        "with OutputDirLock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n")
+
+
+def hold_lock(directory):
+    """A process that holds the lock of `directory` until killed (returns once it holds it)."""
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(directory)], stdout=subprocess.PIPE, text=True,
+                               cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert process.stdout.readline().strip() == "held"  # blocks until the lock is taken: no timing involved
+    return process
+
+
+def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
+    holder = hold_lock(tmp_path)
+    try:
+        with pytest.raises(LockError, match=rf"in use by pid {holder.pid} on .* since .*-c"):
+            with OutputDirLock(str(tmp_path)):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_lock_of_a_killed_run_is_taken_over_with_a_note(tmp_path):
+    holder = hold_lock(tmp_path)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert (tmp_path / LOCK_FILE).exists()  # a kill leaves it behind
+    notes = []
+    with OutputDirLock(str(tmp_path), note=notes.append):
+        recorded = json.loads((tmp_path / LOCK_FILE).read_text())
+        assert recorded["pid"] == os.getpid()
+    assert len(notes) == 1 and f"pid {holder.pid}" in notes[0] and "which is gone" in notes[0]
+    assert not (tmp_path / LOCK_FILE).exists()
+
+
+def test_the_same_process_may_nest_and_an_unwritable_dir_is_one_clear_error(tmp_path):
+    with OutputDirLock(str(tmp_path)), OutputDirLock(str(tmp_path)):
+        assert (tmp_path / LOCK_FILE).exists()
+    assert not (tmp_path / LOCK_FILE).exists()
+    (tmp_path / "a_file").write_text("")  # a path under a file cannot be made (as root too, unlike chmod)
+    with pytest.raises(LockError, match=r"a_file/out: cannot create the output directory \(Not a directory\)"):
+        with OutputDirLock(str(tmp_path / "a_file" / "out")):
+            pass
+
+
+@pytest.mark.realdata
+def test_two_pretraining_runs_on_one_output_dir(pretraining_data, tmp_path):
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import TrainSettings
+
+    holder = hold_lock(tmp_path)
+    try:
+        with pytest.raises(LockError, match=rf"pid {holder.pid}"):
+            pretrain(TrainSettings(output_dir=str(tmp_path), train_batch_size=8, max_seq_length=64, num_train_steps=1,
+                                   verbose=False), pretraining_data["config"], pretraining_data["data"])
+        assert not (tmp_path / "checkpoints").exists()  # the first run's directory is untouched
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.realdata
+def test_data_prep_refuses_a_busy_dir_and_cleans_the_staging_of_killed_runs(tmp_path, wikitext_spm, real_data):
+    from data_prep.pipeline import Settings, run
+
+    settings = Settings(input_file=str(real_data / "wikitext2" / "test.txt"), output_dir=str(tmp_path / "out"),
+                        spm_model_file=wikitext_spm, input_format="wikitext", max_seq_length=64, dupe_factor=1,
+                        num_shards=1)
+    holder = hold_lock(tmp_path / "out")
+    try:
+        with pytest.raises(LockError, match=rf"pid {holder.pid}"):
+            run(settings)
+    finally:
+        holder.kill()
+        holder.wait()
+    (tmp_path / "out" / ".tmp-0123abcd").mkdir()  # what a killed run leaves
+    (tmp_path / "out" / ".tmp-0123abcd" / "part-00000-of-00001.tfrecord").write_bytes(b"x" * 1000)
+    run(settings)
+    assert sorted(os.listdir(tmp_path / "out")) == ["metadata.json", "part-00000-of-00001.tfrecord"]
