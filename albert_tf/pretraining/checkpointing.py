@@ -75,7 +75,7 @@ class CheckpointPolicy:
         for path in candidates:
             try:
                 self.checkpoint.restore(path).assert_existing_objects_matched()
-            except (tf.errors.OpError, ValueError, AssertionError) as error:
+            except (tf.errors.OpError, ValueError, AssertionError, IndexError) as error:  # IndexError: truncated
                 skipped.append(f"{os.path.basename(path)} ({str(error).strip().splitlines()[0][:200]})")
                 continue
             note = f" (unreadable, skipped: {'; '.join(skipped)})" if skipped else ""
