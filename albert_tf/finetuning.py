@@ -1,7 +1,8 @@
 """The fine-tuning loop shared by run_classifier and run_race.
 
 As the original: AdamW (or LAMB) with linear warmup and linear decay over
-`train_step` steps, evaluation every `save_checkpoints_steps`, and the
+`train_step` steps, gradients clipped to global norm 1.0 before each update
+(the original's `create_optimizer`, every task), evaluation every `save_checkpoints_steps`, and the
 checkpoint with the best dev metric kept (published dev numbers are this
 early-stopped score) as `best/model.keras`; predictions come from it.
 Training is Keras `fit` (fine-tuning needs no input-iterator checkpoint).
@@ -30,6 +31,7 @@ from albert_tf.models.backbone import AlbertBackbone
 
 BEST_DIR = "best"
 MODEL_FILE = "model.keras"
+CLIP_NORM = 1.0  # the original's create_optimizer: tf.clip_by_global_norm(grads, 1.0)
 
 
 class FineTuneError(RuntimeError):
@@ -147,7 +149,7 @@ def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[
     """
     os.makedirs(settings.output_dir, exist_ok=True)
     optimizer = optimization.create_optimizer(settings.optimizer, settings.learning_rate, settings.train_step,
-                                              settings.warmup_step)
+                                              settings.warmup_step, clip_norm=CLIP_NORM)
     task_model = inference_model or model
     with _unread_pooler_frozen(task_model):
         model.compile(optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss},
