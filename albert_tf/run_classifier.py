@@ -135,6 +135,7 @@ def define_flags():
     flags.DEFINE_integer("max_seq_length", d.max_seq_length, "Tokens per example.")
     flags.DEFINE_integer("train_batch_size", d.train_batch_size, "Training batch.")
     flags.DEFINE_integer("eval_batch_size", d.eval_batch_size, "Eval/predict batch.")
+    flags.DEFINE_alias("predict_batch_size", "eval_batch_size")
     flags.DEFINE_float("learning_rate", d.learning_rate, "Peak learning rate.")
     flags.DEFINE_integer("train_step", d.train_step, "Optimizer steps.")
     flags.DEFINE_integer("warmup_step", d.warmup_step, "Linear warmup steps.")

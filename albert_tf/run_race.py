@@ -84,8 +84,8 @@ def define_flags():
     flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (Chinese models), instead of --spm_model_file.")
     flags.DEFINE_string("init_checkpoint", None, "Google's TF1 checkpoint, our model dir, run dir or .keras.")
     flags.DEFINE_string("output_dir", None, "Where results and the best model go.")
-    flags.DEFINE_bool("do_train", False, "Fine-tune on train/.")
-    flags.DEFINE_bool("do_eval", False, "Evaluate the best model on --eval_split.")
+    flags.DEFINE_bool("do_train", True, "Fine-tune on train/ (on by default, as the original).")
+    flags.DEFINE_bool("do_eval", True, "Evaluate the best model on --eval_split (on by default, as the original).")
     flags.DEFINE_enum("eval_split", "dev", ["dev", "test"], "Split evaluated (and used to pick the best).")
     flags.DEFINE_bool("high_only", False, "Only RACE-H.")
     flags.DEFINE_bool("middle_only", False, "Only RACE-M.")
@@ -100,6 +100,7 @@ def define_flags():
     flags.DEFINE_integer("save_checkpoints_steps", d.save_checkpoints_steps, "Evaluate (and keep the best) every N.")
     flags.DEFINE_enum("optimizer", d.optimizer, ["adamw", "lamb"], "As the original.")
     flags.DEFINE_float("dropout", d.dropout, "Head dropout (the README's v2 setting is 0).")
+    flags.DEFINE_alias("dropout_prob", "dropout")
     flags.DEFINE_integer("seed", d.seed, "Seed of head init and data order.")
     flags.mark_flags_as_required(["data_dir", "output_dir"])
 

@@ -3,7 +3,11 @@
     python -m albert_tf.run_squad --version 1.1 --train_file train-v1.1.json --predict_file dev-v1.1.json \
         --albert_config_file albert_base/albert_config.json --spm_model_file albert_base/30k-clean.model \
         --init_checkpoint albert_base/model.ckpt-best --output_dir runs/squad1 --do_train --do_predict \
-        --max_seq_length 384 --doc_stride 128 --train_step 5000 --warmup_step 500 --learning_rate 5e-5
+        --max_seq_length 384 --doc_stride 128 --num_train_epochs 3 --warmup_proportion 0.1 --learning_rate 5e-5
+
+As the original, training runs `int(questions / train_batch_size * num_train_epochs)`
+steps with `int(steps * warmup_proportion)` warmup; `--train_step` (and
+`--warmup_step`) set the steps directly instead.
 
 Writes `predictions.json` ({id: answer}), `nbest_predictions.json`, for v2
 `null_odds.json` and the tuned `null_score_diff_threshold`, and
@@ -89,6 +93,8 @@ def run(version: str, settings: FineTuneSettings, spm_model_file: Optional[str],
         train_examples, train_features, train_arrays, report = _prepare(
             train_file, tokenizer, settings, doc_stride, max_query_length, True, log)
         summary["train_questions"], summary["train_skipped"] = len(train_examples), report["skipped"]
+        settings = finetuning.with_epoch_schedule(settings, len(train_examples))
+        summary["train_step"], summary["warmup_step"] = settings.train_step, settings.warmup_step
         starts = np.array([f.start_position for f in train_features], "int32")
         labels = {"start_logits": starts, "end_logits": np.array([f.end_position for f in train_features], "int32")}
         loss = {"start_logits": finetuning.classification_loss, "end_logits": finetuning.classification_loss}
@@ -160,13 +166,28 @@ def define_flags():
     flags.DEFINE_integer("end_n_top", 5, "v2: ends kept per start.")
     flags.DEFINE_integer("train_batch_size", d.train_batch_size, "Training batch (windows).")
     flags.DEFINE_integer("eval_batch_size", d.eval_batch_size, "Predict batch.")
+    flags.DEFINE_alias("predict_batch_size", "eval_batch_size")
     flags.DEFINE_float("learning_rate", d.learning_rate, "Peak learning rate.")
-    flags.DEFINE_integer("train_step", d.train_step, "Optimizer steps.")
-    flags.DEFINE_integer("warmup_step", d.warmup_step, "Linear warmup steps.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training questions (the original's step count).")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with linear warmup.")
+    flags.DEFINE_integer("train_step", None, "Optimizer steps, instead of --num_train_epochs.")
+    flags.DEFINE_integer("warmup_step", None, "Warmup steps (default: --warmup_proportion of the steps).")
     flags.DEFINE_integer("save_checkpoints_steps", d.save_checkpoints_steps, "Evaluate (and keep the best) every N.")
     flags.DEFINE_enum("optimizer", d.optimizer, ["adamw", "lamb"], "As the original.")
     flags.DEFINE_integer("seed", d.seed, "Seed of head init and data order.")
     flags.mark_flags_as_required(["output_dir"])
+
+
+def schedule_settings(num_train_epochs: float, warmup_proportion: float, train_step: Optional[int],
+                      warmup_step: Optional[int]) -> dict:
+    """FineTuneSettings fields for the schedule flags: epochs as the original, or explicit steps."""
+    if train_step is None:
+        if warmup_step is not None:
+            raise finetuning.FineTuneError("--warmup_step needs --train_step (else use --warmup_proportion)")
+        return {"num_train_epochs": num_train_epochs, "warmup_proportion": warmup_proportion}
+    if warmup_step is None:
+        warmup_step = int(train_step * warmup_proportion)
+    return {"train_step": train_step, "warmup_step": warmup_step}
 
 
 def main(argv):
@@ -179,12 +200,14 @@ def main(argv):
 
     del argv
     FLAGS = flags.FLAGS
-    settings = FineTuneSettings(
-        output_dir=FLAGS.output_dir, max_seq_length=FLAGS.max_seq_length, train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.eval_batch_size, learning_rate=FLAGS.learning_rate, train_step=FLAGS.train_step,
-        warmup_step=FLAGS.warmup_step, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-        optimizer=FLAGS.optimizer, seed=FLAGS.seed)
     try:
+        settings = FineTuneSettings(
+            output_dir=FLAGS.output_dir, max_seq_length=FLAGS.max_seq_length,
+            train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
+            learning_rate=FLAGS.learning_rate, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+            optimizer=FLAGS.optimizer, seed=FLAGS.seed,
+            **schedule_settings(FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.train_step,
+                                FLAGS.warmup_step))
         summary = run(FLAGS.version, settings, FLAGS.spm_model_file, FLAGS.train_file, FLAGS.predict_file,
                       FLAGS.albert_config_file, FLAGS.init_checkpoint, FLAGS.do_train, FLAGS.do_predict,
                       FLAGS.doc_stride, FLAGS.max_query_length, FLAGS.n_best_size, FLAGS.max_answer_length,

@@ -92,3 +92,126 @@ def test_fine_tuning_clips_every_update(tmp_path):
     assert model.optimizer.global_clipnorm == finetuning.CLIP_NORM == 1.0
     for got, want in zip(model.get_weights(), expected):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+# ---- 2. the runners' schedules and defaults: the original scripts' flags ------------------------------
+def test_steps_from_epochs_is_the_original_run_squad_formula():
+    # README's SQuAD v1.1 command: 87,599 questions, batch 48, 2 epochs, warmup 0.1.
+    assert finetuning.steps_from_epochs(87599, 48, 2.0, 0.1) == (int(87599 / 48 * 2.0), int(int(87599 / 48 * 2.0) * 0.1))
+    assert finetuning.steps_from_epochs(87599, 48, 2.0, 0.1) == (3649, 364)
+    assert finetuning.steps_from_epochs(130319, 32, 3.0, 0.1) == (12217, 1221)  # v2.0 train, the flag defaults
+    settings = finetuning.FineTuneSettings(output_dir="x", train_batch_size=32, num_train_epochs=3.0,
+                                           warmup_proportion=0.1)
+    derived = finetuning.with_epoch_schedule(settings, 87599)
+    assert (derived.train_step, derived.warmup_step) == (8212, 821)
+    explicit = finetuning.FineTuneSettings(output_dir="x", train_step=7, warmup_step=2)
+    assert finetuning.with_epoch_schedule(explicit, 87599) is explicit
+    with pytest.raises(finetuning.FineTuneError, match="--train_batch_size 32 .* less than one step"):
+        finetuning.with_epoch_schedule(settings, 5)
+    with pytest.raises(finetuning.FineTuneError, match="--warmup_proportion"):
+        finetuning.with_epoch_schedule(finetuning.FineTuneSettings(output_dir="x", num_train_epochs=1.0,
+                                                                   warmup_proportion=1.5), 100)
+
+
+def test_squad_schedule_flags_resolve_as_the_original():
+    from albert_tf.run_squad import schedule_settings
+
+    assert schedule_settings(3.0, 0.1, None, None) == {"num_train_epochs": 3.0, "warmup_proportion": 0.1}
+    assert schedule_settings(3.0, 0.1, 5000, None) == {"train_step": 5000, "warmup_step": 500}
+    assert schedule_settings(3.0, 0.1, 5000, 0) == {"train_step": 5000, "warmup_step": 0}
+    with pytest.raises(finetuning.FineTuneError, match="--warmup_step needs --train_step"):
+        schedule_settings(3.0, 0.1, None, 100)
+
+
+_FLAG_DEFAULTS = r"""
+import json, sys
+from absl import flags
+from albert_tf import run_classifier, run_race, run_squad
+out = {}
+for name, module in (("run_classifier", run_classifier), ("run_squad", run_squad), ("run_race", run_race)):
+    before = set(flags.FLAGS)
+    module.define_flags()
+    new = sorted(set(flags.FLAGS) - before)
+    out[name] = {n: flags.FLAGS[n].default for n in new}
+    out[name + ".aliases"] = {n: flags.FLAGS[n].help for n in new if flags.FLAGS[n].help.startswith("Alias")}
+    for n in new:
+        delattr(flags.FLAGS, n)
+print(json.dumps(out))
+"""
+
+
+def _readme_defaults_table():
+    from conftest import REPO
+
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    start = lines.index("| flag | run_classifier | run_squad | run_race | original default (all three) |")
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0].split()[0].strip("`")] = cells[1:4]
+    return rows
+
+
+def test_runner_defaults_are_the_originals_and_the_readme_table_is_exact():
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    result = subprocess.run([sys.executable, "-c", _FLAG_DEFAULTS], cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    defaults = json.loads(result.stdout.strip().splitlines()[-1])
+    # The original scripts' flag defaults (run_classifier.py, run_squad_v{1,2}.py, run_race.py).
+    original = {
+        "run_classifier": {"max_seq_length": 512, "train_batch_size": 32, "eval_batch_size": 8,
+                           "learning_rate": 5e-5, "train_step": 1000, "warmup_step": 0,
+                           "save_checkpoints_steps": 1000, "optimizer": "adamw", "do_lower_case": True,
+                           "do_train": False, "do_eval": False, "do_predict": False},
+        "run_squad": {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64, "train_batch_size": 32,
+                      "eval_batch_size": 8, "learning_rate": 5e-5, "num_train_epochs": 3.0,
+                      "warmup_proportion": 0.1, "save_checkpoints_steps": 1000, "n_best_size": 20,
+                      "max_answer_length": 30, "start_n_top": 5, "end_n_top": 5, "do_lower_case": True,
+                      "do_train": False, "do_predict": False},
+        "run_race": {"max_seq_length": 512, "max_qa_length": 128, "train_batch_size": 32, "eval_batch_size": 8,
+                     "learning_rate": 1e-5, "train_step": 12000, "warmup_step": 1000, "save_checkpoints_steps": 100,
+                     "dropout": 0.1, "do_lower_case": True, "do_train": True, "do_eval": True,
+                     "high_only": False, "middle_only": False},
+    }
+    for runner, expected in original.items():
+        assert {k: defaults[runner][k] for k in expected} == expected, runner
+    assert defaults["run_squad"]["train_step"] is None  # derived from the epochs unless given
+    assert "predict_batch_size" in defaults["run_squad.aliases"]
+    assert "predict_batch_size" in defaults["run_classifier.aliases"]
+    assert "dropout_prob" in defaults["run_race.aliases"]
+    table = _readme_defaults_table()
+    for column, runner in enumerate(("run_classifier", "run_squad", "run_race")):
+        for flag, cells in table.items():
+            cell = cells[column].replace("`", "")
+            if cell.startswith("—"):
+                assert flag not in defaults[runner], (runner, flag)
+            else:
+                assert cell.split()[0] == str(defaults[runner][flag]), (runner, flag, cell)
+    assert set(original["run_squad"]) | set(original["run_classifier"]) | set(original["run_race"]) <= set(table)
+
+
+@pytest.mark.slow
+@pytest.mark.realdata
+def test_run_squad_trains_the_epoch_derived_steps(real_data, pretraining_data, tmp_path):
+    from albert_tf.run_squad import run
+    from test_squad import squad_slice
+
+    source = real_data / "squad_v1.1" / "dev-v1.1.json"
+    train = squad_slice(real_data, tmp_path, "train.json", source, slice(0, 4))
+    dev = squad_slice(real_data, tmp_path, "dev.json", source, slice(4, 5))
+    settings = finetuning.FineTuneSettings(output_dir=str(tmp_path / "out"), max_seq_length=96, train_batch_size=8,
+                                           eval_batch_size=32, learning_rate=1e-4, save_checkpoints_steps=2,
+                                           num_train_epochs=1.3, warmup_proportion=0.5, verbose=False)
+    summary = run("1.1", settings, pretraining_data["spm"], train, dev, pretraining_data["config"],
+                  do_predict=False, doc_stride=32, max_query_length=24)
+    questions = summary["train_questions"]
+    steps = int(questions / 8 * 1.3)
+    assert (summary["train_step"], summary["warmup_step"]) == (steps, int(steps * 0.5))
+    assert summary["history"][-1]["global_step"] == steps
