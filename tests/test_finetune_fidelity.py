@@ -215,3 +215,38 @@ def test_run_squad_trains_the_epoch_derived_steps(real_data, pretraining_data, t
     steps = int(questions / 8 * 1.3)
     assert (summary["train_step"], summary["warmup_step"]) == (steps, int(steps * 0.5))
     assert summary["history"][-1]["global_step"] == steps
+
+
+# ---- 3. hidden_act: the original's names in any case, and HF's gelu_new -------------------------------
+@pytest.mark.parametrize("name,same_as", [("GELU", "gelu"), ("gelu_new", "gelu"), ("Gelu_New", "gelu"),
+                                          ("ReLU", "relu"), ("TANH", "tanh"), ("Linear", "linear")])
+def test_hidden_act_is_case_insensitive_and_accepts_gelu_new(tmp_path, tiny_config_dict, name, same_as):
+    from albert_tf.config import AlbertConfig
+    from albert_tf.models.backbone import AlbertBackbone
+
+    config = dict(tiny_config_dict, hidden_act=name)
+    (tmp_path / "albert_config.json").write_text(json.dumps(config))
+    loaded = AlbertConfig.from_json_file(str(tmp_path / "albert_config.json"))
+    assert loaded.hidden_act == name  # kept as written
+    loaded.to_json_file(str(tmp_path / "saved.json"))
+    assert json.loads((tmp_path / "saved.json").read_text())["hidden_act"] == name
+    keras.utils.set_random_seed(0)
+    model = AlbertBackbone.from_albert_config(str(tmp_path / "albert_config.json"))
+    reference = AlbertBackbone.from_albert_config(AlbertConfig.from_dict(dict(tiny_config_dict, hidden_act=same_as)))
+    reference.set_weights(model.get_weights())
+    ids = np.random.default_rng(0).integers(5, 8000, size=(2, 12)).astype("int32")
+    inputs = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
+    np.testing.assert_array_equal(model(inputs)["sequence_output"].numpy(),
+                                  reference(inputs)["sequence_output"].numpy())
+
+
+def test_gelu_new_is_the_tanh_approximation_and_unknown_names_are_named(tiny_config_dict):
+    from albert_tf.config import AlbertConfig, ConfigError
+    from albert_tf.layers.activations import get_activation
+
+    x = keras.ops.convert_to_tensor(np.linspace(-4, 4, 41).astype("float32"))
+    tanh_gelu = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    np.testing.assert_allclose(get_activation("gelu_new")(x), tanh_gelu, rtol=1e-5, atol=1e-6)
+    for bad in ("swish", "gelu_erf", None, 3):
+        with pytest.raises(ConfigError, match="field 'hidden_act': unknown activation"):
+            AlbertConfig.from_dict(dict(tiny_config_dict, hidden_act=bad))
