@@ -65,6 +65,8 @@ class TrainSettings:
     num_warmup_steps: int = 3125
     learning_rate: float = 0.00176
     poly_power: float = 1.0
+    start_warmup_step: int = 0
+    init_from_group0: bool = False
     optimizer: str = "lamb"
     save_checkpoints_steps: int = 5000
     keep_checkpoint_max: int = 5
@@ -178,7 +180,7 @@ class PretrainingRun:
             backbone = AlbertBackbone(**albert_config.backbone_kwargs(), dtype=PRECISIONS[s.mixed_precision])
             self.model = AlbertPretrainer(backbone)
             optimizer = create_optimizer(s.optimizer, s.learning_rate, s.num_train_steps, s.num_warmup_steps,
-                                         s.poly_power)
+                                         s.poly_power, s.start_warmup_step)
             if s.mixed_precision == "float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
@@ -238,12 +240,14 @@ class PretrainingRun:
             self.checkpoint.restore(latest).assert_existing_objects_matched()
             return f"resumed from {latest} at step {self.step}"
         if self.init_checkpoint:
+            load = (checkpoints_lib.load_group0_into_all_groups if self.settings.init_from_group0
+                    else checkpoints_lib.load_checkpoint)
             try:
-                checkpoints_lib.load_checkpoint(self.model, self.init_checkpoint)
+                load(self.model, self.init_checkpoint)
             except checkpoints_lib.CheckpointError as error:
                 if "backbone only" not in str(error):
                     raise TrainingError(f"--init_checkpoint does not fit --albert_config_file: {error}") from None
-                checkpoints_lib.load_checkpoint(self.model.backbone, self.init_checkpoint)
+                load(self.model.backbone, self.init_checkpoint)
             return f"initialized from {self.init_checkpoint} (weights only, as the original)"
         return "initialized from scratch"
 

@@ -250,3 +250,115 @@ def test_gelu_new_is_the_tanh_approximation_and_unknown_names_are_named(tiny_con
     for bad in ("swish", "gelu_erf", None, 3):
         with pytest.raises(ConfigError, match="field 'hidden_act': unknown activation"):
             AlbertConfig.from_dict(dict(tiny_config_dict, hidden_act=bad))
+
+
+# ---- 4. run_pretraining: --init_from_group0 and --start_warmup_step ------------------------------------
+def _group0_expected(source_values, name):
+    import re
+
+    return source_values[name] if name in source_values else source_values[re.sub(r"/group_\d+/", "/group_0/", name)]
+
+
+@pytest.mark.parametrize("fmt", ["tf1", "ours"])
+def test_g2_model_starts_with_both_groups_equal_to_the_checkpoints_group_0(tmp_path, tiny_config_dict, fmt):
+    from albert_tf import checkpoints
+    from albert_tf.config import AlbertConfig
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.models.pretrainer import AlbertPretrainer
+
+    keras.utils.set_random_seed(1)
+    shared = AlbertPretrainer(AlbertBackbone.from_albert_config(AlbertConfig.from_dict(tiny_config_dict)))
+    if fmt == "tf1":
+        path = checkpoints.save_original_checkpoint(shared, str(tmp_path / "g1" / "model.ckpt"))
+    else:
+        path = checkpoints.save_model_dir(shared, str(tmp_path / "g1"))
+    source = checkpoints.original_variables(shared)
+    grown = AlbertPretrainer(AlbertBackbone.from_albert_config(
+        AlbertConfig.from_dict(dict(tiny_config_dict, num_hidden_groups=2))))
+    with pytest.raises(checkpoints.CheckpointError):  # without the flag: group_1 is missing
+        checkpoints.load_checkpoint(grown, path)
+    checkpoints.load_group0_into_all_groups(grown, path)
+    got = checkpoints.original_variables(grown)
+    assert any("/group_1/" in name for name in got)
+    for name, value in got.items():
+        np.testing.assert_array_equal(value, _group0_expected(source, name), err_msg=name)
+    # Into a bare backbone too (the heads are skipped, as load_checkpoint).
+    backbone = AlbertBackbone.from_albert_config(AlbertConfig.from_dict(dict(tiny_config_dict, num_hidden_groups=2)))
+    checkpoints.load_group0_into_all_groups(backbone, path)
+    for name, value in checkpoints.original_variables(backbone).items():
+        np.testing.assert_array_equal(value, _group0_expected(source, name), err_msg=name)
+
+
+def test_groups_the_checkpoint_holds_load_as_themselves(tmp_path, tiny_config_dict):
+    from albert_tf import checkpoints
+    from albert_tf.config import AlbertConfig
+    from albert_tf.models.backbone import AlbertBackbone
+
+    config = AlbertConfig.from_dict(dict(tiny_config_dict, num_hidden_groups=2))
+    keras.utils.set_random_seed(2)
+    two = AlbertBackbone.from_albert_config(config)
+    path = checkpoints.save_original_checkpoint(two, str(tmp_path / "g2" / "model.ckpt"))
+    other = AlbertBackbone.from_albert_config(config)
+    checkpoints.load_group0_into_all_groups(other, path)
+    for a, b in zip(other.get_weights(), two.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(checkpoints.CheckpointError, match="does not exist"):
+        checkpoints.load_group0_into_all_groups(other, str(tmp_path / "nothing"))
+
+
+@pytest.mark.realdata
+def test_pretraining_run_grows_groups_and_shifts_warmup(pretraining_data, tmp_path):
+    from albert_tf import checkpoints
+    from albert_tf.config import AlbertConfig
+    from albert_tf.inputs import pretraining as inputs_lib
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.models.pretrainer import AlbertPretrainer
+    from albert_tf.training import PretrainingRun, TrainSettings
+
+    config = json.loads(open(pretraining_data["config"]).read())
+    keras.utils.set_random_seed(4)
+    shared = AlbertPretrainer(AlbertBackbone.from_albert_config(AlbertConfig.from_dict(config)))
+    path = checkpoints.save_original_checkpoint(shared, str(tmp_path / "g1" / "model.ckpt"))
+    files = inputs_lib.expand_patterns(pretraining_data["data"])
+    settings = TrainSettings(output_dir=str(tmp_path / "run"), train_batch_size=8, max_seq_length=64,
+                             num_train_steps=100, num_warmup_steps=10, learning_rate=1.0, start_warmup_step=5,
+                             init_from_group0=True, verbose=False)
+    run = PretrainingRun(tf.distribute.get_strategy(), AlbertConfig.from_dict(dict(config, num_hidden_groups=2)),
+                         settings, files, inputs_lib.metadata_for_files(files), init_checkpoint=path)
+    assert "initialized from" in run.restore_or_initialize()
+    source = checkpoints.original_variables(shared)
+    for name, value in checkpoints.original_variables(run.model).items():
+        np.testing.assert_array_equal(value, _group0_expected(source, name), err_msg=name)
+    # The original's schedule: lr0·(t − start)/W while t − start < W (negative before start), else the decay.
+    schedule = run.optimizer._learning_rate
+    values = {t: float(schedule(t)) for t in (0, 5, 10, 14, 15, 50)}
+    expected = {0: -0.5, 5: 0.0, 10: 0.5, 14: 0.9, 15: 0.85, 50: 0.5}
+    for t, want in expected.items():
+        assert values[t] == pytest.approx(want, abs=1e-6), t
+
+
+_PRETRAINING_FLAGS = r"""
+import json
+from absl import flags
+from albert_tf import run_pretraining
+run_pretraining.define_flags()
+FLAGS = flags.FLAGS
+defaults = {n: FLAGS[n].default for n in ("start_warmup_step", "init_from_group0", "poly_power")}
+FLAGS(["x", "--start_warmup_step=7", "--init_from_group0", "--poly_power=2"])
+s = run_pretraining.settings_from_flags({"max_seq_length": 64, "max_predictions_per_seq": 10})
+print(json.dumps([defaults, [s.start_warmup_step, s.init_from_group0, s.poly_power]]))
+"""
+
+
+def test_run_pretraining_has_the_originals_flags():
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    result = subprocess.run([sys.executable, "-c", _PRETRAINING_FLAGS], cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    defaults, parsed = json.loads(result.stdout.strip().splitlines()[-1])
+    assert defaults == {"start_warmup_step": 0, "init_from_group0": False, "poly_power": 1.0}
+    assert parsed == [7, True, 2.0]
