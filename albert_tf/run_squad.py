@@ -18,8 +18,8 @@ v2.0 trains the original's answerability head (`AlbertSpanQAv2`): the end
 conditioned on the start, beam search over `start_n_top` × `end_n_top`
 spans, and an answerability logit trained on `is_impossible` (loss
 (start + end)/2 + 0.5·answerability). A question gets "" when its null odds
-(lowest answerability logit over its windows) is above the threshold tuned on
-dev. Predicting with a v1-head model on v2 data uses BERT's null-score rule.
+(lowest answerability logit over its windows) is at or above the threshold tuned on
+dev, as the original. Predicting with a v1-head model on v2 data uses BERT's null-score rule.
 """
 
 import json

@@ -78,7 +78,7 @@ class TrainSettings:
     seed: int = 12345
     deterministic: bool = False
     log_every_steps: int = 10
-    shuffle_buffer: int = 1000
+    shuffle_buffer: int = 100  # the original's d.shuffle(buffer_size=100)
     eval_at_start: bool = False
     verbose: bool = True
 

@@ -362,3 +362,63 @@ def test_run_pretraining_has_the_originals_flags():
     defaults, parsed = json.loads(result.stdout.strip().splitlines()[-1])
     assert defaults == {"start_warmup_step": 0, "init_from_group0": False, "poly_power": 1.0}
     assert parsed == [7, True, 2.0]
+
+
+# ---- 5. v2 null threshold, answer text, shuffle buffer ----------------------------------------------
+def _original_find_best_thresh(preds, scores, na_probs, qid_to_has_ans):
+    """squad_utils.find_best_thresh (the official v2.0 script's), transcribed."""
+    num_no_ans = sum(1 for k in qid_to_has_ans if not qid_to_has_ans[k])
+    cur_score = num_no_ans
+    best_score = cur_score
+    best_thresh = 0.0
+    qid_list = sorted(na_probs, key=lambda k: na_probs[k])
+    for qid in qid_list:
+        if qid not in scores:
+            continue
+        if qid_to_has_ans[qid]:
+            diff = scores[qid]
+        else:
+            diff = -1 if preds[qid] else 0
+        cur_score += diff
+        if cur_score > best_score:
+            best_score = cur_score
+            best_thresh = na_probs[qid]
+    return 100.0 * best_score / len(scores), best_thresh
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_v2_threshold_is_tuned_and_applied_as_the_original(real_data, seed):
+    from albert_tf.tasks import squad
+
+    examples, _ = squad.read_examples(str(real_data / "squad_v2.0" / "dev-v2.0.Normans-Rhine.json"), False)
+    examples = examples[:150]
+    rng = np.random.default_rng(seed)
+    predictions = {e.qas_id: (e.answers[0] if e.answers and rng.random() < 0.7 else
+                              ("" if rng.random() < 0.2 else "wrong words")) for e in examples}
+    null_diff = {e.qas_id: float(rng.integers(-5, 5)) for e in examples}  # ties on purpose
+    if seed == 2:  # abstaining on everything is best: the original's threshold stays 0.0
+        predictions = {q: "wrong words" for q in predictions}
+    has_ans = {e.qas_id: bool([t for t in e.answers if squad.normalize_answer(t)]) for e in examples}
+    f1_raw = {e.qas_id: max(squad.f1_score(predictions[e.qas_id], t)
+                            for t in ([t for t in e.answers if squad.normalize_answer(t)] or [""]))
+              for e in examples}
+    best_f1, best_thresh = _original_find_best_thresh(predictions, f1_raw, null_diff, has_ans)
+    threshold, f1 = squad.best_threshold(examples, predictions, null_diff)
+    assert (threshold, f1) == (best_thresh, pytest.approx(best_f1))
+    # write_predictions_v2: the span only when score_diff < threshold.
+    original = {q: (p if null_diff[q] < best_thresh else "") for q, p in predictions.items()}
+    assert squad.apply_threshold(predictions, null_diff, threshold) == original
+    at_threshold = [q for q in predictions if null_diff[q] == threshold]
+    if at_threshold:
+        assert all(squad.apply_threshold(predictions, null_diff, threshold)[q] == "" for q in at_threshold)
+
+
+def test_pretraining_shuffle_buffer_is_the_originals_100():
+    import inspect
+
+    from albert_tf.inputs.pretraining import pretraining_dataset
+    from albert_tf.training import TrainSettings
+
+    assert TrainSettings(output_dir="x").shuffle_buffer == 100
+    assert inspect.signature(pretraining_dataset).parameters["shuffle_buffer"].default == 100

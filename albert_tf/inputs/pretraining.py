@@ -91,7 +91,7 @@ def expand_patterns(patterns: str) -> List[str]:
 
 def pretraining_dataset(files: List[str], metadata: dict, batch_size: int, is_training: bool = True,
                         seed: int = 12345, input_context: Optional[tf.distribute.InputContext] = None,
-                        shuffle_buffer: int = 1000, skip_batches: int = 0) -> tf.data.Dataset:
+                        shuffle_buffer: int = 100, skip_batches: int = 0) -> tf.data.Dataset:
     """Batches of (model inputs, labels) from pretraining TFRecords.
 
     As the original input_fn for training: file order shuffled, repeated,

@@ -301,8 +301,12 @@ def decode_v2(examples: List[SquadExample], features: List[Feature], outputs: Di
 
 
 def apply_threshold(predictions: Dict[str, str], null_diff: Dict[str, float], threshold: float) -> Dict[str, str]:
-    """v2: no answer where the null score (difference or odds) is above `threshold`."""
-    return {qid: ("" if null_diff[qid] > threshold else text) for qid, text in predictions.items()}
+    """v2: no answer where the null score (difference or odds) is at or above `threshold`.
+
+    The original's `write_predictions_v2` answers only when `score_diff <
+    null_score_diff_threshold`, so a question exactly at the threshold gets "".
+    """
+    return {qid: ("" if null_diff[qid] >= threshold else text) for qid, text in predictions.items()}
 
 
 # ---- the official evaluation (v1.1 and v2.0), same normalisation -----------------------
@@ -350,23 +354,30 @@ def evaluate(examples: List[SquadExample], predictions: Dict[str, str]) -> Dict[
 
 def best_threshold(examples: List[SquadExample], predictions: Dict[str, str],
                    null_diff: Dict[str, float]) -> Tuple[float, float]:
-    """(threshold, F1) maximising F1 over all questions, as the official script's `find_best_thresh`.
+    """(threshold, best F1) as the original's `find_best_thresh` (the official v2.0 script's) on F1.
 
-    Sweeps the questions in order of null score difference: below the threshold
-    a question keeps its span, above it answers "".
+    Goes through the questions in order of null score difference (stable),
+    answering one more each time; the threshold is the difference of the
+    question where the running F1 last improved (0.0 if abstaining on all is
+    best). As the original, the threshold is then applied with
+    `apply_threshold` (`>=`: that question and its ties get ""), so the F1
+    after applying it can be lower than the best F1 returned here.
     """
     answered, abstained, diffs = [], [], []
     for example in examples:
         truths = [t for t in example.answers if normalize_answer(t)] or [""]
-        answered.append(max(f1_score(predictions.get(example.qas_id, ""), t) for t in truths))
+        prediction = predictions.get(example.qas_id, "")
+        if truths == [""]:  # the official script: any non-empty prediction is wrong
+            answered.append(0.0 if prediction else 1.0)
+        else:
+            answered.append(max(f1_score(prediction, t) for t in truths))
         abstained.append(float(truths == [""]))
         diffs.append(null_diff[example.qas_id])
     order = np.argsort(diffs, kind="mergesort")
-    total = float(np.sum(abstained))  # threshold below every diff: all abstain
-    best_total, best = total, float(np.array(diffs)[order[0]]) - 1.0
-    for rank, index in enumerate(order):
+    total = best_total = float(np.sum(abstained))  # every question abstains
+    best = 0.0
+    for index in order:
         total += answered[index] - abstained[index]
-        tied_with_next = rank + 1 < len(order) and diffs[order[rank + 1]] == diffs[index]
-        if not tied_with_next and total > best_total:
+        if total > best_total:
             best_total, best = total, float(diffs[index])
     return best, 100 * best_total / len(examples)
