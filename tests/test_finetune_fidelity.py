@@ -422,3 +422,123 @@ def test_pretraining_shuffle_buffer_is_the_originals_100():
 
     assert TrainSettings(output_dir="x").shuffle_buffer == 100
     assert inspect.signature(pretraining_dataset).parameters["shuffle_buffer"].default == 100
+
+
+def _original_char_alignment(paragraph_text, para_tokens, do_lower_case=True):
+    """squad_utils.convert_examples_to_features' alignment of pieces to characters, transcribed."""
+    from albert_tf.tasks.squad import _convert_index
+    from albert_tf.tokenization import preprocess_text
+
+    tok_start_to_chartok_index, tok_end_to_chartok_index, char_cnt = [], [], 0
+    for token in para_tokens:
+        new_token = token.replace("\u2581", " ")
+        tok_start_to_chartok_index.append(char_cnt)
+        char_cnt += len(new_token)
+        tok_end_to_chartok_index.append(char_cnt - 1)
+    tok_cat_text = "".join(para_tokens).replace("\u2581", " ")
+    n, m = len(paragraph_text), len(tok_cat_text)
+    f = np.zeros((max(n, 1024), max(m, 1024)), dtype=np.float32)
+    g = {}
+
+    def _lcs_match(max_dist, n=n, m=m):
+        f.fill(0)
+        g.clear()
+        for i in range(n):
+            for j in range(i - max_dist, i + max_dist):
+                if j >= m or j < 0:
+                    continue
+                if i > 0:
+                    g[(i, j)] = 0
+                    f[i, j] = f[i - 1, j]
+                if j > 0 and f[i, j - 1] > f[i, j]:
+                    g[(i, j)] = 1
+                    f[i, j] = f[i, j - 1]
+                f_prev = f[i - 1, j - 1] if i > 0 and j > 0 else 0
+                if (preprocess_text(paragraph_text[i], lower=do_lower_case, remove_space=False) == tok_cat_text[j]
+                        and f_prev + 1 > f[i, j]):
+                    g[(i, j)] = 2
+                    f[i, j] = f_prev + 1
+
+    max_dist = abs(n - m) + 5
+    for _ in range(2):
+        _lcs_match(max_dist)
+        if f[n - 1, m - 1] > 0.8 * n:
+            break
+        max_dist *= 2
+    chartok_to_orig_index = [None] * m
+    i, j = n - 1, m - 1
+    while i >= 0 and j >= 0:
+        if (i, j) not in g:
+            break
+        if g[(i, j)] == 2:
+            chartok_to_orig_index[j] = i
+            i, j = i - 1, j - 1
+        elif g[(i, j)] == 1:
+            j = j - 1
+        else:
+            i = i - 1
+    starts = [_convert_index(chartok_to_orig_index, s, n, is_start=True) for s in tok_start_to_chartok_index]
+    ends = [_convert_index(chartok_to_orig_index, e, n, is_start=False) for e in tok_end_to_chartok_index]
+    return starts, ends
+
+
+@pytest.mark.realdata
+def test_answer_text_is_the_originals_character_span(real_data, wikitext_spm):
+    """Every piece span of real SQuAD dev paragraphs with accents, odd characters or spacing."""
+    from albert_tf.tasks import squad
+    from albert_tf.tokenization import SentencePieceTokenizer
+
+    tokenizer = SentencePieceTokenizer(wikitext_spm)
+    examples, _ = squad.read_examples(str(real_data / "squad_v1.1" / "dev-v1.1.json"), is_training=False)
+    odd = {}
+    for example in examples:
+        context = example.context
+        if (not context.isascii() or "  " in context or "\n" in context) and context not in odd:
+            odd[context] = example
+    chosen = list(odd.values())[:25]
+    assert any("é" in e.context for e in chosen) and any(not e.context.isascii() for e in chosen)
+    features = squad.convert_examples(chosen, tokenizer, max_seq_length=512, doc_stride=128, max_query_length=32,
+                                      is_training=False)
+    compared = differs_from_whole_words = 0
+    for feature in features:
+        example = chosen[feature.example_index]
+        para_tokens = tokenizer.tokenize(example.context)
+        starts, ends = _original_char_alignment(example.context, para_tokens)
+        # Our pieces are those of the whole context (SentencePiece never crosses whitespace).
+        pieces, piece_word = squad._encode_words(tokenizer, example.words)
+        assert pieces == tokenizer.convert_tokens_to_ids(para_tokens)
+        first_piece = {w: piece_word.index(w) for w in set(piece_word)}
+
+        def index(position):  # the position's piece in the whole context
+            return first_piece[feature.piece_to_word[position]] + feature.piece_in_word[position]
+
+        positions = sorted(feature.piece_to_word)
+        for a in range(0, len(positions), 3):
+            for b in range(a, min(a + 12, len(positions))):
+                s, e = positions[a], positions[b]
+                ours = squad._answer_text(example, tokenizer, feature, s, e)
+                theirs = example.context[starts[index(s)]:ends[index(e)] + 1].strip()
+                assert ours == theirs, (example.qas_id, s, e)
+                compared += 1
+                words = example.context[example.word_starts[feature.piece_to_word[s]]:
+                                        example.word_starts[feature.piece_to_word[e]]
+                                        + len(example.words[feature.piece_to_word[e]])]
+                differs_from_whole_words += ours != words
+    assert compared > 2000 and differs_from_whole_words > 100
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("answer", ["Maria Skłodowska-Curie", "The Prince of Płock",
+                                    "⅓ to Tesla, ⅓ to Peck and Brown, and ⅓ to fund development", "Sky+"])
+def test_gold_piece_span_gives_the_gold_text_next_to_punctuation(real_data, wikitext_spm, answer):
+    """Words glued to punctuation, with non-ASCII letters: the span ends where the original's does."""
+    from albert_tf.tasks import squad
+    from albert_tf.tokenization import SentencePieceTokenizer
+
+    tokenizer = SentencePieceTokenizer(wikitext_spm)
+    examples, _ = squad.read_examples(str(real_data / "squad_v1.1" / "dev-v1.1.json"), is_training=True)
+    example = next(e for e in examples if e.answer_text == answer)
+    features = squad.convert_examples([example], tokenizer, max_seq_length=384, doc_stride=128, max_query_length=64,
+                                      is_training=True)
+    feature = next(f for f in features if f.start_position)
+    assert squad._answer_text(example, tokenizer, feature, feature.start_position, feature.end_position) == answer
