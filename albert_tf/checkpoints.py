@@ -289,16 +289,18 @@ def read_original_checkpoint(path):
     return prefix, values
 
 
-def load_original_checkpoint(model, path):
+def load_original_checkpoint(model, path, values=None):
     """Loads Google's TF1 checkpoint into an AlbertBackbone or AlbertPretrainer.
 
     Every checkpoint variable must be mapped or ignorable (optimizer slots,
     `global_step`); every weight of the model must be set; shapes must match.
     Otherwise nothing is assigned and a `CheckpointError` lists all problems.
     Loading into a backbone skips the `cls/` head variables (reported).
+    `values` ({TF1 name: array}), when given, is loaded instead of reading `path`
+    (which then only names the source in errors).
     """
     backbone, pretrainer = _split_model(model)
-    prefix, values = read_original_checkpoint(path)
+    prefix, values = (path, values) if values is not None else read_original_checkpoint(path)
     table = name_table(backbone.albert_config)
     by_name = {m.original: m for m in table}
 
@@ -440,3 +442,54 @@ def load_checkpoint(model, path):
     except ValueError as e:
         raise CheckpointError(f"{weights_file}: does not fit the model: {e}") from None
     return LoadReport(len(target.weights), [], [])
+
+
+# ---- --init_from_group0: grow G from a checkpoint's group 0 --------------------
+_GROUP = re.compile(r"/group_\d+/")
+
+
+def checkpoint_as_original(path):
+    """(source, {TF1 name: array}) of any checkpoint `load_checkpoint` reads.
+
+    Ours (a model directory or its `.weights.h5`) is read through the
+    `albert_config.json` beside it, so its groups are its own, not the model's.
+    """
+    weights_file, has_heads = find_keras_weights(path)
+    if weights_file is None:
+        if not os.path.exists(path) and not os.path.exists(path + ".index"):
+            raise CheckpointError(f"{path}: checkpoint does not exist")
+        return read_original_checkpoint(path)
+    config_file = os.path.join(os.path.dirname(weights_file), CONFIG_FILE)
+    if not os.path.isfile(config_file):
+        raise CheckpointError(f"{weights_file}: no {CONFIG_FILE} beside it (needed to read its groups)")
+    source = AlbertBackbone.from_albert_config(AlbertConfig.from_json_file(config_file))
+    if has_heads:
+        source = AlbertPretrainer(source)
+    try:
+        source.load_weights(weights_file)
+    except ValueError as e:
+        raise CheckpointError(f"{weights_file}: does not fit {config_file}: {e}") from None
+    return weights_file, original_variables(source)
+
+
+def load_group0_into_all_groups(model, path):
+    """`load_checkpoint`, except that a group the checkpoint lacks starts as its group 0.
+
+    The original's `run_pretraining.py --init_from_group0` (the paper's way to
+    grow G from a model with shared layers): every variable
+    `.../group_k/...` of the model that the checkpoint does not hold is
+    initialised from `.../group_0/...` (`get_assignment_map_from_checkpoint`);
+    groups the checkpoint holds load as themselves. Reads Google's TF1
+    checkpoints and ours. (`net_structure_type` > 0, which also maps
+    `attention_k`/`ffn_k`, is not in the released code's configs; not supported.)
+    """
+    backbone, pretrainer = _split_model(model)
+    source, values = checkpoint_as_original(path)
+    if pretrainer is not None and not any(name.startswith("cls/") for name in values):
+        raise CheckpointError(f"{source}: holds a backbone only; the pretraining heads cannot be filled from it")
+    values = dict(values)
+    for mapping in name_table(backbone.albert_config):
+        group_0 = _GROUP.sub("/group_0/", mapping.original)
+        if mapping.original not in values and group_0 != mapping.original and group_0 in values:
+            values[mapping.original] = values[group_0]
+    return load_original_checkpoint(model, source, values)

@@ -19,7 +19,24 @@ from typing import Any, Dict, Optional
 
 from albert_tf.errors import AlbertError
 
+# `hidden_act` names, matched case-insensitively as the original's `get_activation`
+# (which lower-cases). "gelu" is the original's tanh approximation; "gelu_new" is
+# Hugging Face's name for that same function (its v2 configs), not HF's erf "gelu".
 ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
+ACTIVATION_ALIASES = {"gelu_new": "gelu"}
+
+
+def canonical_activation(name) -> Optional[str]:
+    """The `ACTIVATIONS` entry a config's `hidden_act` names, or None.
+
+    >>> canonical_activation("GELU"), canonical_activation("gelu_new"), canonical_activation("swish")
+    ('gelu', 'gelu', None)
+    """
+    if not isinstance(name, str):
+        return None
+    name = name.lower()
+    name = ACTIVATION_ALIASES.get(name, name)
+    return name if name in ACTIVATIONS else None
 SHARING_MODES = ("all", "attention", "ffn", "none")
 
 # Fields every albert_config.json must have, in the order Google writes them.
@@ -77,7 +94,9 @@ class AlbertConfig:
         num_attention_heads: attention heads N; H must be divisible by N.
         intermediate_size: FFN inner width.
         inner_group_num: attention+FFN blocks per layer, each with own weights.
-        hidden_act: one of `gelu` (tanh approximation), `relu`, `tanh`, `linear`.
+        hidden_act: one of `gelu` (tanh approximation), `relu`, `tanh`, `linear`,
+            in any case, or `gelu_new` (HF's name for the same tanh GELU); kept
+            as written (a saved config repeats it).
         hidden_dropout_prob: dropout on embeddings and sublayer outputs.
         attention_probs_dropout_prob: dropout on attention probabilities.
         max_position_embeddings: rows of the position table.
@@ -200,11 +219,11 @@ class AlbertConfig:
             self._fail("initializer_range", f"must be a number, got {value!r}")
         if value <= 0:
             self._fail("initializer_range", f"must be positive, got {value}")
-        if self.hidden_act not in ACTIVATIONS:
+        if canonical_activation(self.hidden_act) is None:
             self._fail(
                 "hidden_act",
                 f"unknown activation {self.hidden_act!r}; expected one of "
-                f"{', '.join(ACTIVATIONS)}",
+                f"{', '.join(ACTIVATIONS + tuple(ACTIVATION_ALIASES))} (any case)",
             )
         if self.sharing not in SHARING_MODES:
             self._fail(

@@ -1,7 +1,8 @@
 """The fine-tuning loop shared by run_classifier and run_race.
 
 As the original: AdamW (or LAMB) with linear warmup and linear decay over
-`train_step` steps, evaluation every `save_checkpoints_steps`, and the
+`train_step` steps, gradients clipped to global norm 1.0 before each update
+(the original's `create_optimizer`, every task), evaluation every `save_checkpoints_steps`, and the
 checkpoint with the best dev metric kept (published dev numbers are this
 early-stopped score) as `best/model.keras`; predictions come from it.
 Training is Keras `fit` (fine-tuning needs no input-iterator checkpoint).
@@ -17,7 +18,7 @@ import contextlib
 import dataclasses
 import json
 import os
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import keras
 import numpy as np
@@ -32,6 +33,7 @@ from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
 BEST_DIR = "best"
 MODEL_FILE = "model.keras"
+CLIP_NORM = 1.0  # the original's create_optimizer: tf.clip_by_global_norm(grads, 1.0)
 
 
 class FineTuneError(AlbertError, RuntimeError):
@@ -55,11 +57,46 @@ class FineTuneSettings:
     learning_rate: float = 5e-5
     train_step: int = 1000
     warmup_step: int = 0
+    # Set (run_squad): train_step and warmup_step are derived from the number of
+    # training examples by `with_epoch_schedule`, as the original run_squad_v{1,2}.
+    num_train_epochs: Optional[float] = None
+    warmup_proportion: float = 0.0
     save_checkpoints_steps: int = 1000
     optimizer: str = "adamw"
     dropout: float = 0.1
     seed: int = 12345
     verbose: bool = True
+
+
+def steps_from_epochs(num_examples: int, batch_size: int, epochs: float,
+                      warmup_proportion: float) -> Tuple[int, int]:
+    """(train steps, warmup steps) as the original run_squad_v{1,2}.
+
+    `int(len(train_examples) / train_batch_size * num_train_epochs)` and
+    `int(num_train_steps * warmup_proportion)`: the original counts questions
+    (examples), not the windows (features) actually batched.
+
+    >>> steps_from_epochs(87599, 32, 3.0, 0.1)
+    (8212, 821)
+    """
+    steps = int(num_examples / batch_size * epochs)
+    return steps, int(steps * warmup_proportion)
+
+
+def with_epoch_schedule(settings: FineTuneSettings, num_examples: int) -> FineTuneSettings:
+    """`settings` with `train_step`/`warmup_step` from its epochs (unchanged when `num_train_epochs` is None)."""
+    if settings.num_train_epochs is None:
+        return settings
+    if settings.num_train_epochs <= 0:
+        raise FineTuneError(f"--num_train_epochs must be positive, got {settings.num_train_epochs}")
+    if not 0.0 <= settings.warmup_proportion <= 1.0:
+        raise FineTuneError(f"--warmup_proportion must be in [0, 1], got {settings.warmup_proportion}")
+    steps, warmup = steps_from_epochs(num_examples, settings.train_batch_size, settings.num_train_epochs,
+                                      settings.warmup_proportion)
+    if steps < 1:
+        raise FineTuneError(f"{num_examples} training examples / --train_batch_size {settings.train_batch_size} "
+                            f"× --num_train_epochs {settings.num_train_epochs} is less than one step")
+    return dataclasses.replace(settings, train_step=steps, warmup_step=warmup)
 
 
 def tokenizer_for(settings: FineTuneSettings):
@@ -162,7 +199,7 @@ def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[
     """
     os.makedirs(settings.output_dir, exist_ok=True)
     optimizer = optimization.create_optimizer(settings.optimizer, settings.learning_rate, settings.train_step,
-                                              settings.warmup_step)
+                                              settings.warmup_step, clip_norm=CLIP_NORM)
     task_model = inference_model or model
     with _unread_pooler_frozen(task_model):
         model.compile(optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss},

@@ -4,8 +4,11 @@ Both follow Google's `optimization.py` / `lamb_optimizer.py` exactly (spec §5):
 no bias correction, ε outside the square root, weight decay added to the
 update (inside LAMB's trust ratio), and `LayerNorm`/`layer_norm`/`bias`
 variables excluded from both decay and adaptation (regex search on the
-variable's path). Gradient clipping (global norm 1.0) is the training loop's
-job, after the gradients of all replicas are summed.
+variable's path). Gradient clipping to global norm 1.0, before the update, as
+the original's `create_optimizer` for every task: `create_optimizer(...,
+clip_norm=1.0)` (Keras `global_clipnorm`, `tf.clip_by_global_norm` semantics,
+used by fine-tuning), or by the training loop itself after the gradients of all
+replicas are summed (pretraining, which passes `clip_norm=None`).
 
 Example:
 
@@ -121,6 +124,15 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
             self._decays.append(decay)
             self._adapts.append(adapt)
 
+    def _clip_gradients(self, grads):
+        # The global norm is that of the summed gradient, as for a dense gradient
+        # (the original's one-hot/TPU embedding and our pretraining loop): an
+        # embedding's IndexedSlices would otherwise count each repeated token's
+        # row separately (tf.clip_by_global_norm on the slices' values).
+        if self.global_clipnorm:
+            grads = [None if g is None else _dense(g) for g in grads]
+        return super()._clip_gradients(grads)
+
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
         dtype = variable.dtype
@@ -159,9 +171,14 @@ OPTIMIZERS = {"lamb": Lamb, "adamw": AdamWeightDecay}
 
 
 def create_optimizer(name: str, learning_rate: float, num_train_steps: int, num_warmup_steps: int,
-                     poly_power: float = 1.0, start_warmup_step: int = 0) -> AdamWeightDecay:
-    """The original's `create_optimizer`: schedule + LAMB or AdamW (wd 0.01, ε 1e-6)."""
+                     poly_power: float = 1.0, start_warmup_step: int = 0,
+                     clip_norm: Optional[float] = None) -> AdamWeightDecay:
+    """The original's `create_optimizer`: schedule + LAMB or AdamW (wd 0.01, ε 1e-6).
+
+    `clip_norm=1.0` clips all gradients together to that global norm before the
+    update, as the original; `None` leaves clipping to the caller's loop.
+    """
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {name!r}")
     schedule = AlbertSchedule(learning_rate, num_train_steps, num_warmup_steps, poly_power, start_warmup_step)
-    return OPTIMIZERS[name](learning_rate=schedule)
+    return OPTIMIZERS[name](learning_rate=schedule, global_clipnorm=clip_norm)

@@ -44,6 +44,10 @@ def define_flags():
     flags.DEFINE_integer("num_warmup_steps", d.num_warmup_steps, "Linear warmup steps.")
     flags.DEFINE_float("learning_rate", d.learning_rate, "Peak learning rate.")
     flags.DEFINE_float("poly_power", d.poly_power, "Polynomial decay power.")
+    flags.DEFINE_integer("start_warmup_step", d.start_warmup_step, "The step warmup starts from (LR < 0 before it, "
+                         "as the original).")
+    flags.DEFINE_bool("init_from_group0", d.init_from_group0, "With --init_checkpoint: groups it lacks start from "
+                      "its group 0 (grow num_hidden_groups).")
     flags.DEFINE_enum("optimizer", d.optimizer, ["lamb", "adamw"], "As the original (no bias correction).")
     flags.DEFINE_integer("save_checkpoints_steps", d.save_checkpoints_steps, "Checkpoint every N steps.")
     flags.DEFINE_integer("keep_checkpoint_max", d.keep_checkpoint_max, "Checkpoints kept.")

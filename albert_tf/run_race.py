@@ -94,9 +94,10 @@ def _run(settings: RaceSettings) -> dict:
 
 def define_flags():
     define_finetune_flags(RaceSettings(output_dir="", learning_rate=1e-5, train_step=12000, warmup_step=1000,
-                                       save_checkpoints_steps=100))
+                                       save_checkpoints_steps=100), do_train=True)
+    flags.DEFINE_alias("dropout_prob", "dropout")  # the original run_race's name
     flags.DEFINE_string("data_dir", None, "RACE directory with train/dev/test × middle/high.")
-    flags.DEFINE_bool("do_eval", False, "Evaluate the best model on --eval_split.")
+    flags.DEFINE_bool("do_eval", True, "Evaluate the best model on --eval_split (on by default, as the original).")
     flags.DEFINE_enum("eval_split", "dev", ["dev", "test"], "Split evaluated (and used to pick the best).")
     flags.DEFINE_bool("high_only", False, "Only RACE-H.")
     flags.DEFINE_bool("middle_only", False, "Only RACE-M.")

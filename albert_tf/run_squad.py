@@ -3,7 +3,11 @@
     python -m albert_tf.run_squad --version 1.1 --train_file train-v1.1.json --predict_file dev-v1.1.json \
         --albert_config_file albert_base/albert_config.json --spm_model_file albert_base/30k-clean.model \
         --init_checkpoint albert_base/model.ckpt-best --output_dir runs/squad1 --do_train --do_predict \
-        --max_seq_length 384 --doc_stride 128 --train_step 5000 --warmup_step 500 --learning_rate 5e-5
+        --max_seq_length 384 --doc_stride 128 --num_train_epochs 3 --warmup_proportion 0.1 --learning_rate 5e-5
+
+As the original, training runs `int(questions / train_batch_size * num_train_epochs)`
+steps with `int(steps * warmup_proportion)` warmup; `--train_step` (and
+`--warmup_step`) set the steps directly instead.
 
 Writes `predictions.json` ({id: answer}), `nbest_predictions.json`, for v2
 `null_odds.json` and the tuned `null_score_diff_threshold`, and
@@ -14,8 +18,8 @@ v2.0 trains the original's answerability head (`AlbertSpanQAv2`): the end
 conditioned on the start, beam search over `start_n_top` × `end_n_top`
 spans, and an answerability logit trained on `is_impossible` (loss
 (start + end)/2 + 0.5·answerability). A question gets "" when its null odds
-(lowest answerability logit over its windows) is above the threshold tuned on
-dev. Predicting with a v1-head model on v2 data uses BERT's null-score rule.
+(lowest answerability logit over its windows) is at or above the threshold tuned on
+dev, as the original. Predicting with a v1-head model on v2 data uses BERT's null-score rule.
 """
 
 import dataclasses
@@ -110,6 +114,8 @@ def _run(settings: SquadSettings) -> dict:
         train_examples, train_features, train_arrays, report = _prepare(
             train_file, tokenizer, s, True, log)
         summary["train_questions"], summary["train_skipped"] = len(train_examples), report["skipped"]
+        settings = finetuning.with_epoch_schedule(settings, len(train_examples))
+        summary["train_step"], summary["warmup_step"] = settings.train_step, settings.warmup_step
         starts = np.array([f.start_position for f in train_features], "int32")
         labels = {"start_logits": starts, "end_logits": np.array([f.end_position for f in train_features], "int32")}
         loss = {"start_logits": finetuning.classification_loss, "end_logits": finetuning.classification_loss}
@@ -158,7 +164,7 @@ def _write_json(path, value):
 
 
 def define_flags():
-    define_finetune_flags(SquadSettings(output_dir="", max_seq_length=384), head_dropout=False)
+    define_finetune_flags(SquadSettings(output_dir="", max_seq_length=384), head_dropout=False, schedule="epochs")
     flags.DEFINE_enum("version", "1.1", ["1.1", "2.0"], "SQuAD version.")
     flags.DEFINE_string("train_file", None, "SQuAD JSON for training.")
     flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict (and evaluate: dev).")
@@ -172,9 +178,25 @@ def define_flags():
     flags.mark_flags_as_required(["output_dir"])
 
 
+def schedule_settings(num_train_epochs: float, warmup_proportion: float, train_step: Optional[int],
+                      warmup_step: Optional[int]) -> dict:
+    """FineTuneSettings fields for the schedule flags: epochs as the original, or explicit steps."""
+    if train_step is None:
+        if warmup_step is not None:
+            raise finetuning.FineTuneError("--warmup_step needs --train_step (else use --warmup_proportion)")
+        return {"num_train_epochs": num_train_epochs, "warmup_proportion": warmup_proportion}
+    if warmup_step is None:
+        warmup_step = int(train_step * warmup_proportion)
+    return {"train_step": train_step, "warmup_step": warmup_step}
+
+
 def main(argv):
     del argv
-    summary = run(settings_from_flags(SquadSettings))
+    schedule = schedule_settings(FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.train_step,
+                                 FLAGS.warmup_step)
+    for name in ("train_step", "warmup_step"):  # replaced from the epochs once the training set is read
+        schedule.setdefault(name, getattr(SquadSettings, name))
+    summary = run(settings_from_flags(SquadSettings, **schedule))
     print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2))
 
 

@@ -41,11 +41,13 @@ def test_threshold_search_matches_brute_force(real_data):
     predictions = {e.qas_id: (e.answers[0] if e.answers and rng.random() < 0.7 else "wrong words") for e in examples}
     null_diff = {e.qas_id: float(rng.integers(-5, 5)) for e in examples}  # ties on purpose
     threshold, f1 = squad.best_threshold(examples, predictions, null_diff)
+    # The original's sweep counts questions one at a time (ties split), so no threshold
+    # applied as the original (answer below it) does better; the one it picks may do worse.
     brute = max(squad.evaluate(examples, squad.apply_threshold(predictions, null_diff, t))["f1"]
-                for t in [-100.0] + sorted(set(null_diff.values())))
-    assert f1 == pytest.approx(brute)
-    assert squad.evaluate(examples, squad.apply_threshold(predictions, null_diff, threshold))["f1"] == \
-        pytest.approx(f1)
+                for t in [-100.0, 100.0] + sorted(set(null_diff.values())))
+    assert brute <= f1 + 1e-9
+    assert threshold in set(null_diff.values()) | {0.0}
+    assert squad.evaluate(examples, squad.apply_threshold(predictions, null_diff, threshold))["f1"] <= f1 + 1e-9
 
 
 def test_answers_align_to_pieces(real_data, wikitext_spm):

@@ -27,21 +27,34 @@ def define_model_flags(init_help: str = "Google's TF1 checkpoint, our model dir,
     flags.DEFINE_string("init_checkpoint", None, init_help)
 
 
-def define_finetune_flags(defaults, head_dropout: bool = True) -> None:
+def define_finetune_flags(defaults, head_dropout: bool = True, do_train: bool = False,
+                          schedule: str = "steps") -> None:
     """The flags of every fine-tuning runner, with that runner's defaults (a `FineTuneSettings`).
 
-    `head_dropout`: the runner's head has a dropout (classifier, multiple choice; not the span heads).
+    Args:
+        defaults: the runner's settings with its defaults.
+        head_dropout: the head has a dropout (classifier, multiple choice; not the span heads).
+        do_train: `--do_train`'s default (the original's run_race trains by default).
+        schedule: "steps" (`--train_step`/`--warmup_step`, run_classifier and run_race) or
+            "epochs" (`--num_train_epochs`/`--warmup_proportion`, run_squad; explicit steps override).
     """
     define_model_flags()
     define_vocabulary_flags()
     flags.DEFINE_string("output_dir", None, "Where results and the best model go.")
-    flags.DEFINE_bool("do_train", False, "Fine-tune.")
+    flags.DEFINE_bool("do_train", do_train, "Fine-tune.")
     flags.DEFINE_integer("max_seq_length", defaults.max_seq_length, "Tokens per example.")
     flags.DEFINE_integer("train_batch_size", defaults.train_batch_size, "Training batch.")
     flags.DEFINE_integer("eval_batch_size", defaults.eval_batch_size, "Eval/predict batch.")
+    flags.DEFINE_alias("predict_batch_size", "eval_batch_size")  # the original's name
     flags.DEFINE_float("learning_rate", defaults.learning_rate, "Peak learning rate.")
-    flags.DEFINE_integer("train_step", defaults.train_step, "Optimizer steps.")
-    flags.DEFINE_integer("warmup_step", defaults.warmup_step, "Linear warmup steps.")
+    if schedule == "epochs":
+        flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training questions (the original's step count).")
+        flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with linear warmup.")
+        flags.DEFINE_integer("train_step", None, "Optimizer steps, instead of --num_train_epochs.")
+        flags.DEFINE_integer("warmup_step", None, "Warmup steps (default: --warmup_proportion of the steps).")
+    else:
+        flags.DEFINE_integer("train_step", defaults.train_step, "Optimizer steps.")
+        flags.DEFINE_integer("warmup_step", defaults.warmup_step, "Linear warmup steps.")
     flags.DEFINE_integer("save_checkpoints_steps", defaults.save_checkpoints_steps,
                          "Evaluate (and keep the best) every N steps.")
     flags.DEFINE_enum("optimizer", defaults.optimizer, ["adamw", "lamb"], "As the original.")

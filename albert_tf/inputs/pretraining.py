@@ -116,7 +116,7 @@ def find_corrupt_shard(source: PretrainingInput) -> str:
 
 def pretraining_dataset(source: PretrainingInput, batch_size: int, is_training: bool = True,
                         seed: int = 12345, input_context: Optional[tf.distribute.InputContext] = None,
-                        shuffle_buffer: int = 1000, skip_batches: int = 0) -> tf.data.Dataset:
+                        shuffle_buffer: int = 100, skip_batches: int = 0) -> tf.data.Dataset:
     """Batches of (model inputs, labels) from pretraining TFRecords.
 
     As the original input_fn for training: file order shuffled, repeated,

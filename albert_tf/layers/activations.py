@@ -2,6 +2,8 @@
 
 import keras
 
+from albert_tf.config import ACTIVATION_ALIASES, canonical_activation
+
 
 def gelu_tanh(x):
     """GELU with the tanh approximation, as in Google's `modeling.gelu`."""
@@ -17,15 +19,19 @@ _ACTIVATIONS = {
 
 
 def get_activation(name):
-    """Returns the function for a config's `hidden_act`.
+    """Returns the function for a config's `hidden_act` (any case; `gelu_new` is `gelu`).
 
     Example:
 
     >>> float(get_activation("relu")(keras.ops.array(-1.0)))
     0.0
+    >>> get_activation("GELU_NEW") is get_activation("gelu") is gelu_tanh
+    True
     """
-    if name not in _ACTIVATIONS:
+    canonical = canonical_activation(name)
+    if canonical is None:
         raise ValueError(
-            f"unknown hidden_act {name!r}; expected one of {sorted(_ACTIVATIONS)}"
+            f"unknown hidden_act {name!r}; expected one of "
+            f"{sorted(_ACTIVATIONS) + sorted(ACTIVATION_ALIASES)} (any case)"
         )
-    return _ACTIVATIONS[name]
+    return _ACTIVATIONS[canonical]

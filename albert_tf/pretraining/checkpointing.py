@@ -110,12 +110,15 @@ class CheckpointPolicy:
         if not self.init_checkpoint:
             return "initialized from scratch"
         model = self.loop.model
+        # --init_from_group0: every group starts from the checkpoint's group 0 (the paper's way to grow G).
+        load = (checkpoints_lib.load_group0_into_all_groups if self.settings.init_from_group0
+                else checkpoints_lib.load_checkpoint)
         try:
-            checkpoints_lib.load_checkpoint(model, self.init_checkpoint)
+            load(model, self.init_checkpoint)
         except checkpoints_lib.CheckpointError as error:
             if "backbone only" not in str(error):
                 raise TrainingError(f"--init_checkpoint does not fit --albert_config_file: {error}") from None
-            checkpoints_lib.load_checkpoint(model.backbone, self.init_checkpoint)
+            load(model.backbone, self.init_checkpoint)
         return f"initialized from {self.init_checkpoint} (weights only, as the original)"
 
     def save(self, step: int) -> None:

@@ -57,6 +57,9 @@ def pretrain(settings: TrainSettings, albert_config_file: str, input_file: Union
         spm_model_file / vocab_file: the data's vocabulary, saved into `final/` with the data's lowercasing.
         strategy_name / tpu: the tf.distribute strategy.
     """
+    if settings.init_from_group0 and not init_checkpoint:
+        raise TrainingError("--init_from_group0 needs --init_checkpoint (the checkpoint whose group 0 starts "
+                            "every group)")
     keras.utils.set_random_seed(settings.seed)
     if settings.deterministic:
         tf.config.experimental.enable_op_determinism()

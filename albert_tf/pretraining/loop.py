@@ -64,7 +64,7 @@ class PretrainingLoop:
             backbone = AlbertBackbone(**albert_config.backbone_kwargs(), dtype=PRECISIONS[s.mixed_precision])
             self.model = AlbertPretrainer(backbone)
             optimizer = create_optimizer(s.optimizer, s.learning_rate, s.num_train_steps, s.num_warmup_steps,
-                                         s.poly_power)
+                                         s.poly_power, s.start_warmup_step)
             if s.mixed_precision == "float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer

@@ -25,6 +25,8 @@ class TrainSettings:
     num_warmup_steps: int = 3125
     learning_rate: float = 0.00176
     poly_power: float = 1.0
+    start_warmup_step: int = 0
+    init_from_group0: bool = False
     optimizer: str = "lamb"
     save_checkpoints_steps: int = 5000
     keep_checkpoint_max: int = 5
@@ -36,7 +38,7 @@ class TrainSettings:
     seed: int = 12345
     deterministic: bool = False
     log_every_steps: int = 10
-    shuffle_buffer: int = 1000
+    shuffle_buffer: int = 100  # the original's d.shuffle(buffer_size=100)
     eval_at_start: bool = False
     verify_data: bool = False
     verbose: bool = True

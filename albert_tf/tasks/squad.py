@@ -27,6 +27,7 @@ Example:
 
 import collections
 import dataclasses
+import functools
 import json
 import re
 import string
@@ -107,6 +108,7 @@ class Feature:
     max_context: Dict[int, bool]
     start_position: int = 0
     end_position: int = 0
+    piece_in_word: Dict[int, int] = dataclasses.field(default_factory=dict)  # position → piece index in its word
 
 
 def _encode_words(tokenizer, words: List[str]):
@@ -134,6 +136,9 @@ def convert_examples(examples: List[SquadExample], tokenizer, max_seq_length: in
     for example_index, example in enumerate(examples):
         query = tokenizer.encode(example.question)[:max_query_length]
         pieces, piece_word = _encode_words(tokenizer, example.words)
+        piece_in_word = [0] * len(pieces)
+        for i in range(1, len(pieces)):
+            piece_in_word[i] = piece_in_word[i - 1] + 1 if piece_word[i] == piece_word[i - 1] else 0
         answer_span = None
         if is_training and not example.is_impossible:
             first = piece_word.index(example.start_word)
@@ -150,14 +155,16 @@ def convert_examples(examples: List[SquadExample], tokenizer, max_seq_length: in
         for span_index, (begin, length) in enumerate(spans):
             input_ids = [tokenizer.cls_id] + query + [tokenizer.sep_id]
             offset = len(input_ids)
-            piece_to_word, max_context = {}, {}
+            piece_to_word, max_context, in_word = {}, {}, {}
             for i in range(length):
                 piece = begin + i
                 piece_to_word[offset + i] = piece_word[piece]
+                in_word[offset + i] = piece_in_word[piece]
                 max_context[offset + i] = _is_max_context(spans, span_index, piece)
             input_ids += pieces[begin:begin + length] + [tokenizer.sep_id]
             segment_ids = [0] * offset + [1] * (length + 1)
-            feature = Feature(example_index, input_ids, segment_ids, piece_to_word, max_context)
+            feature = Feature(example_index, input_ids, segment_ids, piece_to_word, max_context,
+                              piece_in_word=in_word)
             if answer_span is not None and begin <= answer_span[0] and answer_span[1] < begin + length:
                 feature.start_position = answer_span[0] - begin + offset
                 feature.end_position = answer_span[1] - begin + offset
@@ -189,19 +196,113 @@ def feature_arrays(features: List[Feature], max_seq_length: int) -> Dict[str, np
     return arrays
 
 
+def _convert_index(index, pos, m=None, is_start=True):
+    """The original's `squad_utils._convert_index`: a character for a piece character left unaligned."""
+    if index[pos] is not None:
+        return index[pos]
+    n = len(index)
+    rear = pos
+    while rear < n - 1 and index[rear] is None:
+        rear += 1
+    front = pos
+    while front > 0 and index[front] is None:
+        front -= 1
+    if index[front] is None:
+        if index[rear] >= 1:
+            return 0 if is_start else index[rear] - 1
+        return index[rear]
+    if index[rear] is None:
+        if m is not None and index[front] < m - 1:
+            return index[front] + 1 if is_start else m - 1
+        return index[front]
+    if is_start:
+        return index[front] + 1 if index[rear] > index[front] + 1 else index[rear]
+    return index[rear] - 1 if index[rear] > index[front] + 1 else index[front]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _piece_char_spans(tokenizer, text: str) -> Optional[Tuple[Tuple[int, int], ...]]:
+    """(first, last) character of `text` for each piece of its last word, as the original aligns them.
+
+    `text` is a word, possibly after the whitespace character before it (the
+    original aligns a piece's "▁" to that space). Characters are matched when
+    the character, normalised alone, equals the piece character (the
+    original's longest-common-subsequence alignment, here within the word);
+    unmatched piece characters map by `_convert_index`. None when nothing
+    matches.
+    """
+    tokens = tokenizer.convert_ids_to_tokens(tokenizer.encode(text))
+    wordpiece = not hasattr(tokenizer, "sp_model")
+    texts = [(t[2:] if wordpiece and t.startswith("##") else t).replace("\u2581", " ") for t in tokens]
+    if wordpiece and text[:1].isspace() and texts:
+        texts[0] = " " + texts[0]
+    if not texts or not all(texts):
+        return None
+    chars = "".join(texts)
+    normalized = [" " if c.isspace() else tokenizer.preprocess(c) for c in text]
+    n, m = len(text), len(chars)
+    f = np.zeros((n, m), "int32")
+    g = {}
+    for i in range(n):  # as the original's _lcs_match, without its band
+        for j in range(m):
+            if i > 0:
+                g[(i, j)] = 0
+                f[i, j] = f[i - 1, j]
+            if j > 0 and f[i, j - 1] > f[i, j]:
+                g[(i, j)] = 1
+                f[i, j] = f[i, j - 1]
+            f_prev = f[i - 1, j - 1] if i > 0 and j > 0 else 0
+            if normalized[i] == chars[j] and f_prev + 1 > f[i, j]:
+                g[(i, j)] = 2
+                f[i, j] = f_prev + 1
+    chartok_to_orig = [None] * m
+    i, j = n - 1, m - 1
+    while i >= 0 and j >= 0 and (i, j) in g:
+        if g[(i, j)] == 2:
+            chartok_to_orig[j] = i
+            i, j = i - 1, j - 1
+        elif g[(i, j)] == 1:
+            j -= 1
+        else:
+            i -= 1
+    if all(v is None for v in chartok_to_orig):
+        return None
+    spans, at = [], 0
+    for piece in texts:
+        first, last = at, at + len(piece) - 1
+        spans.append((_convert_index(chartok_to_orig, first, n, True),
+                      _convert_index(chartok_to_orig, last, n, False)))
+        at += len(piece)
+    return tuple(spans)
+
+
+def _word_char_spans(example: SquadExample, tokenizer, word: int):
+    """(offset in the context, piece spans) of a word; see `_piece_char_spans`."""
+    begin = example.word_starts[word]
+    end = begin + len(example.words[word])
+    if begin > 0 and example.context[begin - 1].isspace():
+        begin -= 1
+    return begin, _piece_char_spans(tokenizer, example.context[begin:end])
+
+
 def _answer_text(example: SquadExample, tokenizer, feature: Feature, start: int, end: int) -> str:
-    """Original characters of the predicted pieces (whole words, trimmed to the pieces where exact)."""
+    """The context's characters from the start piece's first to the end piece's last, stripped.
+
+    As the original's `write_predictions`: `paragraph_text[tok_start_to_orig_index[s]:
+    tok_end_to_orig_index[e] + 1].strip()`, the pieces aligned to characters as
+    its `convert_examples_to_features` does (see `_piece_char_spans`). A word whose
+    pieces cannot be aligned at all gives whole words.
+    """
     first_word, last_word = feature.piece_to_word[start], feature.piece_to_word[end]
+    first_base, first_spans = _word_char_spans(example, tokenizer, first_word)
+    last_base, last_spans = _word_char_spans(example, tokenizer, last_word)
+    if first_spans and last_spans and start in feature.piece_in_word and end in feature.piece_in_word:
+        begin = first_base + first_spans[feature.piece_in_word[start]][0]
+        finish = last_base + last_spans[feature.piece_in_word[end]][1] + 1
+        if begin < finish:
+            return example.context[begin:finish].strip()
     begin = example.word_starts[first_word]
-    finish = example.word_starts[last_word] + len(example.words[last_word])
-    text = example.context[begin:finish]
-    piece_text = tokenizer.pieces_to_text(tokenizer.convert_ids_to_tokens(feature.input_ids[start:end + 1]))
-    normalized = tokenizer.preprocess(text)
-    if len(normalized) == len(text):  # character positions survive preprocessing: trim exactly
-        at = normalized.find(piece_text)
-        if at >= 0:
-            return text[at:at + len(piece_text)]
-    return text
+    return example.context[begin:example.word_starts[last_word] + len(example.words[last_word])]
 
 
 def _valid_span(feature: Feature, start: int, end: int, max_answer_length: int) -> bool:
@@ -303,8 +404,12 @@ def decode_v2(examples: List[SquadExample], features: List[Feature], outputs: Di
 
 
 def apply_threshold(predictions: Dict[str, str], null_diff: Dict[str, float], threshold: float) -> Dict[str, str]:
-    """v2: no answer where the null score (difference or odds) is above `threshold`."""
-    return {qid: ("" if null_diff[qid] > threshold else text) for qid, text in predictions.items()}
+    """v2: no answer where the null score (difference or odds) is at or above `threshold`.
+
+    The original's `write_predictions_v2` answers only when `score_diff <
+    null_score_diff_threshold`, so a question exactly at the threshold gets "".
+    """
+    return {qid: ("" if null_diff[qid] >= threshold else text) for qid, text in predictions.items()}
 
 
 # ---- the official evaluation (v1.1 and v2.0), same normalisation -----------------------
@@ -352,23 +457,30 @@ def evaluate(examples: List[SquadExample], predictions: Dict[str, str]) -> Dict[
 
 def best_threshold(examples: List[SquadExample], predictions: Dict[str, str],
                    null_diff: Dict[str, float]) -> Tuple[float, float]:
-    """(threshold, F1) maximising F1 over all questions, as the official script's `find_best_thresh`.
+    """(threshold, best F1) as the original's `find_best_thresh` (the official v2.0 script's) on F1.
 
-    Sweeps the questions in order of null score difference: below the threshold
-    a question keeps its span, above it answers "".
+    Goes through the questions in order of null score difference (stable),
+    answering one more each time; the threshold is the difference of the
+    question where the running F1 last improved (0.0 if abstaining on all is
+    best). As the original, the threshold is then applied with
+    `apply_threshold` (`>=`: that question and its ties get ""), so the F1
+    after applying it can be lower than the best F1 returned here.
     """
     answered, abstained, diffs = [], [], []
     for example in examples:
         truths = [t for t in example.answers if normalize_answer(t)] or [""]
-        answered.append(max(f1_score(predictions.get(example.qas_id, ""), t) for t in truths))
+        prediction = predictions.get(example.qas_id, "")
+        if truths == [""]:  # the official script: any non-empty prediction is wrong
+            answered.append(0.0 if prediction else 1.0)
+        else:
+            answered.append(max(f1_score(prediction, t) for t in truths))
         abstained.append(float(truths == [""]))
         diffs.append(null_diff[example.qas_id])
     order = np.argsort(diffs, kind="mergesort")
-    total = float(np.sum(abstained))  # threshold below every diff: all abstain
-    best_total, best = total, float(np.array(diffs)[order[0]]) - 1.0
-    for rank, index in enumerate(order):
+    total = best_total = float(np.sum(abstained))  # every question abstains
+    best = 0.0
+    for index in order:
         total += answered[index] - abstained[index]
-        tied_with_next = rank + 1 < len(order) and diffs[order[rank + 1]] == diffs[index]
-        if not tied_with_next and total > best_total:
+        if total > best_total:
             best_total, best = total, float(diffs[index])
     return best, 100 * best_total / len(examples)
