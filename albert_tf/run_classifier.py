@@ -60,6 +60,7 @@ def run(task_name: str, data_dir: str, settings: FineTuneSettings, spm_model_fil
     from albert_tf.models.classifier import AlbertClassifier
     from albert_tf.tokenization import load_tokenizer
 
+    finetuning.check_max_seq_length(settings.max_seq_length, albert_config_file, init_checkpoint)
     task = glue.get_task(task_name)
     log = print if settings.verbose else logging.info
     tokenizer = load_tokenizer(spm_model_file, vocab_file, do_lower_case)

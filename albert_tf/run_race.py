@@ -34,6 +34,7 @@ def run(data_dir: str, settings: FineTuneSettings, spm_model_file: Optional[str]
     from albert_tf.models.multiple_choice import AlbertMultipleChoice
     from albert_tf.tokenization import load_tokenizer
 
+    finetuning.check_max_seq_length(settings.max_seq_length, albert_config_file, init_checkpoint)
     log = print if settings.verbose else logging.info
     tokenizer = load_tokenizer(spm_model_file, vocab_file, do_lower_case)
     os.makedirs(settings.output_dir, exist_ok=True)

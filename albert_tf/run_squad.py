@@ -53,6 +53,7 @@ def run(version: str, settings: FineTuneSettings, spm_model_file: Optional[str],
     from albert_tf.models.span_qa_v2 import START_POSITIONS, AlbertSpanQAv2
     from albert_tf.tokenization import load_tokenizer
 
+    finetuning.check_max_seq_length(settings.max_seq_length, albert_config_file, init_checkpoint)
     if version not in ("1.1", "2.0"):
         raise squad.SquadDataError(f"--version {version}: expected 1.1 or 2.0")
     log = print if settings.verbose else logging.info

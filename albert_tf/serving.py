@@ -99,6 +99,13 @@ class ServingEndpoints:
         return self._serve_segments([text_a])
 
     def _serve_text_pair(self, text_a, text_b):
+        # TF Serving's columnar `inputs` lets the two columns differ in length; tf-text's
+        # ops would then abort or crash the server. Fail the request instead (InvalidArgument).
+        same_rows = tf.debugging.assert_equal(
+            tf.size(text_a), tf.size(text_b),
+            message="serve_text_pair: text_a and text_b must have the same number of rows (one text_b per text_a)")
+        with tf.control_dependencies([same_rows]):
+            text_a, text_b = tf.identity(text_a), tf.identity(text_b)
         return self._serve_segments([text_a, text_b])
 
     # ---- pieces ---------------------------------------------------------------------
