@@ -126,10 +126,11 @@ class ServingEndpoints:
         """Ragged ids of a batch of texts; literal `[MASK]`s become mask ids for the MLM model."""
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
                                              replacement_char=0xFFFD)
+        # No segment keeps more than max_seq_length ids: the tokenizer stops there (exactly).
         if MLM_POSITIONS not in self.input_specs:
-            return self.tokenizer(texts)
+            return self.tokenizer(texts, max_ids=self.max_seq_length)
         parts = tf.strings.split(texts, MASK_TEXT)
-        part_ids = self.tokenizer(parts.flat_values)
+        part_ids = self.tokenizer(parts.flat_values, max_ids=self.max_seq_length)
         masks = tf.fill([part_ids.nrows(), 1], tf.constant(self.special_ids["mask"], part_ids.dtype))
         with_masks = tf.concat([part_ids, tf.RaggedTensor.from_tensor(masks)], axis=1)
         # Every part is followed by a mask, the last one of each text excepted.

@@ -248,3 +248,62 @@ def test_race_files_with_invalid_utf8_are_replaced_and_counted(tmp_path):
     assert [e.article for e in examples] == ["An ART\ufffdICLE."] * 2
     assert report["replaced_bytes"] == 3 and report["skipped"] == 0
     assert sorted(report["replaced_by_file"].values()) == [1, 2]
+
+
+# ---- 2. long texts without spaces: bounded work, the same ids ------------------------------------
+EMOJI, CJK = "\U0001F600\U0001F680\U0001F44D", "\u4e2d\u6587\u5b57\u7b26\u6d4b\u8bd5"
+
+
+def long_run_texts(lines):
+    """Real lines with long runs of out-of-vocabulary characters put where a cut could hurt."""
+    texts = []
+    for i, line in enumerate(lines):
+        words = line.split()
+        run = (EMOJI if i % 2 else CJK) * (300 + 37 * i)
+        middle = len(words) // 2
+        texts += [run + " " + line, line + " " + run, " ".join(words[:middle] + [run] + words[middle:]),
+                  " ".join(words[:middle]) + run + " ".join(words[middle:]),  # inside a word
+                  "\u0301 " * 300 + line,  # 300 words that normalise to nothing before the real ones
+                  "A\u00a8" * 50 + run + "\u03a3" + run + "x\u00b4y"]  # NFKD adds spaces; final sigma
+    return texts
+
+
+@pytest.mark.realdata
+def test_long_runs_and_the_word_budget_never_change_surviving_ids(real_data, wikitext_spm):
+    import tensorflow as tf
+
+    from albert_tf.tf_tokenization import TFSentencePieceTokenizer
+    from albert_tf.tokenization import SentencePieceTokenizer, encode_pieces
+
+    lines = [l.strip() for l in (real_data / "wikitext2" / "test.txt").read_text(encoding="utf-8").splitlines()
+             if len(l.split()) > 20 and not l.startswith(" =")][:12]
+    texts = long_run_texts(lines) + lines
+    tok = SentencePieceTokenizer(wikitext_spm)
+    # The reference: the original's steps on the whole text, nothing shortened.
+    reference = [tok.convert_tokens_to_ids(encode_pieces(tok.sp_model, tok.preprocess(t))) for t in texts]
+    assert [tok.encode(t) for t in texts] == reference
+    assert len(tok.shorten_foreign_runs(EMOJI * 300_000)) == 1
+    twin = TFSentencePieceTokenizer(tok.model_proto)
+    assert twin(tf.constant(texts)).to_list() == reference
+    for max_ids in (1, 8, 64, 128):
+        expected = [ids[:max_ids] for ids in reference]
+        assert [tok.encode(t, max_ids=max_ids) for t in texts] == expected, max_ids
+        assert twin(tf.constant(texts), max_ids=max_ids).to_list() == expected, max_ids
+
+
+def test_data_prep_cuts_over_long_sentences_and_counts_them_per_file(tmp_path):
+    from data_prep.documents import MAX_SENTENCE_CHARS, ReadStats, read_documents
+
+    path = tmp_path / "corpus.txt"
+    blob = " ".join([EMOJI * 1000] * 20)  # 20 "words" of 3,000 characters
+    nospace = CJK * 5000  # 30,000 characters without a space
+    path.write_text(f"A normal sentence.\n{blob}\n{nospace}\n\nNext document.\n", encoding="utf-8")
+    stats = ReadStats(str(path))
+    documents = list(read_documents(str(path), "bert", stats))
+    first, blob_cut, nospace_cut = documents[0]
+    assert first == "A normal sentence." and documents[1] == ["Next document."]
+    assert len(blob_cut) <= MAX_SENTENCE_CHARS and blob.startswith(blob_cut) and blob_cut.endswith(EMOJI)
+    assert blob_cut == " ".join([EMOJI * 1000] * 3)  # whole words only
+    assert nospace_cut == nospace[:MAX_SENTENCE_CHARS]
+    assert stats.cut_sentences == 2
+    assert stats.cut_chars == len(blob) - len(blob_cut) + len(nospace) - MAX_SENTENCE_CHARS
