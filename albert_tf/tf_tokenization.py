@@ -119,7 +119,10 @@ class TFSentencePieceTokenizer(tf.Module):
         """Pieces of a 1-D batch of texts: [batch, (pieces)]."""
         if self._foreign_run is not None:  # the same ids, less work (see tokenization.foreign_run_pattern)
             texts = tf.strings.regex_replace(texts, self._foreign_run, r"\1")
-        pieces = self._sp.tokenize(self.preprocess(texts))
+        texts = self.preprocess(texts)
+        if self._foreign_run is not None:  # runs that lowercasing or NFKD made foreign
+            texts = tf.strings.regex_replace(texts, self._foreign_run, r"\1")
+        pieces = self._sp.tokenize(texts)
         flat = pieces.flat_values
         needs_split = tf.strings.regex_full_match(flat, self._digit_comma)
         # Re-encode `▁3,000,` as "3,000" (no ▁) and append "," (see encode_pieces).

@@ -280,14 +280,17 @@ class SentencePieceTokenizer:
         # The characters not yet classified (a regex of the foreign ones seen so far drops the rest
         # at C speed: `set` over a long run of non-Latin-1 characters is slow).
         unseen = self._seen_foreign.sub("", run) if self._seen_foreign is not None else run
-        if unseen:
-            for char in set(unseen):
-                if char not in self._foreign:
-                    self._foreign[char] = _foreign_eligible(char)
+        if not unseen:
+            return run[0]  # the common case: a run of foreign characters already seen
+        distinct = set(unseen)
+        new = [char for char in distinct if char not in self._foreign]
+        for char in new:
+            self._foreign[char] = _foreign_eligible(char)
+        if any(self._foreign[char] for char in new):
             seen = sorted(c for c, foreign in self._foreign.items() if foreign)
-            self._seen_foreign = re.compile("[" + "".join(f"\\U{ord(c):08X}" for c in seen) + "]+") if seen else None
-        if all(self._foreign[char] for char in set(unseen)):
-            return run[0]  # the common case: one run of foreign characters
+            self._seen_foreign = re.compile("[" + "".join(f"\\U{ord(c):08X}" for c in seen) + "]+")
+        if all(self._foreign[char] for char in distinct):
+            return run[0]
         kept, previous_foreign = [], False
         for char in run:
             foreign = self._foreign.get(char)
@@ -321,7 +324,8 @@ class SentencePieceTokenizer:
         return preprocess_text(text, lower=self.do_lower_case)
 
     def _preprocess_for_spm(self, text: str) -> str:
-        return self.preprocess(self.shorten_foreign_runs(text))
+        # Before preprocessing (less work), and after it (runs that lowercasing or NFKD made foreign).
+        return self.shorten_foreign_runs(self.preprocess(self.shorten_foreign_runs(text)))
 
     def tokenize(self, text: str) -> List[str]:
         """Pieces of `text` after `preprocess_text`."""
