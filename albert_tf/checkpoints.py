@@ -54,6 +54,33 @@ class CheckpointError(AlbertError, ValueError):
     """A checkpoint does not fit the model; the message lists every problem."""
 
 
+# No trained ALBERT/BERT weight comes near this: released checkpoints hold values
+# of order 1 (embeddings, kernels ~N(0, 0.02) at init and within ±a few after
+# training; LayerNorm gains and biases, the largest, within ±tens). 1e4 leaves
+# two orders of magnitude of headroom and still catches corrupted floats (a
+# flipped exponent bit gives 1e±19..1e38), and keeps every weight far inside
+# float16's range (65504) for mixed-precision serving.
+MAX_ABS_WEIGHT = 1e4
+
+
+def check_weight_values(source, name, value):
+    """Raises `CheckpointError` naming `source` and `name` if `value` is non-finite or absurdly large."""
+    value = np.asarray(value)
+    if not np.issubdtype(value.dtype, np.floating) or value.size == 0:
+        return
+    finite = np.isfinite(value)
+    if not finite.all():
+        bad = value[~finite]
+        raise CheckpointError(
+            f"{source}: variable {name} holds {bad.size} non-finite value(s) (e.g. {bad.flat[0]}) "
+            f"out of {value.size}; the file is corrupt or came from a diverged run")
+    largest = float(np.abs(value).max())
+    if largest > MAX_ABS_WEIGHT:
+        raise CheckpointError(
+            f"{source}: variable {name} holds |w| = {largest:.3g}, above {MAX_ABS_WEIGHT:g} "
+            "(trained ALBERT weights are of order 1; the file is corrupt)")
+
+
 @dataclasses.dataclass(frozen=True)
 class WeightMapping:
     """One original variable and the weight of ours it maps to.
@@ -285,7 +312,14 @@ def read_original_checkpoint(path):
     values = {}
     for name in reader.get_variable_to_shape_map():
         key = name[len(HUB_PREFIX):] if name.startswith(HUB_PREFIX) else name
-        values[key] = reader.get_tensor(name)
+        try:
+            values[key] = reader.get_tensor(name)
+        except (tf.errors.OpError, IndexError) as e:  # a truncated .data shard: DataLossError, or
+            # IndexError "Read less bytes than requested" from the reader
+            detail = (getattr(e, "message", None) or str(e)).splitlines()[0]
+            raise CheckpointError(
+                f"{prefix}: variable {name} cannot be read; the checkpoint's .data file is "
+                f"truncated or corrupt ({type(e).__name__}: {detail})") from None
     return prefix, values
 
 
@@ -336,6 +370,7 @@ def load_original_checkpoint(model, path, values=None):
                 f"{list(value.shape)}, the model expects {list(expected)}"
             )
             continue
+        check_weight_values(prefix, mapping.original, value)
         assignments.append((variable, _to_ours(value, mapping.layout, variable.shape)))
     if not problems:  # every weight the table knows is set; any left over?
         covered = {id(variable) for variable, _ in assignments}
@@ -437,10 +472,15 @@ def load_checkpoint(model, path):
     target = model
     if has_heads and pretrainer is None:
         target = AlbertPretrainer(backbone)
+    _check_h5_readable(weights_file)
     try:
         target.load_weights(weights_file)
     except ValueError as e:
         raise CheckpointError(f"{weights_file}: does not fit the model: {e}") from None
+    # After loading, so names are the model's; a failed check leaves `model` unusable
+    # (every caller discards it on the error).
+    for weight in target.weights:
+        check_weight_values(weights_file, weight.path, weight.numpy())
     return LoadReport(len(target.weights), [], [])
 
 
@@ -493,3 +533,15 @@ def load_group0_into_all_groups(model, path):
         if mapping.original not in values and group_0 != mapping.original and group_0 in values:
             values[mapping.original] = values[group_0]
     return load_original_checkpoint(model, source, values)
+
+
+def _check_h5_readable(weights_file):
+    """One clear error for a `.weights.h5` that is not a complete HDF5 file (truncated, overwritten)."""
+    import h5py
+
+    try:
+        with h5py.File(weights_file, "r"):  # HDF5 checks the stored end of file on open
+            pass
+    except OSError as e:  # h5py's error for a truncated or non-HDF5 file
+        raise CheckpointError(
+            f"{weights_file}: not a readable .weights.h5 file; it is truncated or corrupt ({e})") from None

@@ -59,6 +59,10 @@ REQUIRED_FIELDS = (
 # Optional fields and their defaults. `down_scale_factor` is stored but unused
 # by the original code; `sharing` is ours (the paper's sharing ablation).
 OPTIONAL_FIELDS = {"down_scale_factor": 1, "sharing": "all"}
+# Keys the released `albert_config.json` files carry that Google's code stores
+# but never uses (spec §1; `net_structure_type` only for --init_from_group0).
+# Accepted, kept in `extra` and written back; any other key is an error.
+PASSTHROUGH_FIELDS = ("gap_size", "layers_to_keep", "net_structure_type", "num_memory_blocks")
 
 _POSITIVE_INTS = (
     "embedding_size",
@@ -106,8 +110,9 @@ class AlbertConfig:
         sharing: which sublayers follow the group routing: `all` (ALBERT),
             `attention` or `ffn` (the paper's ablations: the other sublayer
             gets its own weights in every layer), or `none` (BERT-like).
-        extra: unknown keys from the JSON (e.g. `net_structure_type`), kept so
-            that a round trip writes them back, otherwise ignored.
+        extra: the original's stored-but-unused keys present in the JSON
+            (`PASSTHROUGH_FIELDS`, e.g. `net_structure_type`), kept so that a
+            round trip writes them back, otherwise ignored.
     """
 
     vocab_size: int
@@ -148,6 +153,12 @@ class AlbertConfig:
                 f"{where}: missing required field(s): {', '.join(missing)}"
             )
         known = set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS)
+        unknown = sorted(k for k in values if k not in known and k not in PASSTHROUGH_FIELDS)
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown field(s): {', '.join(unknown)} (a typo? the fields are "
+                f"{', '.join(sorted(known | set(PASSTHROUGH_FIELDS)))})"
+            )
         kwargs = {name: values[name] for name in REQUIRED_FIELDS}
         for name, default in OPTIONAL_FIELDS.items():
             kwargs[name] = values.get(name, default)

@@ -132,6 +132,31 @@ def build_backbone(albert_config_file: Optional[str], init_checkpoint: Optional[
     return backbone
 
 
+def check_max_seq_length(max_seq_length: int, albert_config_file: Optional[str] = None,
+                         init_checkpoint: Optional[str] = None) -> None:
+    """Fails before any work when `--max_seq_length` exceeds the model's `max_position_embeddings`.
+
+    The config is `albert_config_file`, else the `albert_config.json` beside
+    `init_checkpoint`; with neither (a `.keras` file), the model's own check applies later.
+    """
+    from albert_tf.checkpoints import CONFIG_FILE
+    from albert_tf.config import AlbertConfig
+
+    config_file = albert_config_file
+    if config_file is None and init_checkpoint is not None:
+        from albert_tf.loading import model_directory
+
+        beside = os.path.join(model_directory(init_checkpoint), CONFIG_FILE)
+        config_file = beside if os.path.isfile(beside) else None
+    if config_file is None:
+        return
+    limit = AlbertConfig.from_json_file(config_file).max_position_embeddings
+    if max_seq_length > limit:
+        raise FineTuneError(
+            f"--max_seq_length {max_seq_length} exceeds max_position_embeddings = {limit} of {config_file}: "
+            f"the model has no position embedding beyond {limit}; use --max_seq_length {limit} or less")
+
+
 def train_dataset(features: Dict[str, np.ndarray], labels, batch_size: int, seed: int):
     """Shuffled, repeated batches of `(features, labels)`; an array of labels is `{"logits": labels}`."""
     labels = labels if isinstance(labels, dict) else {"logits": labels}

@@ -31,6 +31,7 @@ Example:
 
 import dataclasses
 import os
+import zipfile
 from typing import Optional
 
 import keras
@@ -80,9 +81,17 @@ def model_directory(path: str) -> str:
 
 def _load_keras_file(path: str) -> keras.Model:
     try:
-        return keras.saving.load_model(path, compile=False)
-    except (ValueError, TypeError, OSError) as error:
+        model = keras.saving.load_model(path, compile=False)
+    except (ValueError, TypeError, OSError, zipfile.BadZipFile) as error:
         raise ModelFileError(f"{path}: not a loadable .keras model ({error})") from None
+    backbone = model if isinstance(model, AlbertBackbone) else getattr(model, "backbone", None)
+    if not isinstance(backbone, AlbertBackbone):
+        raise ModelFileError(
+            f"{path}: a .keras model ({type(model).__name__}) that is not an albert_tf model "
+            "(expected an AlbertBackbone, or a model with one as `.backbone`)")
+    for weight in model.weights:
+        checkpoints.check_weight_values(path, weight.path, weight.numpy())
+    return model
 
 
 def _load_original(path: str, albert_config_file: Optional[str]) -> keras.Model:

@@ -50,8 +50,10 @@ def encode_examples(examples: List[glue.Example], tokenizer, max_seq_length: int
     features = {name: np.zeros((len(examples), max_seq_length), "int32")
                 for name in ("input_ids", "input_mask", "segment_ids")}
     for i, example in enumerate(examples):
-        ids_b = tokenizer.encode(example.text_b) if example.text_b is not None else None
-        ids, segments = pack_segments(tokenizer.encode(example.text_a), ids_b, max_seq_length,
+        # No segment keeps more than max_seq_length ids: the tokenizer stops there (exactly, and
+        # truncation "longer segment first" gives the same lengths from the capped ones).
+        ids_b = tokenizer.encode(example.text_b, max_ids=max_seq_length) if example.text_b is not None else None
+        ids, segments = pack_segments(tokenizer.encode(example.text_a, max_ids=max_seq_length), ids_b, max_seq_length,
                                       tokenizer.cls_id, tokenizer.sep_id)
         features["input_ids"][i, :len(ids)] = ids
         features["input_mask"][i, :len(ids)] = 1
@@ -69,6 +71,7 @@ def _read(task, data_dir, split, log):
 
 def run(settings: ClassifierSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
+    finetuning.check_max_seq_length(settings.max_seq_length, settings.albert_config_file, settings.init_checkpoint)
     with OutputDirLock(settings.output_dir):
         return _run(settings)
 

@@ -46,6 +46,7 @@ class RaceSettings(FineTuneSettings):
 
 def run(settings: RaceSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
+    finetuning.check_max_seq_length(settings.max_seq_length, settings.albert_config_file, settings.init_checkpoint)
     with OutputDirLock(settings.output_dir):
         return _run(settings)
 

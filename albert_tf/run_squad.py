@@ -72,6 +72,7 @@ def _prepare(path, tokenizer, settings, is_training, log):
 
 def run(settings: SquadSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
+    finetuning.check_max_seq_length(settings.max_seq_length, settings.albert_config_file, settings.init_checkpoint)
     with OutputDirLock(settings.output_dir):
         return _run(settings)
 

@@ -22,6 +22,7 @@ Example:
 import functools
 import sys
 import unicodedata
+from typing import Optional
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -68,6 +69,23 @@ def _bert_character_classes():
             "accent": _re2_class(lambda c: unicodedata.category(c) == "Mn")}
 
 
+def _foreign_run_pattern(model_proto):
+    """The RE2 twin of `SentencePieceTokenizer.shorten_foreign_runs`' pattern (None: not applicable)."""
+    import sentencepiece as spm
+
+    if isinstance(model_proto, tf.Tensor):
+        if not hasattr(model_proto, "numpy"):
+            return None  # a symbolic proto: the vocabulary is unknown here
+        model_proto = model_proto.numpy()
+    sp = spm.SentencePieceProcessor()
+    sp.LoadFromSerializedProto(model_proto)
+    size = sp.get_piece_size()
+    if any(sp.is_byte(i) for i in range(size)):
+        return None  # byte fallback: unknown characters are not merged into one <unk>
+    chars = frozenset("".join(sp.id_to_piece(i) for i in range(size)))
+    return tokenization.foreign_run_pattern(chars, escape=lambda cp: f"\\x{{{cp:X}}}")
+
+
 class TFSentencePieceTokenizer(tf.Module):
     """Strings → ALBERT ids (a RaggedTensor), all in-graph.
 
@@ -81,6 +99,7 @@ class TFSentencePieceTokenizer(tf.Module):
         super().__init__(name=name)
         self.do_lower_case = do_lower_case
         self._sp = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.string)
+        self._foreign_run = _foreign_run_pattern(model_proto)
         classes = _character_classes()
         self._space_run = classes["space"] + "+"
         self._combining = classes["combining"]
@@ -98,7 +117,12 @@ class TFSentencePieceTokenizer(tf.Module):
 
     def tokenize_pieces(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Pieces of a 1-D batch of texts: [batch, (pieces)]."""
-        pieces = self._sp.tokenize(self.preprocess(texts))
+        if self._foreign_run is not None:  # the same ids, less work (see tokenization.foreign_run_pattern)
+            texts = tf.strings.regex_replace(texts, self._foreign_run, r"\1")
+        texts = self.preprocess(texts)
+        if self._foreign_run is not None:  # runs that lowercasing or NFKD made foreign
+            texts = tf.strings.regex_replace(texts, self._foreign_run, r"\1")
+        pieces = self._sp.tokenize(texts)
         flat = pieces.flat_values
         needs_split = tf.strings.regex_full_match(flat, self._digit_comma)
         # Re-encode `▁3,000,` as "3,000" (no ▁) and append "," (see encode_pieces).
@@ -114,9 +138,29 @@ class TFSentencePieceTokenizer(tf.Module):
         order = tf.where(needs_split, split_rank, kept_rank)
         return pieces.with_flat_values(tf.gather(rows, order)).merge_dims(-2, -1)
 
-    def __call__(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """Ids of a 1-D batch of texts: int32 [batch, (ids)], no [CLS]/[SEP]."""
-        return self._sp.string_to_id(self.tokenize_pieces(texts))
+    def __call__(self, texts: tf.Tensor, max_ids: Optional[int] = None) -> tf.RaggedTensor:
+        """Ids of a 1-D batch of texts: int32 [batch, (ids)], no [CLS]/[SEP].
+
+        With `max_ids`, each row's first `max_ids` ids only, tokenising each text
+        up to its `max_ids`-th word (exact: see `tokenization.word_prefix`); a row
+        whose prefix yields fewer ids than that is tokenised whole.
+        """
+        if max_ids is None or max_ids > MAX_REGEX_REPEAT:
+            ids = self._sp.string_to_id(self.tokenize_pieces(texts))
+            return ids if max_ids is None else ids[:, :max_ids]
+        space = _character_classes()["space"]
+        pattern = f"(?s)^({space}*(?:[^{space[1:]}+{space}+){{{max_ids - 1}}}[^{space[1:]}+){space}*[^{space[1:]}.*"
+        prefixes = tf.strings.regex_replace(texts, pattern, r"\1")
+        ids = self._sp.string_to_id(self.tokenize_pieces(prefixes))
+        short = (tf.strings.length(prefixes) < tf.strings.length(texts)) & (ids.row_lengths() < max_ids)
+        ids = tf.cond(tf.reduce_any(short),
+                      lambda: self._sp.string_to_id(self.tokenize_pieces(tf.where(short, texts, prefixes))),
+                      lambda: ids)
+        return ids[:, :max_ids]
+
+
+# RE2's largest counted repetition: a longer budget tokenises whole texts.
+MAX_REGEX_REPEAT = 1000
 
 
 class TFWordPieceTokenizer(tf.Module):
@@ -163,11 +207,16 @@ class TFWordPieceTokenizer(tf.Module):
         too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > tokenization.MAX_WORD_CHARS
         return words.with_flat_values(tf.where(too_long, "[UNK]", words.flat_values))
 
-    def __call__(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """Ids of a 1-D batch of texts: int32 [batch, (ids)], no [CLS]/[SEP]."""
+    def __call__(self, texts: tf.Tensor, max_ids: Optional[int] = None) -> tf.RaggedTensor:
+        """Ids of a 1-D batch of texts: int32 [batch, (ids)], no [CLS]/[SEP] (`max_ids`: the first only).
+
+        WordPiece's work is linear in the text (words over 200 characters are
+        `[UNK]` before any matching), so there is no budget before tokenising.
+        """
         words = self.words(texts)
         pieces = self._wordpiece.tokenize(words.flat_values)
-        return words.with_flat_values(pieces).merge_dims(1, 2)
+        ids = words.with_flat_values(pieces).merge_dims(1, 2)
+        return ids if max_ids is None else ids[:, :max_ids]
 
 
 def tf_tokenizer_for(python_tokenizer) -> tf.Module:

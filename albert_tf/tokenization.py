@@ -15,11 +15,14 @@ Example:
 'cafe au lait'
 """
 
+import functools
 import hashlib
 import json
 import os
+import re
+import sys
 import unicodedata
-from typing import List, Optional, Sequence
+from typing import FrozenSet, List, Optional, Sequence, Tuple
 
 import sentencepiece as spm
 
@@ -54,14 +57,133 @@ def preprocess_text(text: str, lower: bool = True, remove_space: bool = True) ->
         text = " ".join(text.strip().split())
     if not text.isascii():  # ASCII is its own NFKD and has no combining marks
         text = unicodedata.normalize("NFKD", text)
-        text = "".join(c for c in text if not unicodedata.combining(c))
+        text = _combining_marks().sub("", text)  # the characters with unicodedata.combining(c) != 0
     if lower:
         text = text.lower()
     return text
 
 
+# ---- long runs of out-of-vocabulary characters -------------------------------------------------
+# SentencePiece merges a run of unknown characters into one <unk> piece, and that
+# merge takes time quadratic in the run's length (1 MB of emoji: 20 s; 10 MB: hours).
+# Each run of two or more "foreign" characters (below) in the raw text is shortened
+# to its first character before anything else. This never changes an id:
+#  - foreign characters pass `preprocess_text` and SentencePiece's normaliser
+#    unchanged and uncombined (NFKC- and NFKD-stable, in no canonical composition,
+#    lowercase-invariant, not a space, control, format character or mark);
+#  - no vocabulary piece contains one, so every segmentation has a piece boundary
+#    before and after each (nothing outside the run moves);
+#  - the run itself is one merged <unk> piece whatever its length (one id).
+# So the text shrinks before any per-character work, and SentencePiece's <unk>
+# merge, quadratic in the run's length (1 MB of emoji: 20 s), never sees a long run.
+# tests/test_failures.py checks identical ids with and without it on real text.
+_HANGUL_JAMO = ((0x1100, 0x11FF), (0xA960, 0xA97F), (0xD7B0, 0xD7FF))
+_NOT_FOREIGN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zs", "Zl", "Zp", "Mn", "Mc", "Me"})
+
+
+@functools.lru_cache(maxsize=None)
+def _composition_components() -> FrozenSet[int]:
+    """Code points in some canonical decomposition: NFKC may compose them with a neighbour."""
+    components = set()
+    for cp in range(sys.maxunicode + 1):
+        decomposition = unicodedata.decomposition(chr(cp))
+        if decomposition and not decomposition.startswith("<"):
+            components.update(int(part, 16) for part in decomposition.split())
+    return frozenset(components)
+
+
+def _foreign_eligible(char: str) -> bool:
+    """SentencePiece's normaliser passes `char` through unchanged and uncomposed (any vocabulary)."""
+    if any(low <= ord(char) <= high for low, high in _HANGUL_JAMO):
+        return False  # NFKC composes conjoining jamo algorithmically (not in unicodedata.decomposition)
+    category = unicodedata.category(char)
+    if category in ("Cn", "Co"):  # unassigned, private use: no decomposition, no composition
+        return True
+    return (category not in _NOT_FOREIGN_CATEGORIES and not char.isspace() and char.lower() == char
+            and ord(char) not in _composition_components()
+            and unicodedata.is_normalized("NFKC", char) and unicodedata.is_normalized("NFKD", char))
+
+
+@functools.lru_cache(maxsize=None)
+def _foreign_eligible_ranges() -> Tuple[Tuple[int, int], ...]:
+    """Code point ranges of `_foreign_eligible` characters."""
+    ranges, start = [], None
+    for cp in range(sys.maxunicode + 1):
+        eligible = not 0xD800 <= cp <= 0xDFFF and _foreign_eligible(chr(cp))
+        if eligible and start is None:
+            start = cp
+        elif not eligible and start is not None:
+            ranges.append((start, cp - 1))
+            start = None
+    if start is not None:
+        ranges.append((start, sys.maxunicode))
+    return tuple(ranges)
+
+
+def foreign_ranges(vocabulary_chars: FrozenSet[str]) -> List[Tuple[int, int]]:
+    """Code point ranges of the characters no piece of the vocabulary contains (and eligible, above)."""
+    excluded = sorted({ord(c) for c in vocabulary_chars})
+    result = []
+    for low, high in _foreign_eligible_ranges():
+        for cp in excluded:
+            if cp > high:
+                break
+            if cp >= low:
+                if cp > low:
+                    result.append((low, cp - 1))
+                low = cp + 1
+        if low <= high:
+            result.append((low, high))
+    return result
+
+
+def foreign_run_pattern(vocabulary_chars: FrozenSet[str], escape=lambda cp: f"\\U{cp:08X}") -> str:
+    """A regex matching a run of two or more foreign characters; group 1 is its first one.
+
+    `escape` writes a code point in the regex dialect (Python's `re` by default; RE2 for tf-text).
+    """
+    body = "".join(escape(a) if a == b else f"{escape(a)}-{escape(b)}" for a, b in foreign_ranges(vocabulary_chars))
+    return f"([{body}])[{body}]+"
+
+
+@functools.lru_cache(maxsize=None)
+def _combining_marks() -> "re.Pattern":
+    """A regex of every character with a non-zero canonical combining class (C speed on long texts)."""
+    marks = [cp for cp in range(sys.maxunicode + 1) if unicodedata.combining(chr(cp))]
+    ranges = []
+    for cp in marks:
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    return re.compile("[" + "".join(f"\\U{a:08X}-\\U{b:08X}" for a, b in ranges) + "]")
+
+
 def _needs_digit_comma_split(piece: str) -> bool:
     return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
+
+
+_NON_SPACE = re.compile(r"\S+")  # `\s` is `str.isspace`, the whitespace `preprocess_text` splits on
+
+
+def word_prefix(text: str, words: int) -> Optional[str]:
+    """`text` up to its `words`-th whitespace-separated word, or None when nothing follows it.
+
+    The budget of `encode(text, max_ids)`. Cutting at whitespace never changes
+    the ids before the cut: `preprocess_text` keeps every whitespace a word
+    boundary, and SentencePiece (split_by_whitespace, as every ALBERT model) and
+    WordPiece never let a piece cross one; so the prefix's ids begin the full
+    text's ids. A word gives at least one id unless normalisation empties it,
+    so the prefix's first `max_ids` ids are the text's whenever the prefix
+    yields that many; `encode` checks this and otherwise tokenises the whole text.
+    """
+    match = None
+    for index, match in enumerate(_NON_SPACE.finditer(text), start=1):
+        if index == words:
+            break
+    if match is None or _NON_SPACE.search(text, match.end()) is None:
+        return None
+    return text[:match.end()]
 
 
 def encode_pieces(sp_model: spm.SentencePieceProcessor, text: str) -> List[str]:
@@ -213,6 +335,48 @@ class SentencePieceTokenizer(Tokenizer):
         # Ids whose piece needs the digit-comma re-split: lets `encode` stay in C++ otherwise.
         self._resplit_ids = frozenset(i for i in range(self.vocab_size)
                                       if _needs_digit_comma_split(self.sp_model.id_to_piece(i)))
+        self._unknown_run, self._foreign, self._seen_foreign = None, {}, None  # built when first needed
+        # With byte fallback an unknown character is its UTF-8 bytes' pieces, not one merged <unk>.
+        self._byte_fallback = any(self.sp_model.is_byte(i) for i in range(self.vocab_size))
+
+    def vocabulary_chars(self) -> FrozenSet[str]:
+        """Every character of every piece (what cannot be a foreign character)."""
+        return frozenset("".join(self.pieces()))
+
+    def shorten_foreign_runs(self, text: str) -> str:
+        """`text` (raw) with each run of foreign characters cut to its first: the same ids, less work."""
+        if len(text) < 2 or self._byte_fallback:
+            return text
+        if self._unknown_run is None:  # runs of characters in no piece; the foreign ones are shortened
+            known = sorted(ord(c) for c in self.vocabulary_chars())
+            self._unknown_run = re.compile("[^\\s" + "".join(f"\\U{cp:08X}" for cp in known) + "]{2,}")
+        return self._unknown_run.sub(self._shorten_run, text)
+
+    def _shorten_run(self, match) -> str:
+        run = match.group()
+        # The characters not yet classified (a regex of the foreign ones seen so far drops the rest
+        # at C speed: `set` over a long run of non-Latin-1 characters is slow).
+        unseen = self._seen_foreign.sub("", run) if self._seen_foreign is not None else run
+        if not unseen:
+            return run[0]  # the common case: a run of foreign characters already seen
+        distinct = set(unseen)
+        new = [char for char in distinct if char not in self._foreign]
+        for char in new:
+            self._foreign[char] = _foreign_eligible(char)
+        if any(self._foreign[char] for char in new):
+            seen = sorted(c for c, foreign in self._foreign.items() if foreign)
+            self._seen_foreign = re.compile("[" + "".join(f"\\U{ord(c):08X}" for c in seen) + "]+")
+        if all(self._foreign[char] for char in distinct):
+            return run[0]
+        kept, previous_foreign = [], False
+        for char in run:
+            foreign = self._foreign.get(char)
+            if foreign is None:
+                foreign = self._foreign[char] = _foreign_eligible(char)
+            if not (foreign and previous_foreign):
+                kept.append(char)
+            previous_foreign = foreign
+        return "".join(kept)
 
     def _check_albert_symbols(self):
         sp = self.sp_model
@@ -235,13 +399,30 @@ class SentencePieceTokenizer(Tokenizer):
     def preprocess(self, text: str) -> str:
         return preprocess_text(text, lower=self.do_lower_case)
 
+    def _preprocess_for_spm(self, text: str) -> str:
+        # Before preprocessing (less work), and after it (runs that lowercasing or NFKD made foreign).
+        return self.shorten_foreign_runs(self.preprocess(self.shorten_foreign_runs(text)))
+
     def tokenize(self, text: str) -> List[str]:
         """Pieces of `text` after `preprocess_text`."""
-        return encode_pieces(self.sp_model, self.preprocess(text))
+        return encode_pieces(self.sp_model, self._preprocess_for_spm(text))
 
-    def encode(self, text: str) -> List[int]:
-        """Ids of `text` after `preprocess_text` (no [CLS]/[SEP])."""
-        text = self.preprocess(text)
+    def encode(self, text: str, max_ids: Optional[int] = None) -> List[int]:
+        """Ids of `text` after `preprocess_text` (no [CLS]/[SEP]).
+
+        With `max_ids`, the first `max_ids` ids only, from bounded work: see `word_prefix`.
+        """
+        if max_ids is not None:
+            prefix = word_prefix(text, max_ids)
+            if prefix is not None:
+                ids = self._encode(prefix)
+                if len(ids) >= max_ids:
+                    return ids[:max_ids]
+            return self._encode(text)[:max_ids]
+        return self._encode(text)
+
+    def _encode(self, text: str) -> List[int]:
+        text = self._preprocess_for_spm(text)
         ids = self.sp_model.encode(text)
         if self._resplit_ids.isdisjoint(ids):
             return ids
@@ -420,7 +601,15 @@ class WordPieceTokenizer(Tokenizer):
     def tokenize(self, text: str) -> List[str]:
         return [p for word in bert_basic_tokenize(text, self.do_lower_case) for p in self._wordpieces(word)]
 
-    def encode(self, text: str) -> List[int]:
+    def encode(self, text: str, max_ids: Optional[int] = None) -> List[int]:
+        """Ids of `text`; with `max_ids`, its first `max_ids` from bounded work (see `word_prefix`)."""
+        if max_ids is not None:
+            prefix = word_prefix(text, max_ids)
+            if prefix is not None:
+                ids = self.convert_tokens_to_ids(self.tokenize(prefix))
+                if len(ids) >= max_ids:
+                    return ids[:max_ids]
+            return self.convert_tokens_to_ids(self.tokenize(text))[:max_ids]
         return self.convert_tokens_to_ids(self.tokenize(text))
 
     def convert_tokens_to_ids(self, pieces: Sequence[str]) -> List[int]:

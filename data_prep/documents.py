@@ -10,7 +10,12 @@ Formats:
     and the `@-@`/`@,@`/`@.@` markers are undone.
 
 Files are streamed line by line (never loaded whole). Bytes that are not UTF-8
-are replaced with U+FFFD and counted per file in `ReadStats`.
+are replaced with U+FFFD and counted per file in `ReadStats`. A sentence over
+`MAX_SENTENCE_CHARS` characters (a minified blob, a run of emoji without
+spaces: no instance uses more than 512 of its tokens anyway) is cut at its last
+whitespace before that length, or at the length when it has none; cut sentences
+and characters are counted per file (`cut_sentences`, `cut_chars`), so the
+tokenizer's work per sentence stays bounded.
 
 Example:
 
@@ -31,6 +36,7 @@ from typing import Iterator, List
 from albert_tf.errors import AlbertError
 
 FORMATS = ("bert", "jsonl", "wikitext")
+MAX_SENTENCE_CHARS = 10_000  # ~4 characters a token: 2,500 tokens, 5× the longest max_seq_length
 
 # A sentence ends at . ! or ? (optionally closed by a quote or bracket) before
 # whitespace and an uppercase letter, digit, quote or bracket: good enough for
@@ -54,6 +60,25 @@ class ReadStats:
     sentences: int = 0
     lines: int = 0
     replaced_bytes: int = 0  # U+FFFD substitutions for invalid UTF-8
+    cut_sentences: int = 0  # sentences over MAX_SENTENCE_CHARS, cut
+    cut_chars: int = 0  # characters dropped by those cuts
+
+
+def cap_sentence(sentence: str, stats: ReadStats, limit: int = MAX_SENTENCE_CHARS) -> str:
+    """`sentence` cut to at most `limit` characters at its last whitespace (counted in `stats`).
+
+    >>> stats = ReadStats("x")
+    >>> cap_sentence("aa bb cc", stats, limit=6), stats.cut_sentences, stats.cut_chars
+    ('aa bb', 1, 3)
+    """
+    if len(sentence) <= limit:
+        return sentence
+    head = sentence[:limit + 1]  # a space right after the limit keeps the whole last word
+    parts = head.rsplit(None, 1)
+    cut = parts[0].rstrip() if len(parts) == 2 and parts[0].strip() else sentence[:limit]
+    stats.cut_sentences += 1
+    stats.cut_chars += len(sentence) - len(cut)
+    return cut
 
 
 def split_sentences(text: str) -> List[str]:
@@ -111,6 +136,7 @@ def read_documents(path: str, input_format: str, stats: ReadStats = None) -> Ite
     reader = {"bert": _read_bert, "jsonl": _read_jsonl, "wikitext": _read_wikitext}[input_format]
     with _open_binary(path) as raw:
         for document in reader(path, _decoded_lines(raw, stats), stats):
+            document = [cap_sentence(sentence, stats) for sentence in document]
             if document:
                 stats.documents += 1
                 stats.sentences += len(document)

@@ -138,11 +138,16 @@ class _ReadDocuments(beam.DoFn):
             yield _hash("\n".join(sentences)), sentences
         if stats.replaced_bytes:
             logging.warning("%s: %d invalid UTF-8 sequences replaced with U+FFFD", path, stats.replaced_bytes)
+        if stats.cut_sentences:
+            logging.warning("%s: %d sentences over %d characters cut (%d characters dropped)", path,
+                            stats.cut_sentences, documents_lib.MAX_SENTENCE_CHARS, stats.cut_chars)
         if not stats.documents:
             logging.warning("%s: no text in this file", path)
         yield beam.pvalue.TaggedOutput("stats", {
             "files": 1, "empty_files": int(not stats.documents),
             "replaced_utf8": {path: stats.replaced_bytes} if stats.replaced_bytes else {},
+            "cut_sentences": {path: stats.cut_sentences} if stats.cut_sentences else {},
+            "cut_chars": {path: stats.cut_chars} if stats.cut_chars else {},
             "raw_documents": stats.documents, "raw_sentences": stats.sentences})
 
 

@@ -36,6 +36,9 @@ def corpus_sentences(paths: Sequence[str], input_format: str, lower: bool) -> It
                     yield sentence
         if stats.replaced_bytes:
             logging.warning("%s: %d invalid UTF-8 sequences replaced", path, stats.replaced_bytes)
+        if stats.cut_sentences:
+            logging.warning("%s: %d over-long sentences cut (%d characters dropped)", path,
+                            stats.cut_sentences, stats.cut_chars)
         if not stats.documents:
             logging.warning("%s: no text", path)
 

@@ -31,6 +31,14 @@ def common_args(data, output_dir, steps, **extra):
     return [f"--{k}={v}" if not isinstance(v, bool) else (f"--{k}" if v else f"--no{k}") for k, v in args.items()]
 
 
+def latest_checkpoint_step(checkpoint_dir) -> int:
+    """The step of the checkpoint the `checkpoint` state file names (-1: none yet)."""
+    import tensorflow as tf
+
+    latest = tf.train.latest_checkpoint(str(checkpoint_dir)) if os.path.isdir(checkpoint_dir) else None
+    return int(latest.rsplit("-", 1)[1]) if latest else -1
+
+
 def final_weights(output_dir):
     from albert_tf.checkpoints import load_checkpoint
     from albert_tf.config import AlbertConfig
@@ -74,20 +82,23 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(pretraining_data, tmp_
     args = common_args(pretraining_data, str(interrupted_dir), steps)
     victim = cli(args)
     deadline = time.time() + 300
-    while not (interrupted_dir / "checkpoints" / "ckpt-15.index").exists():
+    # Kill once the checkpoint state (what a resume reads) names a step ≥ 15: a ckpt-N.index
+    # on disk is not enough, the kill may land before the state file names it.
+    while latest_checkpoint_step(interrupted_dir / "checkpoints") < 15:
         assert victim.poll() is None, victim.communicate()[1][-3000:]
         assert time.time() < deadline
         time.sleep(0.05)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     assert not (interrupted_dir / "final").exists()
+    killed_at = latest_checkpoint_step(interrupted_dir / "checkpoints")  # what the resume will read
 
     resumed = cli(args)
     out, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err[-3000:]
     assert "resumed from" in out
     summary = json.loads((interrupted_dir / "train_summary.json").read_text())
-    assert 15 <= summary["start_step"] < steps and summary["end_step"] == steps
+    assert 15 <= killed_at and summary["start_step"] == killed_at and summary["end_step"] == steps
     for a, b in zip(final_weights(tmp_path / "reference"), final_weights(interrupted_dir)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 

@@ -99,6 +99,13 @@ class ServingEndpoints:
         return self._serve_segments([text_a])
 
     def _serve_text_pair(self, text_a, text_b):
+        # TF Serving's columnar `inputs` lets the two columns differ in length; tf-text's
+        # ops would then abort or crash the server. Fail the request instead (InvalidArgument).
+        same_rows = tf.debugging.assert_equal(
+            tf.size(text_a), tf.size(text_b),
+            message="serve_text_pair: text_a and text_b must have the same number of rows (one text_b per text_a)")
+        with tf.control_dependencies([same_rows]):
+            text_a, text_b = tf.identity(text_a), tf.identity(text_b)
         return self._serve_segments([text_a, text_b])
 
     # ---- pieces ---------------------------------------------------------------------
@@ -119,10 +126,11 @@ class ServingEndpoints:
         """Ragged ids of a batch of texts; literal `[MASK]`s become mask ids for the MLM model."""
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
                                              replacement_char=0xFFFD)
+        # No segment keeps more than max_seq_length ids: the tokenizer stops there (exactly).
         if MLM_POSITIONS not in self.input_specs:
-            return self.tokenizer(texts)
+            return self.tokenizer(texts, max_ids=self.max_seq_length)
         parts = tf.strings.split(texts, MASK_TEXT)
-        part_ids = self.tokenizer(parts.flat_values)
+        part_ids = self.tokenizer(parts.flat_values, max_ids=self.max_seq_length)
         masks = tf.fill([part_ids.nrows(), 1], tf.constant(self.special_ids["mask"], part_ids.dtype))
         with_masks = tf.concat([part_ids, tf.RaggedTensor.from_tensor(masks)], axis=1)
         # Every part is followed by a mask, the last one of each text excepted.

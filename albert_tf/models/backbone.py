@@ -210,7 +210,11 @@ class AlbertBackbone(keras.Model):
         """Builds the backbone for an `AlbertConfig` (or a config file path)."""
         if isinstance(config, str):
             config = AlbertConfig.from_json_file(config)
-        return cls(**config.backbone_kwargs(), **kwargs)
+        model = cls(**config.backbone_kwargs(), **kwargs)
+        # The constructor's config has the architecture fields only; keep the file's
+        # passthrough keys (`gap_size`, ...) so a saved albert_config.json writes them back.
+        model.albert_config = config
+        return model
 
     @property
     def word_embeddings(self):

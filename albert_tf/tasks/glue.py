@@ -3,7 +3,8 @@
 Files are split on tabs with quoting off (STS-B, RTE and MRPC hold unbalanced
 `"`), read as `utf-8-sig` (MRPC starts with a BOM). A row with too few
 columns or an unknown label is skipped, counted, and its `file:line` kept
-(first few reported); no usable row at all is an error.
+(first few reported); no usable row at all is an error. Invalid UTF-8 is
+replaced by U+FFFD and counted (`ReadReport.replaced_bytes`).
 
 Example:
 
@@ -19,6 +20,7 @@ from typing import List, Optional, Tuple
 
 from albert_tf.errors import AlbertError
 from albert_tf import metrics
+from albert_tf.tasks import ReplacedLines
 
 
 class GlueDataError(AlbertError, ValueError):
@@ -96,6 +98,8 @@ class ReadReport:
     rows: int = 0
     skipped: int = 0
     first_problems: List[str] = dataclasses.field(default_factory=list)
+    replaced_bytes: int = 0  # invalid UTF-8 sequences replaced by U+FFFD
+    first_replaced: Optional[str] = None  # `file:line` of the first
 
     def skip(self, line: int, why: str):
         self.skipped += 1
@@ -116,11 +120,12 @@ def read_examples(task: GlueTask, path: str, split: str) -> Tuple[List[Example],
     report = ReadReport(path)
     examples = []
     try:
-        handle = open(path, encoding="utf-8-sig", newline="")
+        handle = open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")
     except OSError as error:
         raise GlueDataError(f"{path}: cannot read ({error.strerror})") from None
+    lines = ReplacedLines(handle, path)
     with handle:
-        for line_number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
+        for line_number, row in enumerate(csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
             if columns.header and line_number == 1:
                 continue
             if not row or row == [""]:
@@ -146,6 +151,9 @@ def read_examples(task: GlueTask, path: str, split: str) -> Tuple[List[Example],
             guid = row[0] if split == "test" else f"{split}-{line_number}"
             examples.append(Example(guid, row[columns.text_a],
                                     row[columns.text_b] if columns.text_b is not None else None, label))
+    report.replaced_bytes = lines.replaced
+    if lines.first_line is not None:
+        report.first_replaced = f"{path}:{lines.first_line}"
     if not examples:
         details = "; ".join(report.first_problems) or "no rows"
         raise GlueDataError(f"{path}: no usable example ({report.skipped} of {report.rows} rows skipped: {details})")

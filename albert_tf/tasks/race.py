@@ -24,6 +24,7 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 from albert_tf.errors import AlbertError
+from albert_tf.tasks import ReplacedLines, decode_replacing
 
 LEVELS = ("middle", "high")
 ANSWERS = "ABCD"
@@ -47,25 +48,38 @@ def question_with_option(question: str, option: str) -> str:
     return question.replace("_", option) if "_" in question else " ".join([question, option])
 
 
-def _records(directory: str) -> List[Tuple[str, str]]:
-    """(location, JSON text) of every record under one level directory."""
+def _records(directory: str, replaced: Dict[str, int]) -> List[Tuple[str, str]]:
+    """(location, JSON text) of every record under one level directory.
+
+    Invalid UTF-8 becomes U+FFFD; `replaced[file]` counts it for each file that had any.
+    """
     all_file = os.path.join(directory, "all.txt")
     if os.path.isfile(all_file):
-        with open(all_file, encoding="utf-8") as f:
-            return [(f"{all_file}:{n}", line) for n, line in enumerate(f, start=1) if line.strip()]
+        with open(all_file, encoding="utf-8", errors="surrogateescape") as f:
+            lines = ReplacedLines(f, all_file)
+            records = [(f"{all_file}:{n}", line) for n, line in enumerate(lines, start=1) if line.strip()]
+        if lines.replaced:
+            replaced[all_file] = lines.replaced
+        return records
     records = []
     for path in sorted(glob.glob(os.path.join(directory, "*.txt"))):
-        with open(path, encoding="utf-8", errors="replace") as f:
-            records.append((path, f.read()))
+        with open(path, "rb") as f:
+            text, count = decode_replacing(f.read(), path)
+        if count:
+            replaced[path] = count
+        records.append((path, text))
     return records
 
 
 def read_examples(data_dir: str, split: str, levels: Sequence[str] = LEVELS) -> Tuple[List[RaceExample], Dict]:
-    """Examples of `split`; bad records are skipped and reported (`{"skipped", "first_problems"}`)."""
-    examples, problems, skipped = [], [], 0
+    """Examples of `split`; bad records are skipped and reported (`{"skipped", "first_problems"}`).
+
+    Invalid UTF-8 is replaced by U+FFFD and counted (`replaced_bytes`, `replaced_by_file`).
+    """
+    examples, problems, skipped, replaced = [], [], 0, {}
     for level in levels:
         directory = os.path.join(data_dir, split, level)
-        for location, text in _records(directory):
+        for location, text in _records(directory, replaced):
             try:
                 record = json.loads(text)
                 article, questions = record["article"], record["questions"]
@@ -86,7 +100,8 @@ def read_examples(data_dir: str, split: str, levels: Sequence[str] = LEVELS) -> 
     if not examples:
         raise RaceDataError(f"{data_dir}/{split}/{{{','.join(levels)}}}: no usable RACE example "
                             f"({skipped} records skipped{': ' + '; '.join(problems) if problems else ''})")
-    return examples, {"skipped": skipped, "first_problems": problems}
+    return examples, {"skipped": skipped, "first_problems": problems,
+                      "replaced_bytes": sum(replaced.values()), "replaced_by_file": replaced}
 
 
 def encode_examples(examples: List[RaceExample], tokenizer, max_seq_length: int,

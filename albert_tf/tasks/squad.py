@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from albert_tf.errors import AlbertError
+from albert_tf.tasks import decode_replacing
 
 
 class SquadDataError(AlbertError, ValueError):
@@ -65,10 +66,14 @@ def _split_words(context: str) -> Tuple[List[str], List[int]]:
 
 
 def read_examples(path: str, is_training: bool) -> Tuple[List[SquadExample], Dict]:
-    """Examples of a SQuAD JSON file; answers not found at `answer_start` are skipped (training) and reported."""
+    """Examples of a SQuAD JSON file; answers not found at `answer_start` are skipped (training) and reported.
+
+    Invalid UTF-8 is replaced by U+FFFD; the report's `replaced_bytes` counts it.
+    """
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)["data"]
+        with open(path, "rb") as f:
+            text, replaced = decode_replacing(f.read(), path)
+        data = json.loads(text)["data"]
     except (OSError, ValueError, KeyError) as error:
         raise SquadDataError(f"{path}: not a SQuAD JSON file ({type(error).__name__}: {error})") from None
     examples, problems, skipped = [], [], 0
@@ -96,7 +101,7 @@ def read_examples(path: str, is_training: bool) -> Tuple[List[SquadExample], Dic
                 examples.append(example)
     if not examples:
         raise SquadDataError(f"{path}: no usable question ({skipped} skipped: {'; '.join(problems)})")
-    return examples, {"skipped": skipped, "first_problems": problems}
+    return examples, {"skipped": skipped, "first_problems": problems, "replaced_bytes": replaced}
 
 
 @dataclasses.dataclass
