@@ -17,7 +17,7 @@ import json
 import os
 from typing import Any, Dict, Optional
 
-ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
+ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
 SHARING_MODES = ("all", "attention", "ffn", "none")
 
 # Fields every albert_config.json must have, in the order Google writes them.
@@ -75,7 +75,8 @@ class AlbertConfig:
         num_attention_heads: attention heads N; H must be divisible by N.
         intermediate_size: FFN inner width.
         inner_group_num: attention+FFN blocks per layer, each with own weights.
-        hidden_act: one of `gelu` (tanh approximation), `relu`, `tanh`, `linear`.
+        hidden_act: one of `gelu` (tanh approximation), `gelu_exact` (the erf
+            form: HF's `gelu`, e.g. its ALBERT v1 configs), `relu`, `tanh`, `linear`.
         hidden_dropout_prob: dropout on embeddings and sublayer outputs.
         attention_probs_dropout_prob: dropout on attention probabilities.
         max_position_embeddings: rows of the position table.

@@ -10,7 +10,10 @@
 - a `run_pretraining` output directory (its `final/`, else its `best/`);
 - Google's TF1 checkpoint (prefix or directory), with `albert_config.json`
   beside it or `albert_config_file` given; with the `cls/` head variables it
-  loads as an `AlbertPretrainer`, otherwise as an `AlbertBackbone`.
+  loads as an `AlbertPretrainer`, otherwise as an `AlbertBackbone`;
+- an HF transformers directory (`config.json` + `model.safetensors`) or a
+  keras-hub preset directory (`config.json` + `model.weights.h5`), through
+  `albert_tf.interop` (their `spiece.model` / `assets/tokenizer/vocabulary.spm`).
 
 The vocabulary is found beside the weights unless one is given: the
 SentencePiece model (`spm.model`, or the `*.model` file Google's release
@@ -36,6 +39,7 @@ from typing import Optional
 import keras
 
 from albert_tf import checkpoints
+from albert_tf.interop import detect
 from albert_tf.models import classifier, multiple_choice, span_qa, span_qa_v2, token_classifier  # noqa: F401  (.keras)
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
@@ -117,6 +121,11 @@ def load_model(path: str, albert_config_file: Optional[str] = None,
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
         raise ModelFileError(f"{path}: does not exist")
     directory = path if os.path.isdir(path) else os.path.dirname(path)
+    if detect.detect_format(path) in (detect.HF, detect.KERAS_HUB):
+        model, peer_spm, _ = detect.load_peer(path)
+        if spm_model_file or vocab_file:
+            return LoadedModel(model, path, spm_model_file, vocab_file)
+        return LoadedModel(model, path, peer_spm, None)
     if path.endswith(".keras") and os.path.isfile(path):
         model, source = _load_keras_file(path), path
     elif os.path.isfile(os.path.join(path, KERAS_MODEL_FILE)):
