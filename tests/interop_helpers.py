@@ -1,6 +1,7 @@
 """Tiny models with distinct random weights, a toy vocabulary, and inputs for the interop tests."""
 
 import json
+import os
 
 import numpy as np
 
@@ -35,7 +36,7 @@ def tiny_config(**overrides):
 def randomize(model, seed=0):
     """Distinct random values in every tensor, so a mixed-up mapping shows."""
     rng = np.random.default_rng(seed)
-    model.set_weights([rng.normal(0.0, 0.5, w.shape).astype(np.float32) + 0.01 * i
+    model.set_weights([rng.normal(0.0, 0.2, w.shape).astype(np.float32) + 0.001 * i
                        for i, w in enumerate(model.get_weights())])
     return model
 
@@ -72,3 +73,15 @@ def assert_same_weights(a, b, skip=()):
         if any(s in path for s in skip):
             continue
         np.testing.assert_array_equal(theirs[path], value, err_msg=path)
+
+
+def save_ours(model, directory, spm):
+    """Our model directory (`model.keras` for task models) with `spm.model`, as convert_checkpoint writes."""
+    import shutil
+
+    from albert_tf.convert_checkpoint import _write_ours
+    from albert_tf.model_files import LoadedModel
+
+    _write_ours(LoadedModel(model, "", spm), str(directory))
+    shutil.copyfile(spm, os.path.join(str(directory), "spm.model"))
+    return str(directory)

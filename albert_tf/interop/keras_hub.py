@@ -200,13 +200,24 @@ def read_h5(path: str) -> Dict[str, np.ndarray]:
     return values
 
 
-def write_h5(path: str, values: Dict[str, np.ndarray], layer_names: Dict[str, str], model_name: str):
-    """Writes datasets at their paths; `layer_names` gives each layer group's `vars` name attribute."""
+def write_h5(path: str, values: Dict[str, np.ndarray], layer_names: Dict[str, str], model_name: str,
+             learning_rate: Optional[float] = None):
+    """Writes datasets at their paths; `layer_names` gives each layer group's `vars` name attribute.
+
+    A task file also holds the untrained optimizer of keras-hub's default
+    `compile()` (iterations 0 and its learning rate), as keras-hub's own saver
+    writes it; without it `from_preset` warns that it skips the optimizer.
+    """
     import h5py
 
     with h5py.File(path, "w") as f:
         f.create_group("layers")
         f.create_group("vars").attrs["name"] = model_name
+        if learning_rate is not None:
+            optimizer = f.create_group("optimizer/vars")
+            optimizer.attrs["name"] = "adam"
+            optimizer.create_dataset("0", data=np.int64(0))
+            optimizer.create_dataset("1", data=np.float32(learning_rate))
         for group, name in sorted(layer_names.items()):
             f.require_group(f"{group}/vars").attrs["name"] = name
         for key in sorted(values):
@@ -243,6 +254,8 @@ def _backbone_layer_names(config: AlbertConfig) -> Dict[str, str]:
     return names
 
 
+# keras-hub's default `compile()` learning rates (AlbertMaskedLM, AlbertTextClassifier).
+TASK_LEARNING_RATE = {"masked_lm": 5e-5, "classifier": 1e-5}
 TASK_LAYER_NAMES = {
     "masked_lm": {"layers/input_layer_3": "mask_positions", "layers/masked_lm_head": "mlm_head",
                   "layers/masked_lm_head/_intermediate_dense": "intermediate_dense",
@@ -361,7 +374,7 @@ def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> 
             name = "albert_text_classifier"
         _write_json(os.path.join(directory, TASK_FILE), task_json)
         write_h5(os.path.join(directory, TASK_WEIGHTS_FILE), tables.export_tensors(model, backbone, head),
-                 TASK_LAYER_NAMES[task], name)
+                 TASK_LAYER_NAMES[task], name, TASK_LEARNING_RATE[task])
     if spm_model_file:
         asset = os.path.join(directory, VOCABULARY_ASSET)
         os.makedirs(os.path.dirname(asset), exist_ok=True)
