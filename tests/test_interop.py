@@ -20,7 +20,7 @@ from albert_tf.convert_checkpoint import convert
 from albert_tf.interop import detect, hf, keras_hub
 from albert_tf.model_files import load_model
 from conftest import REPO
-from interop_helpers import assert_same_weights, build, tiny_config, train_toy_spm
+from interop_helpers import assert_same_weights, build, save_ours, tiny_config, train_toy_spm
 
 
 @pytest.fixture(scope="module")
@@ -29,21 +29,11 @@ def toy_spm(tmp_path_factory):
 
 
 def our_dir(tmp_path, kind, spm, seed=0):
-    """Our model directory (or .keras directory for task models) with the toy vocabulary."""
+    """Our model directory (`model.keras` for task models) with the toy vocabulary."""
     model = build(kind, seed=seed)
-    written = convert_model(model, tmp_path / f"ours_{kind}", spm)
-    return model, written
-
-
-def convert_model(model, directory, spm):
-    from albert_tf.convert_checkpoint import _write_ours
-    from albert_tf.model_files import LoadedModel
-    import shutil
-
-    os.makedirs(directory)
-    _write_ours(LoadedModel(model, "", spm), str(directory))
-    shutil.copyfile(spm, directory / "spm.model")
-    return str(directory)
+    directory = tmp_path / f"ours_{kind}"
+    directory.mkdir()
+    return model, save_ours(model, directory, spm)
 
 
 @pytest.mark.parametrize("kind", ["backbone", "pretrainer", "classifier", "span_qa", "multiple_choice",

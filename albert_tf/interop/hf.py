@@ -321,7 +321,7 @@ def save_hf_dir(model, directory: str, spm_model_file: Optional[str] = None) -> 
     backbone = getattr(model, "backbone", model)
     config = backbone.albert_config
     table = [m for m in name_table(config, architecture) if not m.optional]
-    task = getattr(model, "_task_config", {})
+    task = model.get_config() if model is not backbone else {}
     num_labels = task.get("num_classes") if architecture in (
         "AlbertForSequenceClassification", "AlbertForTokenClassification") else None
     _write_json(os.path.join(directory, CONFIG_FILE),

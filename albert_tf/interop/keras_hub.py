@@ -365,7 +365,7 @@ def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> 
                                                       "name": "albert_masked_lm"})
             name = "albert_masked_lm"
         else:
-            values = model._task_config
+            values = model.get_config()
             task_json = _serialized(
                 "keras_hub.src.models.albert.albert_text_classifier", "AlbertTextClassifier",
                 CLASSIFIER_CLASSES[0], {"backbone": backbone_json, "preprocessor": None,
