@@ -22,7 +22,7 @@ from albert_tf.errors import AlbertError
 # `hidden_act` names, matched case-insensitively as the original's `get_activation`
 # (which lower-cases). "gelu" is the original's tanh approximation; "gelu_new" is
 # Hugging Face's name for that same function (its v2 configs), not HF's erf "gelu".
-ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
+ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
 ACTIVATION_ALIASES = {"gelu_new": "gelu"}
 
 
@@ -98,7 +98,8 @@ class AlbertConfig:
         num_attention_heads: attention heads N; H must be divisible by N.
         intermediate_size: FFN inner width.
         inner_group_num: attention+FFN blocks per layer, each with own weights.
-        hidden_act: one of `gelu` (tanh approximation), `relu`, `tanh`, `linear`,
+        hidden_act: one of `gelu` (tanh approximation), `gelu_exact` (the erf
+            form: HF's `gelu`, e.g. its ALBERT v1 configs), `relu`, `tanh`, `linear`,
             in any case, or `gelu_new` (HF's name for the same tanh GELU); kept
             as written (a saved config repeats it).
         hidden_dropout_prob: dropout on embeddings and sublayer outputs.

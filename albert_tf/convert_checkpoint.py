@@ -1,84 +1,133 @@
-"""Converts Google's TF1 ALBERT checkpoints to albert_tf's format and back.
+"""Converts ALBERT weights between Google's TF1 layout, ours, HF transformers and keras-hub.
 
-    python -m albert_tf.convert_checkpoint --input <TF1 checkpoint prefix> \
-        --albert_config_file <albert_config.json> --output_dir <dir>
+    python -m albert_tf.convert_checkpoint --input PATH --output_dir OUT \
+        [--output_format albert_tf|original|hf|keras_hub] [--albert_config_file CONFIG]
 
-writes `<dir>/albert_config.json` and `<dir>/pretrainer.weights.h5` (or
-`backbone.weights.h5` when the checkpoint has no `cls/` heads). With
-`--to_original`, `--input` is one of ours and `<dir>/model.ckpt` is written in
-Google's layout. Nothing is written to `--output_dir` unless it all succeeds.
+`--input` is detected: a TF1 checkpoint (prefix or directory; its
+`albert_config.json` beside it or `--albert_config_file`), our model
+directory (or `.keras` file, or run directory), an HF transformers directory
+(`config.json` + `model.safetensors`) or a keras-hub preset directory. The
+default output is our model directory: `albert_config.json` and
+`pretrainer.weights.h5` / `backbone.weights.h5` (`model.keras` for a task
+model) plus the vocabulary as `spm.model`. `--to_original` is
+`--output_format original` (`<dir>/model.ckpt` in Google's layout). Nothing is
+written to `--output_dir` unless it all succeeds.
 """
 
 import os
-import shutil
-import sys
-import tempfile
 
-from absl import app, flags
+from absl import flags
 
 FLAGS = flags.FLAGS
+OUTPUT_FORMATS = ("albert_tf", "original", "hf", "keras_hub")
+ORIGINAL_PREFIX = "model.ckpt"
 
 
 def define_flags():
     """Defined only when run as a program, so importing never clashes."""
-    flags.DEFINE_string("input", None, "Checkpoint to convert (TF1 prefix, or ours with --to_original).")
-    flags.DEFINE_string("albert_config_file", None, "albert_config.json of the checkpoint.")
-    flags.DEFINE_string("output_dir", None, "Directory to write the converted checkpoint to.")
-    flags.DEFINE_bool("to_original", False, "Write ours back in Google's TF1 layout.")
-    flags.mark_flags_as_required(["input", "albert_config_file", "output_dir"])
+    flags.DEFINE_string("input", None, "What to convert: TF1 checkpoint, our model dir, HF dir or keras-hub preset.")
+    flags.DEFINE_string("albert_config_file", None, "albert_config.json of a TF1 checkpoint (default: beside it).")
+    flags.DEFINE_string("output_dir", None, "Directory to write the converted model to.")
+    flags.DEFINE_enum("output_format", None, OUTPUT_FORMATS, "Format to write (default albert_tf).")
+    flags.DEFINE_bool("to_original", False, "Same as --output_format=original.")
+    flags.DEFINE_string("spm_model_file", None, "SentencePiece model to ship (default: the one found with the input).")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt to ship instead (default: the one found).")
+    flags.DEFINE_bool("do_lower_case", None, "The tokenizer's lowercasing (default: the one saved with the input).")
+    flags.mark_flags_as_required(["input", "output_dir"])
 
-ORIGINAL_PREFIX = "model.ckpt"
 
-
-def convert(input_path, config_path, output_dir, to_original=False):
-    """Converts and returns the list of files written into `output_dir`."""
+def _write_ours(loaded, staging):
     from albert_tf import checkpoints
-    from albert_tf.config import AlbertConfig
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.pretrainer import AlbertPretrainer
 
-    config = AlbertConfig.from_json_file(config_path)
-    backbone = AlbertBackbone.from_albert_config(config)
-    if to_original:
-        _, has_heads = checkpoints.find_keras_weights(input_path)
-    else:
-        checkpoints.name_table(config)  # fails early on inexpressible configs
-        _, names = checkpoints.read_original_checkpoint(input_path)
-        has_heads = any(name.startswith("cls/") for name in names)
-    model = AlbertPretrainer(backbone) if has_heads else backbone
-    checkpoints.load_checkpoint(model, input_path)
+    model = loaded.model
+    if isinstance(model, (AlbertBackbone, AlbertPretrainer)):
+        checkpoints.save_model_dir(model, staging)
+    else:  # a task model: the whole Keras model, config beside it for people and tools
+        model.save(os.path.join(staging, "model.keras"))
+        model.backbone.albert_config.to_json_file(os.path.join(staging, checkpoints.CONFIG_FILE))
 
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".convert-", dir=parent)
-    try:
-        if to_original:
-            checkpoints.save_original_checkpoint(model, os.path.join(staging, ORIGINAL_PREFIX))
-            with open(os.path.join(staging, "checkpoint"), "w") as f:
-                f.write(f'model_checkpoint_path: "{ORIGINAL_PREFIX}"\n')
-            config.to_json_file(os.path.join(staging, checkpoints.CONFIG_FILE))
-        else:
-            checkpoints.save_model_dir(model, staging)
-        os.makedirs(output_dir, exist_ok=True)
-        written = []
-        for name in sorted(os.listdir(staging)):
-            os.replace(os.path.join(staging, name), os.path.join(output_dir, name))
-            written.append(os.path.join(output_dir, name))
-        return written
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+def _write_original(loaded, staging):
+    from albert_tf import checkpoints
+    from albert_tf.checkpoints import CheckpointError
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.models.pretrainer import AlbertPretrainer
+
+    model = loaded.model
+    if not isinstance(model, (AlbertBackbone, AlbertPretrainer)):
+        raise CheckpointError(f"{type(model).__name__}: Google's TF1 layout here covers the encoder and "
+                              "the pretraining heads only; convert to albert_tf, hf or keras_hub instead")
+    checkpoints.save_original_checkpoint(model, os.path.join(staging, ORIGINAL_PREFIX))
+    with open(os.path.join(staging, "checkpoint"), "w") as f:
+        f.write(f'model_checkpoint_path: "{ORIGINAL_PREFIX}"\n')
+    model = getattr(model, "backbone", model)
+    model.albert_config.to_json_file(os.path.join(staging, checkpoints.CONFIG_FILE))
+
+
+def export_notes(model, output_format):
+    """What a format cannot hold of `model` (said, never silent)."""
+    name = type(model).__name__
+    if output_format == "keras_hub" and name == "AlbertPretrainer":
+        return ["keras-hub's AlbertMaskedLM has no SOP head: sop_head is not written"]
+    if output_format == "hf" and name in ("AlbertSpanQA", "AlbertTokenClassifier"):
+        return [f"HF's {name.replace('Albert', 'AlbertFor').replace('SpanQA', 'QuestionAnswering')} "
+                "has no pooler: it is not written (the head does not read it)"]
+    return []
+
+
+def convert(input_path, config_path=None, output_dir=None, to_original=False, output_format=None,
+            spm_model_file=None, notes=None, vocab_file=None, do_lower_case=None):
+    """Converts and returns the paths written into `output_dir`.
+
+    Args:
+        input_path: any model `albert_tf.loading.load_model` reads (TF1,
+            ours, HF directory, keras-hub preset).
+        config_path: `albert_config.json` for a TF1 checkpoint or our weights.
+        output_dir: where to write; created, files replaced only on success.
+        to_original: the old flag, same as `output_format="original"`.
+        output_format: one of `OUTPUT_FORMATS` (default `albert_tf`).
+        spm_model_file / vocab_file / do_lower_case: the tokenizer to ship instead of the one found.
+        notes: a list that receives what was zero-filled or left out.
+    """
+    from albert_tf import loading
+    from albert_tf.checkpoints import CheckpointError
+    from albert_tf.config import AlbertConfig
+    from albert_tf.interop import detect, hf, keras_hub
+    from albert_tf.interop.tables import StagedDirectory
+    from albert_tf.locking import OutputDirLock
+
+    if to_original and output_format not in (None, "original"):
+        raise CheckpointError(f"--to_original contradicts --output_format={output_format}")
+    output_format = output_format or ("original" if to_original else "albert_tf")
+    if output_format not in OUTPUT_FORMATS:
+        raise CheckpointError(f"unknown output format {output_format!r}; one of {', '.join(OUTPUT_FORMATS)}")
+    if config_path is not None:
+        AlbertConfig.from_json_file(config_path)  # a bad config is the first error reported
+    notes = [] if notes is None else notes
+    if detect.detect_format(input_path) in (detect.HF, detect.KERAS_HUB):
+        notes += [f"{input_path}: has no {name}: set to zeros" for name in detect.load_peer(input_path)[2].zero_filled]
+    loaded = loading.load_model(input_path, config_path, spm_model_file, vocab_file, do_lower_case)
+    notes += export_notes(loaded.model, output_format)
+    writers = {"albert_tf": _write_ours, "original": _write_original,
+               "hf": lambda l, d: hf.save_hf_dir(l.model, d, l.spm_model_file),
+               "keras_hub": lambda l, d: keras_hub.save_preset(l.model, d, l.spm_model_file)}
+    staged = StagedDirectory(output_dir)
+    with OutputDirLock(output_dir), staged as staging:
+        writers[output_format](loaded, staging)
+        if output_format in ("albert_tf", "original") and loaded.tokenizer is not None:
+            loaded.tokenizer.save(staging)  # vocabulary + tokenizer.json: the model carries its tokenizer
+    return staged.written
 
 
 def main(argv):
     del argv
-    from albert_tf.checkpoints import CheckpointError
-    from albert_tf.config import ConfigError
-
-    try:
-        written = convert(FLAGS.input, FLAGS.albert_config_file, FLAGS.output_dir, FLAGS.to_original)
-    except (CheckpointError, ConfigError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    notes = []
+    written = convert(FLAGS.input, FLAGS.albert_config_file, FLAGS.output_dir, FLAGS.to_original,
+                      FLAGS.output_format, FLAGS.spm_model_file, notes, FLAGS.vocab_file, FLAGS.do_lower_case)
+    for note in notes:
+        print(f"note: {note}")
     for path in written:
         print(f"wrote {path}")
     return 0

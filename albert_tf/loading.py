@@ -10,7 +10,10 @@
 - a `run_pretraining` output directory (its `final/`, else its `best/`);
 - Google's TF1 checkpoint (prefix or directory), with `albert_config.json`
   beside it or `albert_config_file` given; with the `cls/` head variables it
-  loads as an `AlbertPretrainer`, otherwise as an `AlbertBackbone`.
+  loads as an `AlbertPretrainer`, otherwise as an `AlbertBackbone`;
+- an HF transformers directory (`config.json` + `model.safetensors`) or a
+  keras-hub preset directory (`config.json` + `model.weights.h5`), through
+  `albert_tf.interop` (their `spiece.model` / `assets/tokenizer/vocabulary.spm`).
 
 The tokenizer is the one saved beside the weights (`tokenizer.json` with
 `spm.model` or `vocab.txt`; for Google's archives their `*.model` file or
@@ -30,6 +33,7 @@ Example:
 """
 
 import dataclasses
+import json
 import os
 import zipfile
 from typing import Optional
@@ -38,6 +42,7 @@ import keras
 
 from albert_tf.errors import AlbertError
 from albert_tf import checkpoints
+from albert_tf.interop import detect
 from albert_tf.models import classifier, multiple_choice, span_qa, span_qa_answerability, token_classifier  # noqa: F401  (.keras)
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
@@ -127,6 +132,16 @@ def load_model(path: str, albert_config_file: Optional[str] = None, spm_model_fi
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
         raise ModelFileError(f"{path}: does not exist")
     directory = path if os.path.isdir(path) else os.path.dirname(path)
+    if detect.detect_format(path) in (detect.HF, detect.KERAS_HUB):
+        model, peer_spm, _ = detect.load_peer(path)
+        if not (spm_model_file or vocab_file) and peer_spm:
+            spm_model_file = peer_spm
+            if do_lower_case is None:
+                do_lower_case = _peer_lower_case(path)
+        tokenizer = resolve_tokenizer(spm_model_file, vocab_file, do_lower_case, required=False)
+        if tokenizer is not None:
+            check_vocab_size(backbone_of(model).albert_config.vocab_size, tokenizer, path)
+        return LoadedModel(model, path, tokenizer)
     if path.endswith(".keras") and os.path.isfile(path):
         model, source = _load_keras_file(path), path
     elif os.path.isfile(os.path.join(path, KERAS_MODEL_FILE)):
@@ -156,6 +171,22 @@ def load_model(path: str, albert_config_file: Optional[str] = None, spm_model_fi
     if tokenizer is not None:
         check_vocab_size(backbone_of(model).albert_config.vocab_size, tokenizer, source)
     return LoadedModel(model, source, tokenizer)
+
+
+def _peer_lower_case(path: str) -> bool:
+    """HF's `tokenizer_config.json` `do_lower_case`; True otherwise (the released ALBERTs are uncased).
+
+    keras-hub presets record no lowercasing (keras-hub does none), but their weights are Google's uncased
+    models, which expect lowercased text as the original's tokenizer makes it.
+    """
+    config = os.path.join(path, "tokenizer_config.json")
+    if os.path.isfile(config):
+        try:
+            with open(config, encoding="utf-8") as f:
+                return bool(json.load(f).get("do_lower_case", True))
+        except (OSError, ValueError):
+            return True
+    return True
 
 
 def backbone_of(model: keras.Model):

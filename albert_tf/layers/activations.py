@@ -10,8 +10,14 @@ def gelu_tanh(x):
     return keras.activations.gelu(x, approximate=True)
 
 
+def gelu_exact(x):
+    """The exact (erf) GELU: HF transformers' `gelu` (its ALBERT v1 configs name it)."""
+    return keras.activations.gelu(x, approximate=False)
+
+
 _ACTIVATIONS = {
     "gelu": gelu_tanh,
+    "gelu_exact": gelu_exact,
     "relu": keras.activations.relu,
     "tanh": keras.activations.tanh,
     "linear": keras.activations.linear,

@@ -1,0 +1,113 @@
+"""python -m albert_tf.predict: MLM fillers, class probabilities, embeddings of a file, errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from albert_tf.inputs.packing import encode_with_masks
+from albert_tf.predict import PredictError, fill_mask, run
+from albert_tf.tokenization import SentencePieceTokenizer
+from conftest import REPO
+from interop_helpers import build, save_ours, train_toy_spm
+
+
+@pytest.fixture(scope="module")
+def toy_spm(tmp_path_factory):
+    return train_toy_spm(tmp_path_factory.mktemp("spm"))
+
+
+@pytest.fixture(scope="module")
+def pretrainer_dir(tmp_path_factory, toy_spm):
+    directory = tmp_path_factory.mktemp("mlm")
+    model = build("pretrainer")
+    save_ours(model, directory, toy_spm)
+    return model, str(directory)
+
+
+def test_fill_mask_lists_top_k_for_each_mask_as_the_model_scores_them(pretrainer_dir, toy_spm):
+    model, directory = pretrainer_dir
+    lines = run(directory, text="The capital of [MASK] is [MASK].", top_k=3)
+    assert [line for line in lines if line.startswith("[MASK]")] == ["[MASK] 1:", "[MASK] 2:"]
+    assert len(lines) == 2 + 2 * 3
+    tokenizer = SentencePieceTokenizer(toy_spm)
+    results = fill_mask(model, tokenizer, "The capital of [MASK] is [MASK].", top_k=3)
+    # The same packing as training: [CLS] ids [SEP], the masks at the mask id's positions.
+    ids = [2] + encode_with_masks(tokenizer, "The capital of [MASK] is [MASK].") + [3]
+    positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
+    logits = model({"input_ids": np.array([ids], np.int32), "input_mask": np.ones((1, len(ids)), np.int32),
+                    "segment_ids": np.zeros((1, len(ids)), np.int32),
+                    "masked_lm_positions": np.array([positions], np.int32)})["mlm_logits"].numpy()[0]
+    for row, candidates in zip(logits, results):
+        best = np.argsort(-row)[:3]
+        assert [piece for piece, _ in candidates] == tokenizer.convert_ids_to_tokens(best)
+        probabilities = [p for _, p in candidates]
+        assert probabilities == sorted(probabilities, reverse=True) and 0 < sum(probabilities) <= 1
+    with pytest.raises(PredictError, match=r"no \[MASK\] in the text"):
+        run(directory, text="no mask here")
+
+
+def test_classifier_prints_probabilities_for_pairs(tmp_path, toy_spm):
+    directory = save_ours(build("classifier"), tmp_path, toy_spm)
+    lines = run(directory, text="the quick fox", text_b="the lazy dog")
+    assert [line.split(":")[0] for line in lines] == ["class 0", "class 1", "class 2"]
+    assert abs(sum(float(line.split()[-1]) for line in lines) - 1) < 1e-3
+
+
+def test_embeddings_of_a_file_in_batches_npy_and_json_lines(tmp_path, pretrainer_dir, capsys):
+    model, directory = pretrainer_dir
+    lines = ["the quick brown fox", "", "paris is the capital of france", "dog"]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run(directory, input_file=str(tmp_path / "in.txt"), output_file=str(tmp_path / "e.npy"), batch_size=3,
+        progress=True)
+    assert "4/4" in capsys.readouterr().out  # the progress bar
+    vectors = np.load(tmp_path / "e.npy")
+    assert vectors.shape == (4, 64) and vectors.dtype == np.float32
+    run(directory, input_file=str(tmp_path / "in.txt"), output_file=str(tmp_path / "e.jsonl"), batch_size=1,
+        progress=False)
+    rows = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
+    assert [row["text"] for row in rows] == lines
+    # Batching and padding do not change a line's embedding.
+    np.testing.assert_allclose(np.array([row["embedding"] for row in rows]), vectors, atol=1e-5)
+    assert sorted(os.listdir(tmp_path)) == ["e.jsonl", "e.npy", "in.txt"]
+
+
+def test_reads_hf_and_keras_hub_directories(tmp_path, pretrainer_dir):
+    from albert_tf.convert_checkpoint import convert
+
+    _, directory = pretrainer_dir
+    expected = run(directory, text="the [MASK] fox")
+    for output_format in ("hf", "keras_hub"):  # the vocabulary travels with the weights
+        convert(directory, output_dir=str(tmp_path / output_format), output_format=output_format)
+        assert run(str(tmp_path / output_format), text="the [MASK] fox") == expected
+
+
+def test_bad_requests_are_clear_errors(tmp_path, pretrainer_dir):
+    from albert_tf.loading import ModelFileError
+
+    _, directory = pretrainer_dir
+    with pytest.raises(ModelFileError, match="does not exist"):
+        run(str(tmp_path / "nope"), text="x")
+    with pytest.raises(PredictError, match="--input_file needs --output_file"):
+        run(directory, input_file=str(tmp_path / "x.txt"))
+    with pytest.raises(PredictError, match="exactly one of --text and --input_file"):
+        run(directory)
+    with pytest.raises(PredictError, match="exceeds the model's max_position_embeddings=128"):
+        run(directory, text="[MASK]", max_seq_length=129)
+
+
+@pytest.mark.slow
+def test_cli_prints_fillers_and_one_line_errors(pretrainer_dir):
+    _, directory = pretrainer_dir
+    result = subprocess.run([sys.executable, "-m", "albert_tf.predict", f"--model_dir={directory}",
+                             "--text=no mask"], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: no [MASK] in the text (within the first 128 pieces)"], result.stderr
+    result = subprocess.run([sys.executable, "-m", "albert_tf.predict", f"--model_dir={directory}",
+                             "--text=the capital of [MASK]", "--top_k=2"], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "[MASK] 1:" and len(result.stdout.splitlines()) == 3
