@@ -118,7 +118,7 @@ def next_version(export_base: str) -> int:
 def export_saved_model(model, export_base: str, version: Optional[int] = None,
                        spm_model_file: Optional[str] = None, do_lower_case: bool = True,
                        max_seq_length: int = 128, top_k: int = 5, warmup: bool = True,
-                       vocab_file: Optional[str] = None) -> str:
+                       vocab_file: Optional[str] = None, jit_compile: bool = False) -> str:
     """Exports `model` to `export_base/<version>`; returns that path.
 
     Args:
@@ -131,6 +131,7 @@ def export_saved_model(model, export_base: str, version: Optional[int] = None,
         max_seq_length: the text signatures' truncation length.
         top_k: MLM candidates returned.
         warmup: write TF Serving warm-up requests.
+        jit_compile: XLA-compile the model in `serving_default` (see `ServingEndpoints`).
 
     Raises:
         ExportError: the export does not reproduce the model; nothing is left behind.
@@ -152,7 +153,8 @@ def export_saved_model(model, export_base: str, version: Optional[int] = None,
     os.makedirs(export_base, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{version}.staging-", dir=export_base)
     try:
-        endpoints = ServingEndpoints(model, tokenizer, special_ids, max_seq_length=max_seq_length, top_k=top_k)
+        endpoints = ServingEndpoints(model, tokenizer, special_ids, max_seq_length=max_seq_length, top_k=top_k,
+                                     jit_compile=jit_compile)
         signatures = sorted(endpoints.signatures())
         shutil.rmtree(staging)
         endpoints.archive().write_out(staging, verbose=False)
@@ -357,6 +359,8 @@ def define_flags():
     flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt instead (default: one beside the weights).")
     flags.DEFINE_bool("do_lower_case", True, "Lowercase in the text signatures (as in training).")
     flags.DEFINE_integer("top_k", 5, "MLM candidates returned by the SavedModel.")
+    flags.DEFINE_bool("jit_compile", False, "SavedModel: XLA-compile the model in serving_default (faster on "
+                      "CPU; compiles once per input shape; the server needs XLA's CPU JIT).")
     flags.mark_flags_as_required(["model_dir", "output_dir"])
 
 
@@ -377,7 +381,7 @@ def main(argv):
         if FLAGS.format == "saved_model":
             path = export_saved_model(loaded.model, FLAGS.output_dir, FLAGS.version, loaded.spm_model_file,
                                       FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.top_k,
-                                      vocab_file=loaded.vocab_file)
+                                      vocab_file=loaded.vocab_file, jit_compile=FLAGS.jit_compile)
         else:
             path = export_tflite(loaded.model, FLAGS.output_dir, FLAGS.quantize, FLAGS.max_seq_length,
                                  FLAGS.max_predictions_per_seq, loaded.spm_model_file, FLAGS.do_lower_case,
