@@ -65,7 +65,17 @@ class FineTuneSettings:
     optimizer: str = "adamw"
     dropout: float = 0.1
     seed: int = 12345
+    grad_accum_steps: int = 1  # micro-batches per optimizer step (their gradients averaged)
+    remat: bool = False  # recompute each layer application in the backward pass (activation memory)
     verbose: bool = True
+
+    @property
+    def micro_batch_size(self) -> int:
+        """Examples per forward pass: `train_batch_size / grad_accum_steps`."""
+        if self.grad_accum_steps < 1 or self.train_batch_size % self.grad_accum_steps:
+            raise FineTuneError(f"--train_batch_size {self.train_batch_size} must divide by --grad_accum_steps "
+                                f"{self.grad_accum_steps}")
+        return self.train_batch_size // self.grad_accum_steps
 
 
 def steps_from_epochs(num_examples: int, batch_size: int, epochs: float,
@@ -108,7 +118,7 @@ def tokenizer_for(settings: FineTuneSettings):
 
 
 def build_backbone(albert_config_file: Optional[str], init_checkpoint: Optional[str],
-                   tokenizer=None) -> AlbertBackbone:
+                   tokenizer=None, remat: bool = False) -> AlbertBackbone:
     """The backbone of `albert_config_file`, with the weights of `init_checkpoint` (any format we load).
 
     Its `vocab_size` must be `tokenizer`'s.
@@ -118,12 +128,12 @@ def build_backbone(albert_config_file: Optional[str], init_checkpoint: Optional[
     if init_checkpoint is None:
         if albert_config_file is None:
             raise FineTuneError("give --albert_config_file, --init_checkpoint, or both")
-        backbone = AlbertBackbone.from_albert_config(albert_config_file)
+        backbone = AlbertBackbone.from_albert_config(albert_config_file, remat=remat)
         check_vocab_size(backbone.albert_config.vocab_size, tokenizer, albert_config_file)
         return backbone
     loaded = load_model(init_checkpoint, albert_config_file).model
     source = getattr(loaded, "backbone", loaded)
-    backbone = AlbertBackbone.from_albert_config(albert_config_file or source.albert_config)
+    backbone = AlbertBackbone.from_albert_config(albert_config_file or source.albert_config, remat=remat)
     check_vocab_size(backbone.albert_config.vocab_size, tokenizer, albert_config_file or init_checkpoint)
     try:
         backbone.set_weights(source.get_weights())
@@ -223,8 +233,9 @@ def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[
     Returns `{"best": metrics of the best evaluation, "history": [...]}`.
     """
     os.makedirs(settings.output_dir, exist_ok=True)
+    accum = settings.grad_accum_steps
     optimizer = optimization.create_optimizer(settings.optimizer, settings.learning_rate, settings.train_step,
-                                              settings.warmup_step, clip_norm=CLIP_NORM)
+                                              settings.warmup_step, clip_norm=CLIP_NORM, grad_accum_steps=accum)
     task_model = inference_model or model
     with _unread_pooler_frozen(task_model):
         model.compile(optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss},
@@ -234,7 +245,8 @@ def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[
         step = 0
         while step < settings.train_step:
             steps = min(interval, settings.train_step - step)
-            fit = model.fit(dataset, steps_per_epoch=steps, epochs=1, shuffle=False,
+            # `dataset` yields micro-batches: `accum` of them make one optimizer step.
+            fit = model.fit(dataset, steps_per_epoch=steps * accum, epochs=1, shuffle=False,
                             verbose=2 if settings.verbose else 0)
             step += steps
             loss_value = float(fit.history["loss"][-1])

@@ -172,13 +172,17 @@ OPTIMIZERS = {"lamb": Lamb, "adamw": AdamWeightDecay}
 
 def create_optimizer(name: str, learning_rate: float, num_train_steps: int, num_warmup_steps: int,
                      poly_power: float = 1.0, start_warmup_step: int = 0,
-                     clip_norm: Optional[float] = None) -> AdamWeightDecay:
+                     clip_norm: Optional[float] = None, grad_accum_steps: int = 1) -> AdamWeightDecay:
     """The original's `create_optimizer`: schedule + LAMB or AdamW (wd 0.01, ε 1e-6).
 
     `clip_norm=1.0` clips all gradients together to that global norm before the
     update, as the original; `None` leaves clipping to the caller's loop.
+    `grad_accum_steps > 1` (Keras `fit` loops): the mean of that many
+    micro-batches' gradients is clipped and applied once; the schedule counts
+    optimizer steps.
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {name!r}")
     schedule = AlbertSchedule(learning_rate, num_train_steps, num_warmup_steps, poly_power, start_warmup_step)
-    return OPTIMIZERS[name](learning_rate=schedule, global_clipnorm=clip_norm)
+    accumulation = {"gradient_accumulation_steps": grad_accum_steps} if grad_accum_steps > 1 else {}
+    return OPTIMIZERS[name](learning_rate=schedule, global_clipnorm=clip_norm, **accumulation)

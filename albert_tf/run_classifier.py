@@ -100,10 +100,11 @@ def _run(settings: ClassifierSettings) -> dict:
         summary["train_examples"], summary["train_skipped"] = len(train_examples), report.skipped
         features = encode_examples(train_examples, tokenizer, settings.max_seq_length)
         labels = np.array([e.label for e in train_examples], "float32" if task.is_regression else "int32")
-        backbone = finetuning.build_backbone(settings.albert_config_file, settings.init_checkpoint, tokenizer)
+        backbone = finetuning.build_backbone(settings.albert_config_file, settings.init_checkpoint, tokenizer,
+                                             remat=settings.remat)
         model = AlbertClassifier(backbone, task.num_classes, dropout=settings.dropout)
         loss = finetuning.regression_loss if task.is_regression else finetuning.classification_loss
-        result = finetuning.train(model, finetuning.train_dataset(features, labels, settings.train_batch_size,
+        result = finetuning.train(model, finetuning.train_dataset(features, labels, settings.micro_batch_size,
                                                                   settings.seed),
                                   settings, loss, evaluate, task.metric, tokenizer=tokenizer)
         summary["history"] = result["history"]

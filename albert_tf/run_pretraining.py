@@ -58,6 +58,8 @@ def define_flags():
     flags.DEFINE_enum("mixed_precision", d.mixed_precision, sorted(PRECISIONS), "Compute dtype policy.")
     flags.DEFINE_bool("jit_compile", d.jit_compile, "XLA-compile the per-replica step.")
     flags.DEFINE_integer("grad_accum_steps", d.grad_accum_steps, "Micro-batches per optimizer step.")
+    flags.DEFINE_bool("remat", d.remat, "Recompute each layer application in the backward pass (less activation "
+                      "memory, more compute).")
     flags.DEFINE_integer("seed", d.seed, "Seed of weights init and data order.")
     flags.DEFINE_bool("deterministic", d.deterministic, "Deterministic TF ops (bit-reproducible on CPU).")
     flags.DEFINE_integer("log_every_steps", d.log_every_steps, "Progress/TensorBoard interval.")

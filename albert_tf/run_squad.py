@@ -121,7 +121,7 @@ def _run(settings: SquadSettings) -> dict:
         labels = {"start_logits": starts, "end_logits": np.array([f.end_position for f in train_features], "int32")}
         loss = {"start_logits": finetuning.classification_loss, "end_logits": finetuning.classification_loss}
         loss_weights = {"start_logits": 0.5, "end_logits": 0.5}
-        backbone = finetuning.build_backbone(s.albert_config_file, s.init_checkpoint, tokenizer)
+        backbone = finetuning.build_backbone(s.albert_config_file, s.init_checkpoint, tokenizer, remat=s.remat)
         if version == "2.0":
             # As the original: the end head sees the gold start; windows without the answer are impossible.
             model = AlbertSpanQAv2(backbone, start_n_top=s.start_n_top)
@@ -133,7 +133,7 @@ def _run(settings: SquadSettings) -> dict:
             loss_weights["cls_logits"] = 0.5
         else:
             model = trained = AlbertSpanQA(backbone)
-        dataset = finetuning.train_dataset(train_arrays, labels, settings.train_batch_size, settings.seed)
+        dataset = finetuning.train_dataset(train_arrays, labels, settings.micro_batch_size, settings.seed)
         summary["history"] = finetuning.train(trained, dataset, settings, loss, evaluate, "f1",
                                               loss_weights=loss_weights, inference_model=model,
                                               tokenizer=tokenizer)["history"]

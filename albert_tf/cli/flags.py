@@ -61,6 +61,10 @@ def define_finetune_flags(defaults, head_dropout: bool = True, do_train: bool = 
     if head_dropout:
         flags.DEFINE_float("dropout", defaults.dropout, "Head dropout (0.1 in the original; the README's v2 RACE: 0).")
     flags.DEFINE_integer("seed", defaults.seed, "Seed of head init and data order.")
+    flags.DEFINE_integer("grad_accum_steps", defaults.grad_accum_steps, "Micro-batches per optimizer step (their "
+                         "gradients averaged: the same update as one --train_batch_size batch, less memory).")
+    flags.DEFINE_bool("remat", defaults.remat, "Recompute each layer application in the backward pass: much less "
+                      "activation memory for some extra compute (large models on small GPUs).")
 
 
 def settings_from_flags(cls: Type[Settings], **overrides) -> Settings:

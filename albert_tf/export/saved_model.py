@@ -42,7 +42,7 @@ def next_version(export_base: str) -> int:
 def export_saved_model(model, export_base: str, version: Optional[int] = None,
                        spm_model_file: Optional[str] = None, do_lower_case: Optional[bool] = None,
                        max_seq_length: int = 128, top_k: int = 5, warmup: bool = True,
-                       vocab_file: Optional[str] = None, tokenizer=None) -> str:
+                       vocab_file: Optional[str] = None, tokenizer=None, jit_compile: bool = False) -> str:
     """Exports `model` to `export_base/<version>`; returns that path.
 
     Args:
@@ -56,6 +56,7 @@ def export_saved_model(model, export_base: str, version: Optional[int] = None,
         max_seq_length: the text signatures' truncation length.
         top_k: MLM candidates returned.
         warmup: write TF Serving warm-up requests.
+        jit_compile: XLA-compile the model in `serving_default` (see `ServingEndpoints`).
 
     Raises:
         ExportError: the export does not reproduce the model; nothing is left behind.
@@ -67,16 +68,17 @@ def export_saved_model(model, export_base: str, version: Optional[int] = None,
     vocab_tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
     with OutputDirLock(export_base):
         version = next_version(export_base) if version is None else version
-        _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup)
+        _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup, jit_compile)
     return os.path.join(export_base, str(version))
 
 
-def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup):
+def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup, jit_compile):
     config = backbone_of(model).albert_config
     in_graph = vocab_tokenizer.to_tf() if vocab_tokenizer is not None else None
     special_ids = vocab_tokenizer.special_ids if vocab_tokenizer is not None else None
     with staged_dir(os.path.join(export_base, str(version))) as staging:
-        endpoints = ServingEndpoints(model, in_graph, special_ids, max_seq_length=max_seq_length, top_k=top_k)
+        endpoints = ServingEndpoints(model, in_graph, special_ids, max_seq_length=max_seq_length, top_k=top_k,
+                                     jit_compile=jit_compile)
         signatures = sorted(endpoints.signatures())
         shutil.rmtree(staging)  # the archive writes a new directory
         endpoints.archive().write_out(staging, verbose=False)

@@ -50,11 +50,17 @@ class ServingEndpoints:
         special_ids: `{"cls": .., "sep": .., "mask": ..}` of the tokenizer's vocabulary.
         max_seq_length: the text signatures' truncation length.
         top_k: how many MLM candidates to return.
+        jit_compile: XLA-compile the model in `serving_default` (the text signatures stay
+            graph-mode: XLA compiles once per input shape, and they pad to each batch's
+            longest text). Same outputs to float rounding.
     """
 
     def __init__(self, model, tokenizer=None, special_ids: Optional[Dict[str, int]] = None,
-                 max_seq_length: int = 128, top_k: int = 5):
+                 max_seq_length: int = 128, top_k: int = 5, jit_compile: bool = False):
         self.model = model
+        self.jit_compile = jit_compile
+        # A nested XLA function: it is saved with the signature and compiled where it is loaded.
+        self._compiled_outputs = tf.function(self._outputs, jit_compile=True) if jit_compile else None
         self.tokenizer = tokenizer
         self.special_ids = dict(special_ids or {})
         self.max_seq_length = max_seq_length
@@ -93,6 +99,8 @@ class ServingEndpoints:
 
     # ---- signatures -----------------------------------------------------------------
     def _serve_ids(self, inputs):
+        if self._compiled_outputs is not None:
+            return self._compiled_outputs(inputs)
         return self._outputs(inputs)
 
     def _serve_text(self, text_a):

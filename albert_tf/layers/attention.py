@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from albert_tf.layers.precision import layer_norm
+from albert_tf.layers.remat import recompute_in_backward
 
 # The original's additive key mask: (1 - mask) * -10000.
 MASK_ADDER = -10000.0
@@ -29,6 +30,10 @@ class AlbertAttention(keras.layers.Layer):
         attention_dropout: dropout on the attention probabilities.
         output_dropout: dropout on the projected output, before the residual.
         layer_norm_epsilon: LayerNorm epsilon.
+        remat: in training, keep only the inputs for the backward pass and
+            recompute the rest there (see `albert_tf.layers.remat`).
+        fused_qkv: compute q, k and v with one matmul against the three
+            kernels concatenated at call time (the variables stay three).
 
     Example:
 
@@ -46,9 +51,13 @@ class AlbertAttention(keras.layers.Layer):
         attention_dropout,
         output_dropout,
         layer_norm_epsilon=1e-12,
+        remat=False,
+        fused_qkv=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.remat = remat
+        self.fused_qkv = fused_qkv
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
         self.initializer_range = initializer_range
@@ -102,12 +111,36 @@ class AlbertAttention(keras.layers.Layer):
         self.built = True
 
     def call(self, hidden, input_mask, training=None):
-        # Scaling q (B·S·H values) is cheaper than scaling the logits (B·N·S·S).
-        query = self.query(hidden) * ops.cast(
-            1.0 / math.sqrt(self.head_size), self.compute_dtype
+        if self.remat and training:
+            return recompute_in_backward(
+                lambda h, m: self._attend(h, m, training),
+                (self.attention_dropout_layer, self.output_dropout_layer),
+                hidden,
+                input_mask,
+            )
+        return self._attend(hidden, input_mask, training)
+
+    def _project_qkv(self, hidden):
+        if not self.fused_qkv:
+            return self.query(hidden), self.key(hidden), self.value(hidden)
+        # One [H, 3·N, D] matmul instead of three [H, N, D] ones: larger GEMMs
+        # run faster; the concat of the kernels is cheap next to the matmul.
+        projections = (self.query, self.key, self.value)
+        kernel = ops.concatenate(
+            [ops.cast(p.kernel, self.compute_dtype) for p in projections], axis=1
         )
-        key = self.key(hidden)
-        value = self.value(hidden)
+        bias = ops.concatenate(
+            [ops.cast(p.bias, self.compute_dtype) for p in projections], axis=0
+        )
+        fused = ops.einsum(
+            "bsh,hnd->bsnd", ops.cast(hidden, self.compute_dtype), kernel
+        ) + bias
+        return ops.split(fused, 3, axis=2)
+
+    def _attend(self, hidden, input_mask, training):
+        query, key, value = self._project_qkv(hidden)
+        # Scaling q (B·S·H values) is cheaper than scaling the logits (B·N·S·S).
+        query = query * ops.cast(1.0 / math.sqrt(self.head_size), self.compute_dtype)
         logits = ops.einsum("bqnd,bknd->bnqk", query, key)
         key_bias = (1.0 - ops.cast(input_mask, "float32")) * MASK_ADDER
         # [B, 1, 1, S] by reshape: a `[:, None, None, :]` slice is no TFLite builtin.
@@ -135,6 +168,8 @@ class AlbertAttention(keras.layers.Layer):
                 "attention_dropout": self.attention_dropout,
                 "output_dropout": self.output_dropout,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "remat": self.remat,
+                "fused_qkv": self.fused_qkv,
             }
         )
         return config

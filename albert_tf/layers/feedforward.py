@@ -4,6 +4,7 @@ import keras
 
 from albert_tf.layers.activations import get_activation
 from albert_tf.layers.precision import layer_norm
+from albert_tf.layers.remat import recompute_in_backward
 
 
 class AlbertFeedForward(keras.layers.Layer):
@@ -19,6 +20,8 @@ class AlbertFeedForward(keras.layers.Layer):
         initializer_range: stddev of the truncated-normal initializer.
         dropout: dropout on the output, before the residual.
         layer_norm_epsilon: LayerNorm epsilon.
+        remat: in training, keep only the input for the backward pass and
+            recompute the rest there (see `albert_tf.layers.remat`).
 
     Example:
 
@@ -35,9 +38,11 @@ class AlbertFeedForward(keras.layers.Layer):
         initializer_range,
         dropout,
         layer_norm_epsilon=1e-12,
+        remat=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.remat = remat
         self.hidden_size = hidden_size
         self.intermediate_size = intermediate_size
         self.hidden_act = hidden_act
@@ -74,6 +79,13 @@ class AlbertFeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
+        if self.remat and training:
+            return recompute_in_backward(
+                lambda x: self._feed_forward(x, training), (self.dropout_layer,), inputs
+            )
+        return self._feed_forward(inputs, training)
+
+    def _feed_forward(self, inputs, training):
         x = self.activation(self.intermediate(inputs))
         x = self.output_dense(x)
         if self.dropout > 0:
@@ -93,6 +105,7 @@ class AlbertFeedForward(keras.layers.Layer):
                 "initializer_range": self.initializer_range,
                 "dropout": self.dropout,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "remat": self.remat,
             }
         )
         return config

@@ -61,7 +61,8 @@ class PretrainingLoop:
         if s.mixed_precision not in PRECISIONS:
             raise TrainingError(f"--mixed_precision must be one of {sorted(PRECISIONS)}")
         with strategy.scope():
-            backbone = AlbertBackbone(**albert_config.backbone_kwargs(), dtype=PRECISIONS[s.mixed_precision])
+            backbone = AlbertBackbone(**albert_config.backbone_kwargs(), dtype=PRECISIONS[s.mixed_precision],
+                                      remat=s.remat)
             self.model = AlbertPretrainer(backbone)
             optimizer = create_optimizer(s.optimizer, s.learning_rate, s.num_train_steps, s.num_warmup_steps,
                                          s.poly_power, s.start_warmup_step)

@@ -33,6 +33,7 @@ class TrainSettings:
     do_eval: bool = False
     max_eval_steps: int = 100
     grad_accum_steps: int = 1
+    remat: bool = False
     mixed_precision: str = "float32"
     jit_compile: bool = False
     seed: int = 12345
