@@ -65,7 +65,7 @@ def define_flags():
     flags.DEFINE_integer("log_every_steps", d.log_every_steps, "Progress/TensorBoard interval.")
     flags.DEFINE_bool("export", True, "Write SavedModels at the end.")
     flags.DEFINE_bool("verify_data", d.verify_data, "Check every shard's sha256 against metadata.json first.")
-    flags.DEFINE_integer("demo_minutes", 3, "Demo only: minutes of training (about).")
+    flags.DEFINE_float("demo_minutes", 3.0, "Demo only: minutes of training (about).")
     flags.DEFINE_string("demo_dir", "albert_tf_demo", "Demo only: where everything goes.")
 
 
