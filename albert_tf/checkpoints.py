@@ -54,12 +54,12 @@ class CheckpointError(AlbertError, ValueError):
     """A checkpoint does not fit the model; the message lists every problem."""
 
 
-# No trained ALBERT/BERT weight comes near this: released checkpoints hold values
-# of order 1 (embeddings, kernels ~N(0, 0.02) at init and within ±a few after
-# training; LayerNorm gains and biases, the largest, within ±tens). 1e4 leaves
-# two orders of magnitude of headroom and still catches corrupted floats (a
-# flipped exponent bit gives 1e±19..1e38), and keeps every weight far inside
-# float16's range (65504) for mixed-precision serving.
+# No trained ALBERT/BERT weight comes near this: every weight starts at
+# N(0, 0.02) (LayerNorm gains at 1), and the largest values reported for trained
+# BERT-family models (LayerNorm "outlier" gains and biases) are in the tens, not
+# thousands. 1e4 leaves over two orders of magnitude of headroom, still catches
+# corrupted floats (a flipped high exponent bit turns 0.02 into ~1e36), and keeps
+# every weight inside float16's range (65504) for mixed-precision serving.
 MAX_ABS_WEIGHT = 1e4
 
 
