@@ -38,10 +38,12 @@ class AlbertSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     At step t: `lr0·(1 − min(t,T)/T)^power`, except `lr0·(t − start)/W` while
     `t − start < W`. The LR therefore jumps to `lr0·(1 − W/T)` at the end of warmup.
+    `micro_steps_per_update`: Keras' gradient accumulation calls the schedule at
+    every micro-batch; t counts optimizer updates, so it is divided by this.
     """
 
     def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0,
-                 poly_power: float = 1.0, start_warmup_step: int = 0):
+                 poly_power: float = 1.0, start_warmup_step: int = 0, micro_steps_per_update: int = 1):
         if num_train_steps <= 0:
             raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
         self.learning_rate = learning_rate
@@ -49,9 +51,10 @@ class AlbertSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.num_warmup_steps = num_warmup_steps
         self.poly_power = poly_power
         self.start_warmup_step = start_warmup_step
+        self.micro_steps_per_update = micro_steps_per_update
 
     def __call__(self, step):
-        step = ops.cast(step, "float32")
+        step = ops.cast(ops.floor_divide(step, self.micro_steps_per_update), "float32")
         decay_fraction = ops.minimum(step, float(self.num_train_steps)) / float(self.num_train_steps)
         decayed = self.learning_rate * ops.power(1.0 - decay_fraction, self.poly_power)
         if not self.num_warmup_steps:
@@ -63,7 +66,7 @@ class AlbertSchedule(keras.optimizers.schedules.LearningRateSchedule):
     def get_config(self):
         return {"learning_rate": self.learning_rate, "num_train_steps": self.num_train_steps,
                 "num_warmup_steps": self.num_warmup_steps, "poly_power": self.poly_power,
-                "start_warmup_step": self.start_warmup_step}
+                "start_warmup_step": self.start_warmup_step, "micro_steps_per_update": self.micro_steps_per_update}
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -183,6 +186,7 @@ def create_optimizer(name: str, learning_rate: float, num_train_steps: int, num_
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {name!r}")
-    schedule = AlbertSchedule(learning_rate, num_train_steps, num_warmup_steps, poly_power, start_warmup_step)
+    schedule = AlbertSchedule(learning_rate, num_train_steps, num_warmup_steps, poly_power, start_warmup_step,
+                              micro_steps_per_update=max(grad_accum_steps, 1))
     accumulation = {"gradient_accumulation_steps": grad_accum_steps} if grad_accum_steps > 1 else {}
     return OPTIMIZERS[name](learning_rate=schedule, global_clipnorm=clip_norm, **accumulation)

@@ -69,7 +69,8 @@ def _boundary_errors() -> tuple:
 
 
 def error_line(error: BaseException) -> str:
-    message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    """`error: <message>`; a message that lists several problems keeps its list (one problem a line)."""
+    message = str(error).strip() or type(error).__name__
     if isinstance(error, OSError) and error.filename and str(error.filename) not in message:
         message = f"{error.filename}: {message}"
     return f"error: {message}"

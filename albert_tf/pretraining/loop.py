@@ -61,8 +61,8 @@ class PretrainingLoop:
         if s.mixed_precision not in PRECISIONS:
             raise TrainingError(f"--mixed_precision must be one of {sorted(PRECISIONS)}")
         with strategy.scope():
-            backbone = AlbertBackbone(**albert_config.backbone_kwargs(), dtype=PRECISIONS[s.mixed_precision],
-                                      remat=s.remat)
+            backbone = AlbertBackbone.from_albert_config(albert_config, dtype=PRECISIONS[s.mixed_precision],
+                                                         remat=s.remat)
             self.model = AlbertPretrainer(backbone)
             optimizer = create_optimizer(s.optimizer, s.learning_rate, s.num_train_steps, s.num_warmup_steps,
                                          s.poly_power, s.start_warmup_step)
@@ -268,6 +268,7 @@ class PretrainingLoop:
 
     def plain_copy(self) -> AlbertPretrainer:
         """The model outside the strategy (float32), for saving and export."""
-        copy = AlbertPretrainer(AlbertBackbone(**self.config.backbone_kwargs()))
+        # from_albert_config keeps the file's passthrough keys (gap_size, ...) in the saved config.
+        copy = AlbertPretrainer(AlbertBackbone.from_albert_config(self.config))
         copy.set_weights([np.asarray(w) for w in self.model.get_weights()])
         return copy
