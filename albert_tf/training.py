@@ -175,7 +175,7 @@ class PretrainingRun:
         if s.mixed_precision not in PRECISIONS:
             raise TrainingError(f"--mixed_precision must be one of {sorted(PRECISIONS)}")
         with strategy.scope():
-            backbone = AlbertBackbone(**albert_config.backbone_kwargs(), dtype=PRECISIONS[s.mixed_precision])
+            backbone = AlbertBackbone.from_albert_config(albert_config, dtype=PRECISIONS[s.mixed_precision])
             self.model = AlbertPretrainer(backbone)
             optimizer = create_optimizer(s.optimizer, s.learning_rate, s.num_train_steps, s.num_warmup_steps,
                                          s.poly_power)
@@ -440,7 +440,7 @@ class PretrainingRun:
 
     def _plain_copy(self) -> AlbertPretrainer:
         """The model outside the strategy (float32), for saving and export."""
-        backbone = AlbertBackbone(**self.config.backbone_kwargs())
+        backbone = AlbertBackbone.from_albert_config(self.config)  # keeps gap_size etc. for final/
         copy = AlbertPretrainer(backbone)
         copy.set_weights([np.asarray(w) for w in self.model.get_weights()])
         return copy
