@@ -33,7 +33,8 @@ class AlbertAttention(keras.layers.Layer):
         remat: in training, keep only the inputs for the backward pass and
             recompute the rest there (see `albert_tf.layers.remat`).
         fused_qkv: compute q, k and v with one matmul against the three
-            kernels concatenated at call time (the variables stay three).
+            kernels concatenated at call time (the variables stay three);
+            the same numbers to float rounding.
 
     Example:
 
@@ -52,7 +53,7 @@ class AlbertAttention(keras.layers.Layer):
         output_dropout,
         layer_norm_epsilon=1e-12,
         remat=False,
-        fused_qkv=True,
+        fused_qkv=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -128,8 +129,9 @@ class AlbertAttention(keras.layers.Layer):
     def _project_qkv(self, hidden):
         if not self.fused_qkv:
             return self.query(hidden), self.key(hidden), self.value(hidden)
-        # One [H, 3·N, D] matmul instead of three [H, N, D] ones: larger GEMMs
-        # run faster; the concat of the kernels is cheap next to the matmul.
+        # One [H, 3·N, D] matmul instead of three [H, N, D] ones. Off by default:
+        # on the 2-core AVX2 CPU it was not faster (bench/levers.py, README);
+        # kept for accelerators, where one wide GEMM usually is.
         projections = (self.query, self.key, self.value)
         kernel = ops.concatenate(
             [ops.cast(p.kernel, self.compute_dtype) for p in projections], axis=1
