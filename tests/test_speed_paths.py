@@ -151,3 +151,13 @@ def test_xla_serving_default_matches_the_graph_one(tmp_path):
     # The compiled function is in the SavedModel (TF Serving compiles it on load).
     with open(f"{paths[True]}/saved_model.pb", "rb") as f:
         assert b"_XlaMustCompile" in f.read()
+
+
+def test_dot_product_attention_path_matches_the_einsum_one():
+    layer = AlbertAttention(32, 4, 0.02, 0.0, 0.0)
+    x = RNG.standard_normal((3, 9, 32)).astype("float32")
+    mask = np.ones((3, 9), "int32")
+    mask[1, 4:] = 0
+    expected = keras.ops.convert_to_numpy(layer(x, mask))
+    layer.use_dot_product_attention = True
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(x, mask)), expected, atol=1e-6, rtol=0)

@@ -33,7 +33,8 @@ class AlbertAttention(keras.layers.Layer):
         remat: in training, keep only the inputs for the backward pass and
             recompute the rest there (see `albert_tf.layers.remat`).
         fused_qkv: compute q, k and v with one matmul against the three
-            kernels concatenated at call time (the variables stay three).
+            kernels concatenated at call time (the variables stay three);
+            the same numbers to float rounding.
 
     Example:
 
@@ -52,12 +53,17 @@ class AlbertAttention(keras.layers.Layer):
         output_dropout,
         layer_norm_epsilon=1e-12,
         remat=False,
-        fused_qkv=True,
+        fused_qkv=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.remat = remat
         self.fused_qkv = fused_qkv
+        # Opt-in, not config: `keras.ops.dot_product_attention` (a fused kernel on GPUs
+        # where the backend has one). A boolean key mask instead of the -10000 bias:
+        # the same probabilities in float32 (exp(-10000) underflows to 0), for
+        # inputs whose rows keep at least one key. No attention dropout.
+        self.use_dot_product_attention = False
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
         self.initializer_range = initializer_range
@@ -123,8 +129,9 @@ class AlbertAttention(keras.layers.Layer):
     def _project_qkv(self, hidden):
         if not self.fused_qkv:
             return self.query(hidden), self.key(hidden), self.value(hidden)
-        # One [H, 3·N, D] matmul instead of three [H, N, D] ones: larger GEMMs
-        # run faster; the concat of the kernels is cheap next to the matmul.
+        # One [H, 3·N, D] matmul instead of three [H, N, D] ones. Off by default:
+        # on the 2-core AVX2 CPU it was not faster (bench/levers.py, README);
+        # kept for accelerators, where one wide GEMM usually is.
         projections = (self.query, self.key, self.value)
         kernel = ops.concatenate(
             [ops.cast(p.kernel, self.compute_dtype) for p in projections], axis=1
@@ -141,6 +148,10 @@ class AlbertAttention(keras.layers.Layer):
         query, key, value = self._project_qkv(hidden)
         # Scaling q (B·S·H values) is cheaper than scaling the logits (B·N·S·S).
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), self.compute_dtype)
+        if self.use_dot_product_attention and not (training and self.attention_dropout > 0):
+            key_mask = ops.expand_dims(ops.expand_dims(ops.cast(input_mask, "bool"), 1), 1)
+            context = ops.dot_product_attention(query, key, value, mask=key_mask, scale=1.0)
+            return self._output(context, hidden, training)
         logits = ops.einsum("bqnd,bknd->bnqk", query, key)
         key_bias = (1.0 - ops.cast(input_mask, "float32")) * MASK_ADDER
         # [B, 1, 1, S] by reshape: a `[:, None, None, :]` slice is no TFLite builtin.
@@ -150,6 +161,9 @@ class AlbertAttention(keras.layers.Layer):
         if self.attention_dropout > 0:
             probs = self.attention_dropout_layer(probs, training=training)
         context = ops.einsum("bnqk,bknd->bqnd", probs, value)
+        return self._output(context, hidden, training)
+
+    def _output(self, context, hidden, training):
         output = self.output_dense(context)
         if self.output_dropout > 0:
             output = self.output_dropout_layer(output, training=training)
