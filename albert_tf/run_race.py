@@ -76,7 +76,8 @@ def _run(settings: RaceSettings) -> dict:
         keras.utils.set_random_seed(settings.seed)
         train_examples, features = read("train")
         labels = np.array([e.label for e in train_examples], "int32")
-        model = AlbertMultipleChoice(finetuning.build_backbone(s.albert_config_file, s.init_checkpoint, tokenizer, remat=s.remat),
+        backbone = finetuning.build_backbone(s.albert_config_file, s.init_checkpoint, tokenizer, remat=s.remat)
+        model = AlbertMultipleChoice(backbone,
                                      num_choices=len(race.ANSWERS), dropout=settings.dropout)
         dataset = finetuning.train_dataset(features, labels, settings.micro_batch_size, settings.seed)
         summary["history"] = finetuning.train(model, dataset, settings, finetuning.classification_loss, evaluate,

@@ -93,7 +93,8 @@ def _run(settings: SquadSettings) -> dict:
     def predict(model):
         outputs = finetuning.predict_logits(model, arrays, settings.eval_batch_size, output=None)
         if "cls_logits" in outputs:
-            return squad.decode_v2(examples, features, outputs, tokenizer, s.n_best_size, s.max_answer_length, s.end_n_top)
+            return squad.decode_v2(examples, features, outputs, tokenizer, s.n_best_size, s.max_answer_length,
+                                   s.end_n_top)
         return squad.decode(examples, features, outputs["start_logits"], outputs["end_logits"], tokenizer,
                             s.n_best_size, s.max_answer_length)
 

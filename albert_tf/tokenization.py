@@ -178,7 +178,7 @@ def word_prefix(text: str, words: int) -> Optional[str]:
     yields that many; `encode` checks this and otherwise tokenises the whole text.
     """
     match = None
-    for index, match in enumerate(_NON_SPACE.finditer(text), start=1):
+    for index, match in enumerate(_NON_SPACE.finditer(text), start=1):  # noqa: B007  (read after the loop)
         if index == words:
             break
     if match is None or _NON_SPACE.search(text, match.end()) is None:
@@ -323,7 +323,7 @@ class SentencePieceTokenizer(Tokenizer):
         self.sp_model = spm.SentencePieceProcessor()
         try:
             self.sp_model.LoadFromSerializedProto(model_proto)
-        except Exception as error:  # sentencepiece raises a bare RuntimeError
+        except (RuntimeError, ValueError, TypeError) as error:  # sentencepiece raises a bare RuntimeError
             raise TokenizerError(f"{self.model_file}: not a SentencePiece model ({error})") from None
         self._check_albert_symbols()
         self.vocab_size = self.sp_model.get_piece_size()

@@ -159,7 +159,8 @@ def main():
                                             data_dir=race_dirs(data, work)))
             examples, _ = race.read_examples(race_dirs(data, work), "dev", race.LEVELS)
             entry = {"metric": "accuracy", "score": round(100 * summary["eval"]["accuracy"], 2),
-                     "by_level": {k: round(100 * v, 2) for k, v in summary["eval"].items() if k.startswith("accuracy_")},
+                     "by_level": {k: round(100 * v, 2) for k, v in summary["eval"].items()
+                                  if k.startswith("accuracy_")},
                      "majority_class": round(100 * majority([e.label for e in examples]), 2)}
         else:
             parser.error(f"--tasks: unknown task {name!r}")

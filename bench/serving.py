@@ -6,7 +6,8 @@ a SavedModel with `serving_default` in graph mode and XLA-compiled
 dynamic-range int8 one with `--int8`). Then, in interleaved rounds, each case
 runs in a fresh process: ours through `tf.saved_model.load(...).signatures
 ["serving_default"]` (the function TF Serving runs) or LiteRT's interpreter
-(XNNPACK, `--threads`; the file has batch-1 shapes, so batch 32 is 32 invokes), the peers through the shared peer harness
+(XNNPACK, `--threads`; the file has batch-1 shapes, so batch 32 is 32 invokes), the peers through the shared
+peer harness
 (`--peer_bench`: Model Garden, keras-hub, HF eager/compile encoder forward).
 Batch 1 × 128 latency and batch 32 × 128 throughput; prints JSON with, per
 batch, our best export over the best peer (goal: b1 latency ≤ 0.8×, b32
@@ -162,7 +163,8 @@ def main():
         for batch, kind, name in cases[k:] + cases[:k]:
             if kind == "ours":
                 cmd = [sys.executable, os.path.abspath(__file__), "--case", name, "--batch", str(batch),
-                       "--work", args.work, "--config", args.config, "--seq", str(args.seq), "--threads", str(args.threads)]
+                       "--work", args.work, "--config", args.config, "--seq", str(args.seq),
+                       "--threads", str(args.threads)]
                 env = None
             else:
                 script = {"mg": "mg_albert.py", "kh": "kh_albert.py", "hf": "hf_albert.py"}[name.split("-")[0]]
@@ -175,9 +177,8 @@ def main():
                 env = dict(os.environ, ALBERT_TF_REPO=REPO)
             result = run(cmd, env)
             result["loadavg"] = os.getloadavg()[0]
-            print(f"[round {round_index}] b{batch} {name}: "
-                  f"{json.dumps({k: result.get(k) for k in ('step_median_ms', 'seq_per_s', 'timed_cpu_util', 'error')})}",
-                  file=sys.stderr, flush=True)
+            shown = {k: result.get(k) for k in ("step_median_ms", "seq_per_s", "timed_cpu_util", "error")}
+            print(f"[round {round_index}] b{batch} {name}: {json.dumps(shown)}", file=sys.stderr, flush=True)
             runs[(batch, kind, name)].append(result)
 
     table, goals = {}, {}

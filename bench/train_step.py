@@ -198,7 +198,7 @@ def main():
                 variants[key] = {"step": step, "params": count_params(), "times": [],
                                  "warmup_s": time.perf_counter() - start}
     for _ in range(args.rounds):
-        for key, v in variants.items():
+        for _key, v in variants.items():
             start = time.perf_counter()
             for _ in range(args.steps):
                 loss = v["step"](features)

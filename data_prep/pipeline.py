@@ -244,7 +244,8 @@ def build_pipeline(pipeline: beam.Pipeline, settings: Settings, input_paths: Lis
         keyed = documents | "OnePerBucket" >> beam.Map(lambda kv: (kv[0], kv))
     made = (keyed
             | "GroupBuckets" >> beam.GroupByKey()
-            | "MakeInstances" >> beam.ParDo(_MakeInstances(settings, tokenizer.kind, tokenizer.model_proto)).with_outputs(
+            | "MakeInstances" >> beam.ParDo(
+                _MakeInstances(settings, tokenizer.kind, tokenizer.model_proto)).with_outputs(
                 "stats", main="records"))
     written = (made.records
                | "GroupShards" >> beam.GroupByKey()

@@ -266,7 +266,8 @@ def long_run_texts(lines):
                   " ".join(words[:middle]) + run + " ".join(words[middle:]),  # inside a word
                   "\u0301 " * 300 + line,  # 300 words that normalise to nothing before the real ones
                   "A\u00a8" * 50 + run + "\u03a3" + run + "x\u00b4y",  # NFKD adds spaces; final sigma
-                  "\u041f\u0420\u0418\u0412\u0415\u0422" * 200 + " " + line]  # uppercase Cyrillic: foreign once lowercased
+                  # uppercase Cyrillic: foreign once lowercased
+                  "\u041f\u0420\u0418\u0412\u0415\u0422" * 200 + " " + line]
     return texts
 
 

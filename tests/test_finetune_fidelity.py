@@ -97,7 +97,8 @@ def test_fine_tuning_clips_every_update(tmp_path):
 # ---- 2. the runners' schedules and defaults: the original scripts' flags ------------------------------
 def test_steps_from_epochs_is_the_original_run_squad_formula():
     # README's SQuAD v1.1 command: 87,599 questions, batch 48, 2 epochs, warmup 0.1.
-    assert finetuning.steps_from_epochs(87599, 48, 2.0, 0.1) == (int(87599 / 48 * 2.0), int(int(87599 / 48 * 2.0) * 0.1))
+    steps = int(87599 / 48 * 2.0)
+    assert finetuning.steps_from_epochs(87599, 48, 2.0, 0.1) == (steps, int(steps * 0.1))
     assert finetuning.steps_from_epochs(87599, 48, 2.0, 0.1) == (3649, 364)
     assert finetuning.steps_from_epochs(130319, 32, 3.0, 0.1) == (12217, 1221)  # v2.0 train, the flag defaults
     settings = finetuning.FineTuneSettings(output_dir="x", train_batch_size=32, num_train_epochs=3.0,

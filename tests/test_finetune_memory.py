@@ -44,4 +44,4 @@ def test_batch_must_divide_into_micro_batches():
     import pytest
 
     with pytest.raises(finetuning.FineTuneError, match="--train_batch_size 10 must divide by --grad_accum_steps 4"):
-        finetuning.FineTuneSettings(output_dir="x", train_batch_size=10, grad_accum_steps=4).micro_batch_size
+        _ = finetuning.FineTuneSettings(output_dir="x", train_batch_size=10, grad_accum_steps=4).micro_batch_size

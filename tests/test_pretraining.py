@@ -126,7 +126,7 @@ def test_two_local_workers_finish_with_identical_weights(pretraining_data, tmp_p
     workers = [cli(args, env={"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
                for i in range(2)]
     results = [w.communicate(timeout=600) for w in workers]
-    for worker, (out, err) in zip(workers, results):
+    for worker, (_, err) in zip(workers, results):
         assert worker.returncode == 0, err[-4000:]
     # Each worker prints its summary JSON last (the chief after its progress output).
     fingerprints = [json.loads(out[("\n" + out).rindex("\n{"):])["weights_sha256"] for out, _ in results]

@@ -53,7 +53,8 @@ def test_runner_trains_evaluates_and_reports_levels(real_data, pretraining_data,
             for f in chosen:
                 shutil.copy(f, data / split / level / f.name)
     (data / "dev" / "high" / "broken.txt").write_text("{not json")
-    settings = RaceSettings(output_dir=str(tmp_path / "out"), data_dir=str(data), spm_model_file=pretraining_data["spm"],
+    settings = RaceSettings(output_dir=str(tmp_path / "out"), data_dir=str(data),
+                            spm_model_file=pretraining_data["spm"],
                             albert_config_file=pretraining_data["config"], max_qa_length=24, max_seq_length=64,
                             train_batch_size=8, eval_batch_size=8, learning_rate=1e-4, train_step=4,
                             save_checkpoints_steps=2, verbose=False)

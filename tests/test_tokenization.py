@@ -56,7 +56,7 @@ def test_digit_comma_resplit_as_the_original(wikitext_spm):
     pieces = encode_pieces(tok.sp_model, "paid 3,000, then 12,")
     # Each `<digits>,` piece is re-encoded without ▁ and the comma split off.
     assert pieces[-1] == "," and "," in pieces[:-1]
-    for i, piece in enumerate(pieces):
+    for piece in pieces:
         assert not (len(piece) > 1 and piece.endswith(",") and piece[-2].isdigit())
 
 

@@ -132,7 +132,8 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     documents += [korean[i:i + 20] for i in range(0, 600, 20)] + [english[i:i + 40] for i in range(0, 400, 40)]
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n\n".join("\n".join(d) for d in documents), encoding="utf-8")
-    metadata = create_data(Settings(input_file=str(corpus), output_dir=str(tmp_path / "data"), vocab_file=wordpiece_vocab,
+    metadata = create_data(Settings(input_file=str(corpus), output_dir=str(tmp_path / "data"),
+                                    vocab_file=wordpiece_vocab,
                                     do_lower_case=False, max_seq_length=64, dupe_factor=2, num_shards=2))
     assert metadata["vocab_type"] == "wordpiece" and metadata["vocab_sha256"] == tokenizer.model_sha256
     _, data = read_dataset(tmp_path / "data")
@@ -172,7 +173,8 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
 
     # Fine-tuning: NSMC reviews as a two-class GLUE-format task (rating ≥ 8 is positive).
     reviews = json.loads((real_data / "nsmc" / "raw" / "10001.json").read_text(encoding="utf-8"))
-    rows = [(r["review"].replace("\t", " ").strip(), int(int(r["rating"]) >= 8)) for r in reviews if r["review"].strip()]
+    rows = [(r["review"].replace("\t", " ").strip(), int(int(r["rating"]) >= 8))
+            for r in reviews if r["review"].strip()]
     glue = tmp_path / "nsmc"
     glue.mkdir()
     for split, chosen in (("train", rows[:48]), ("dev", rows[48:80])):

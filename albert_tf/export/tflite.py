@@ -94,7 +94,7 @@ def export_tflite(model, output_dir: str, quantize: str = "none", max_seq_length
         try:
             model.export(staged, format="litert", input_signature=signature, verbose=False,
                          **converter_options(quantize))
-        except Exception as error:  # the converter raises its own ConverterError
+        except Exception as error:  # noqa: BLE001  (the converter's ConverterError lives in private modules)
             raise ExportError(f"TFLite conversion failed: {str(error).splitlines()[0]}") from None
         inputs = {name: np.resize(value, signature[0][name].shape) for name, value in
                   random_inputs(model, 1, max_seq_length, max_predictions_per_seq).items()}

@@ -201,6 +201,7 @@ def is_hf_dir(path: str) -> bool:
 def read_safetensors(directory: str) -> Dict[str, np.ndarray]:
     """{name: float32 array} of `model.safetensors` (or its shards); refuses pickles."""
     from safetensors.numpy import load_file
+    from safetensors import SafetensorError
 
     single = os.path.join(directory, WEIGHTS_FILE)
     index = os.path.join(directory, WEIGHTS_INDEX_FILE)
@@ -223,7 +224,7 @@ def read_safetensors(directory: str) -> Dict[str, np.ndarray]:
     for name in files:
         try:
             loaded = load_file(name)
-        except Exception as e:  # safetensors raises its own error types
+        except (SafetensorError, OSError, ValueError) as e:
             raise CheckpointError(f"{name}: not a readable safetensors file ({e})") from None
         for key, value in loaded.items():
             values[key] = value.astype(np.float32) if value.dtype.kind == "f" else value

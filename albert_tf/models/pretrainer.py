@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from albert_tf.layers.heads import AlbertMaskedLMHead
-from albert_tf.models.backbone import LAYER_NORM_EPSILON, AlbertBackbone
+from albert_tf.models.backbone import LAYER_NORM_EPSILON, AlbertBackbone  # noqa: F401  (the docstring example)
 
 # The original divides the masked-LM loss by Σweights + 1e-5.
 MLM_LOSS_EPSILON = 1e-5
