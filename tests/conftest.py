@@ -2,20 +2,13 @@
 
 import json
 import os
-import pathlib
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import pytest  # noqa: E402
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-CONFIGS = REPO / "configs"
-
-
-def shared_data_dir():
-    """`$ALBERT_TF_DATA`, else `../shared/data` beside the repository."""
-    return pathlib.Path(os.environ.get("ALBERT_TF_DATA", REPO.parent / "shared" / "data"))
+from paths import CONFIGS, REPO, shared_data_dir  # noqa: E402,F401  (REPO: fixtures below)
 
 
 @pytest.fixture(scope="session")

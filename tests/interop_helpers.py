@@ -9,7 +9,7 @@ from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.multiple_choice import AlbertMultipleChoice
 from albert_tf.models.span_qa import AlbertSpanQA
 from albert_tf.models.token_classifier import AlbertTokenClassifier
-from conftest import CONFIGS
+from paths import CONFIGS
 
 VOCAB = 80
 KINDS = ("backbone", "pretrainer", "classifier", "span_qa", "multiple_choice", "token_classifier")

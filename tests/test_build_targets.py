@@ -3,7 +3,7 @@
 import ast
 import re
 
-from conftest import REPO
+from paths import REPO
 
 PACKAGES = ("albert_tf", "data_prep", "bench", "tests")
 

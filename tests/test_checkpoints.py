@@ -10,7 +10,7 @@ from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
 from albert_tf import checkpoints
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.convert_checkpoint import convert
-from conftest import CONFIGS, REPO
+from paths import CONFIGS, REPO
 from reference_numpy import random_original_checkpoint
 
 RNG = np.random.default_rng(2)

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO
+from paths import REPO
 
 pytestmark = pytest.mark.realdata
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from albert_tf.config import AlbertConfig, ConfigError
-from conftest import CONFIGS
+from paths import CONFIGS
 
 GOOGLE_BASE_V2 = {  # the released albert_base_v2 albert_config.json
     "attention_probs_dropout_prob": 0, "hidden_act": "gelu", "hidden_dropout_prob": 0,

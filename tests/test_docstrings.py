@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import REPO
+from paths import REPO
 
 MODULES = [
     "albert_tf.config",

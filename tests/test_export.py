@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO
+from paths import REPO
 
 pytestmark = pytest.mark.realdata
 MAX_SEQ = 48

@@ -15,7 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from conftest import CONFIGS, REPO
+from paths import CONFIGS, REPO
 
 TOY_LINES = ["the quick brown fox jumps over the lazy dog %d" % i for i in range(300)]
 

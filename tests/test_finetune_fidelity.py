@@ -15,7 +15,7 @@ import keras
 
 from albert_tf import finetuning, optimization
 from albert_tf.optimization import AdamWeightDecay, create_optimizer
-from conftest import CONFIGS
+from paths import CONFIGS
 
 
 # ---- 1. clipping to global norm 1.0 before the update ----------------------------------------------
@@ -142,7 +142,7 @@ print(json.dumps(out))
 
 
 def _readme_defaults_table():
-    from conftest import REPO
+    from paths import REPO
 
     lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
     start = lines.index("| flag | run_classifier | run_squad | run_race | original default (all three) |")
@@ -159,7 +159,7 @@ def test_runner_defaults_are_the_originals_and_the_readme_table_is_exact():
     import subprocess
     import sys
 
-    from conftest import REPO
+    from paths import REPO
 
     result = subprocess.run([sys.executable, "-c", _FLAG_DEFAULTS], cwd=REPO, capture_output=True, text=True,
                             timeout=300)
@@ -357,7 +357,7 @@ def test_run_pretraining_has_the_originals_flags():
     import subprocess
     import sys
 
-    from conftest import REPO
+    from paths import REPO
 
     result = subprocess.run([sys.executable, "-c", _PRETRAINING_FLAGS], cwd=REPO, capture_output=True, text=True,
                             timeout=300)

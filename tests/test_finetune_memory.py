@@ -6,7 +6,7 @@ import numpy as np
 from albert_tf import finetuning
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
-from conftest import CONFIGS
+from paths import CONFIGS
 
 
 def one_step(tmp_path, name, weights, features, labels, grad_accum_steps, remat):

@@ -19,7 +19,7 @@ from albert_tf.config import ConfigError
 from albert_tf.convert_checkpoint import convert
 from albert_tf.interop import detect, hf, keras_hub
 from albert_tf.loading import load_model
-from conftest import REPO
+from paths import REPO
 from interop_helpers import assert_same_weights, build, save_ours, tiny_config, train_toy_spm
 
 

@@ -7,7 +7,7 @@ from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
 from albert_tf.checkpoints import load_original_checkpoint, write_original_checkpoint
 from albert_tf.models.backbone import group_index
 from albert_tf.models.pretrainer import masked_lm_loss, sentence_order_loss
-from conftest import CONFIGS
+from paths import CONFIGS
 from helpers import run_model_test
 from reference_numpy import albert_forward, random_original_checkpoint
 

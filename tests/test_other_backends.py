@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertBackbone, AlbertPretrainer
-from conftest import REPO
+from paths import REPO
 
 FORWARD = textwrap.dedent("""
     import sys

@@ -7,7 +7,7 @@ import pytest
 
 from albert_tf.config import AlbertConfig
 from albert_tf.param_table import count_parameters
-from conftest import CONFIGS, REPO
+from paths import CONFIGS, REPO
 
 # Released models, counted by running Google's graph (spec §1).
 RELEASED = {

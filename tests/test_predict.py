@@ -11,7 +11,7 @@ import pytest
 from albert_tf.inputs.packing import encode_with_masks
 from albert_tf.predict import PredictError, fill_mask, run
 from albert_tf.tokenization import SentencePieceTokenizer
-from conftest import REPO
+from paths import REPO
 from interop_helpers import build, save_ours, train_toy_spm
 
 

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import CONFIGS, REPO
+from paths import CONFIGS, REPO
 
 pytestmark = pytest.mark.realdata
 SEQ = 64

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO
+from paths import REPO
 from albert_tf.tokenization import SentencePieceTokenizer
 from data_prep.pipeline import DataPrepError, Settings, run
 from data_prep.documents import read_documents

@@ -116,7 +116,7 @@ def test_train_sentencepiece_cli_uncased_and_cased(tmp_path):
     import subprocess
     import sys
 
-    from conftest import REPO
+    from paths import REPO
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(f"The Quick Brown Fox {i} Jumps.\nOver The Dog.\n" for i in range(200)))

@@ -82,7 +82,7 @@ def test_vocab_builder_cli(real_data, tmp_path):
     import sys
 
     from albert_tf.tokenization import WordPieceTokenizer
-    from tests.conftest import REPO
+    from paths import REPO
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join((real_data / "wikitext2" / "test.txt").read_text(encoding="utf-8")
@@ -122,7 +122,7 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     from albert_tf.tokenization import WordPieceTokenizer
     from albert_tf.pretraining.settings import TrainSettings
     from data_prep.pipeline import Settings, run as create_data
-    from tests.conftest import CONFIGS
+    from paths import CONFIGS
     from tests.test_pretraining_data import read_dataset
 
     tokenizer = WordPieceTokenizer(wordpiece_vocab, do_lower_case=False)
@@ -212,7 +212,7 @@ def test_cased_model_keeps_its_case_through_fine_tuning_and_export_without_flags
 
     from albert_tf.run_classifier import ClassifierSettings, run as run_classifier
     from albert_tf.tokenization import WordPieceTokenizer
-    from tests.conftest import CONFIGS, REPO
+    from paths import CONFIGS, REPO
 
     cased = WordPieceTokenizer(wordpiece_vocab, do_lower_case=False)
     text = "Seoul and PARIS"
