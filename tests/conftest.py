@@ -8,7 +8,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import pytest  # noqa: E402
 
-from paths import CONFIGS, REPO, shared_data_dir  # noqa: E402,F401  (REPO: fixtures below)
+from paths import CONFIGS, shared_data_dir  # noqa: E402  (after the environment is set)
 
 
 @pytest.fixture(scope="session")
