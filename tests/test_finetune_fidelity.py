@@ -169,21 +169,23 @@ def test_runner_defaults_are_the_originals_and_the_readme_table_is_exact():
     original = {
         "run_classifier": {"max_seq_length": 512, "train_batch_size": 32, "eval_batch_size": 8,
                            "learning_rate": 5e-5, "train_step": 1000, "warmup_step": 0,
-                           "save_checkpoints_steps": 1000, "optimizer": "adamw", "do_lower_case": True,
+                           "save_checkpoints_steps": 1000, "optimizer": "adamw",
                            "do_train": False, "do_eval": False, "do_predict": False},
         "run_squad": {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64, "train_batch_size": 32,
                       "eval_batch_size": 8, "learning_rate": 5e-5, "num_train_epochs": 3.0,
                       "warmup_proportion": 0.1, "save_checkpoints_steps": 1000, "n_best_size": 20,
-                      "max_answer_length": 30, "start_n_top": 5, "end_n_top": 5, "do_lower_case": True,
+                      "max_answer_length": 30, "start_n_top": 5, "end_n_top": 5,
                       "do_train": False, "do_predict": False},
         "run_race": {"max_seq_length": 512, "max_qa_length": 128, "train_batch_size": 32, "eval_batch_size": 8,
                      "learning_rate": 1e-5, "train_step": 12000, "warmup_step": 1000, "save_checkpoints_steps": 100,
-                     "dropout": 0.1, "do_lower_case": True, "do_train": True, "do_eval": True,
+                     "dropout": 0.1, "do_train": True, "do_eval": True,
                      "high_only": False, "middle_only": False},
     }
     for runner, expected in original.items():
         assert {k: defaults[runner][k] for k in expected} == expected, runner
     assert defaults["run_squad"]["train_step"] is None  # derived from the epochs unless given
+    # The original's True, unless the model carries its own setting (tokenizer.json): None means "the model's".
+    assert all(defaults[r]["do_lower_case"] is None for r in original)
     assert "predict_batch_size" in defaults["run_squad.aliases"]
     assert "predict_batch_size" in defaults["run_classifier.aliases"]
     assert "dropout_prob" in defaults["run_race.aliases"]
@@ -196,6 +198,7 @@ def test_runner_defaults_are_the_originals_and_the_readme_table_is_exact():
             else:
                 assert cell.split()[0] == str(defaults[runner][flag]), (runner, flag, cell)
     assert set(original["run_squad"]) | set(original["run_classifier"]) | set(original["run_race"]) <= set(table)
+    assert {"do_lower_case", "grad_accum_steps", "remat"} <= set(table)
 
 
 @pytest.mark.slow
