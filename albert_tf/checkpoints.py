@@ -25,8 +25,8 @@ from typing import List
 
 import numpy as np
 
-from albert_tf.errors import AlbertError
 from albert_tf.config import AlbertConfig
+from albert_tf.errors import AlbertError
 from albert_tf.models.backbone import (
     AlbertBackbone,
     block_name,
@@ -73,12 +73,14 @@ def check_weight_values(source, name, value):
         bad = value[~finite]
         raise CheckpointError(
             f"{source}: variable {name} holds {bad.size} non-finite value(s) (e.g. {bad.flat[0]}) "
-            f"out of {value.size}; the file is corrupt or came from a diverged run")
+            f"out of {value.size}; the file is corrupt or came from a diverged run"
+        )
     largest = float(np.abs(value).max())
     if largest > MAX_ABS_WEIGHT:
         raise CheckpointError(
             f"{source}: variable {name} holds |w| = {largest:.3g}, above {MAX_ABS_WEIGHT:g} "
-            "(trained ALBERT weights are of order 1; the file is corrupt)")
+            "(trained ALBERT weights are of order 1; the file is corrupt)"
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,9 +129,7 @@ def _block_mappings(slot_original, attention, ffn):
             f"{slot_original}/ffn_1/intermediate/dense/kernel",
             f"{ffn}/intermediate/kernel",
         ),
-        WeightMapping(
-            f"{slot_original}/ffn_1/intermediate/dense/bias", f"{ffn}/intermediate/bias"
-        ),
+        WeightMapping(f"{slot_original}/ffn_1/intermediate/dense/bias", f"{ffn}/intermediate/bias"),
         WeightMapping(
             f"{slot_original}/ffn_1/intermediate/output/dense/kernel",
             f"{ffn}/output_dense/kernel",
@@ -194,8 +194,11 @@ def name_table(config: AlbertConfig) -> List[WeightMapping]:
         # The first layer using the group names our block (group_g or layer_l).
         slots = {
             component: block_slot(
-                component, layer, config.num_hidden_layers,
-                config.num_hidden_groups, config.sharing,
+                component,
+                layer,
+                config.num_hidden_layers,
+                config.num_hidden_groups,
+                config.sharing,
             )
             for component in ("attention", "ffn")
         }
@@ -208,22 +211,12 @@ def name_table(config: AlbertConfig) -> List[WeightMapping]:
     table += [
         WeightMapping("bert/pooler/dense/kernel", "pooler/kernel"),
         WeightMapping("bert/pooler/dense/bias", "pooler/bias"),
-        WeightMapping(
-            "cls/predictions/transform/dense/kernel", "mlm_head/transform/kernel", HEADS
-        ),
-        WeightMapping(
-            "cls/predictions/transform/dense/bias", "mlm_head/transform/bias", HEADS
-        ),
-        WeightMapping(
-            "cls/predictions/transform/LayerNorm/gamma", "mlm_head/layer_norm/gamma", HEADS
-        ),
-        WeightMapping(
-            "cls/predictions/transform/LayerNorm/beta", "mlm_head/layer_norm/beta", HEADS
-        ),
+        WeightMapping("cls/predictions/transform/dense/kernel", "mlm_head/transform/kernel", HEADS),
+        WeightMapping("cls/predictions/transform/dense/bias", "mlm_head/transform/bias", HEADS),
+        WeightMapping("cls/predictions/transform/LayerNorm/gamma", "mlm_head/layer_norm/gamma", HEADS),
+        WeightMapping("cls/predictions/transform/LayerNorm/beta", "mlm_head/layer_norm/beta", HEADS),
         WeightMapping("cls/predictions/output_bias", "mlm_head/output_bias", HEADS),
-        WeightMapping(
-            "cls/seq_relationship/output_weights", "sop_head/kernel", HEADS, TRANSPOSED
-        ),
+        WeightMapping("cls/seq_relationship/output_weights", "sop_head/kernel", HEADS, TRANSPOSED),
         WeightMapping("cls/seq_relationship/output_bias", "sop_head/bias", HEADS),
     ]
     return table
@@ -236,9 +229,7 @@ def _split_model(model):
         return model.backbone, model
     if isinstance(model, AlbertBackbone):
         return model, None
-    raise TypeError(
-        f"expected an AlbertBackbone or AlbertPretrainer, got {type(model).__name__}"
-    )
+    raise TypeError(f"expected an AlbertBackbone or AlbertPretrainer, got {type(model).__name__}")
 
 
 def _resolve(owner, path):
@@ -302,8 +293,7 @@ def read_original_checkpoint(path):
     prefix = _checkpoint_prefix(path)
     if prefix is None:
         raise CheckpointError(
-            f"{path}: no TF1 checkpoint there (expected {path}.index, or a "
-            "directory with a 'checkpoint' file)"
+            f"{path}: no TF1 checkpoint there (expected {path}.index, or a directory with a 'checkpoint' file)"
         )
     try:
         reader = tf.train.load_checkpoint(prefix)
@@ -311,7 +301,7 @@ def read_original_checkpoint(path):
         raise CheckpointError(f"{prefix}: not a readable checkpoint ({e})") from None
     values = {}
     for name in reader.get_variable_to_shape_map():
-        key = name[len(HUB_PREFIX):] if name.startswith(HUB_PREFIX) else name
+        key = name[len(HUB_PREFIX) :] if name.startswith(HUB_PREFIX) else name
         try:
             values[key] = reader.get_tensor(name)
         except (tf.errors.OpError, IndexError) as e:  # a truncated .data shard: DataLossError, or
@@ -319,7 +309,8 @@ def read_original_checkpoint(path):
             detail = (getattr(e, "message", None) or str(e)).splitlines()[0]
             raise CheckpointError(
                 f"{prefix}: variable {name} cannot be read; the checkpoint's .data file is "
-                f"truncated or corrupt ({type(e).__name__}: {detail})") from None
+                f"truncated or corrupt ({type(e).__name__}: {detail})"
+            ) from None
     return prefix, values
 
 
@@ -345,10 +336,7 @@ def load_original_checkpoint(model, path, values=None):
         if any(p.search(name) for p in IGNORED_PATTERNS):
             ignored.append(name)
         else:
-            problems.append(
-                f"checkpoint variable {name} {list(values[name].shape)} matches "
-                "no weight of the model"
-            )
+            problems.append(f"checkpoint variable {name} {list(values[name].shape)} matches no weight of the model")
     for mapping in table:
         owner = backbone if mapping.scope == BACKBONE else pretrainer
         if owner is None:
@@ -381,8 +369,7 @@ def load_original_checkpoint(model, path, values=None):
         ]
     if problems:
         raise CheckpointError(
-            f"{prefix}: does not fit the model ({len(problems)} problem(s)):\n  "
-            + "\n  ".join(problems)
+            f"{prefix}: does not fit the model ({len(problems)} problem(s)):\n  " + "\n  ".join(problems)
         )
     for variable, value in assignments:
         variable.assign(value.astype(variable.dtype))
@@ -465,10 +452,7 @@ def load_checkpoint(model, path):
             raise CheckpointError(f"{path}: checkpoint does not exist")
         return load_original_checkpoint(model, path)
     if pretrainer is not None and not has_heads:
-        raise CheckpointError(
-            f"{weights_file}: holds a backbone only; the pretraining heads "
-            "cannot be filled from it"
-        )
+        raise CheckpointError(f"{weights_file}: holds a backbone only; the pretraining heads cannot be filled from it")
     target = model
     if has_heads and pretrainer is None:
         target = AlbertPretrainer(backbone)
@@ -544,4 +528,5 @@ def _check_h5_readable(weights_file):
             pass
     except OSError as e:  # h5py's error for a truncated or non-HDF5 file
         raise CheckpointError(
-            f"{weights_file}: not a readable .weights.h5 file; it is truncated or corrupt ({e})") from None
+            f"{weights_file}: not a readable .weights.h5 file; it is truncated or corrupt ({e})"
+        ) from None

@@ -37,6 +37,8 @@ def canonical_activation(name) -> Optional[str]:
     name = name.lower()
     name = ACTIVATION_ALIASES.get(name, name)
     return name if name in ACTIVATIONS else None
+
+
 SHARING_MODES = ("all", "attention", "ffn", "none")
 
 # Fields every albert_config.json must have, in the order Google writes them.
@@ -144,15 +146,10 @@ class AlbertConfig:
         """Builds a config from a dict of `albert_config.json` fields."""
         where = source or "config"
         if not isinstance(values, dict):
-            raise ConfigError(
-                f"{where}: expected a JSON object of config fields, got "
-                f"{type(values).__name__}"
-            )
+            raise ConfigError(f"{where}: expected a JSON object of config fields, got {type(values).__name__}")
         missing = [name for name in REQUIRED_FIELDS if name not in values]
         if missing:
-            raise ConfigError(
-                f"{where}: missing required field(s): {', '.join(missing)}"
-            )
+            raise ConfigError(f"{where}: missing required field(s): {', '.join(missing)}")
         known = set(REQUIRED_FIELDS) | set(OPTIONAL_FIELDS)
         unknown = sorted(k for k in values if k not in known and k not in PASSTHROUGH_FIELDS)
         if unknown:
@@ -180,10 +177,7 @@ class AlbertConfig:
         try:
             values = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ConfigError(
-                f"{path}: malformed JSON at line {e.lineno}, column {e.colno}: "
-                f"{e.msg}"
-            ) from None
+            raise ConfigError(f"{path}: malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}") from None
         return cls.from_dict(values, source=path)
 
     # ---- serialization ------------------------------------------------
@@ -240,18 +234,15 @@ class AlbertConfig:
         if self.sharing not in SHARING_MODES:
             self._fail(
                 "sharing",
-                f"unknown mode {self.sharing!r}; expected one of "
-                f"{', '.join(SHARING_MODES)}",
+                f"unknown mode {self.sharing!r}; expected one of {', '.join(SHARING_MODES)}",
             )
         if self.hidden_size % self.num_attention_heads:
             self._fail(
                 "hidden_size",
-                f"{self.hidden_size} is not divisible by num_attention_heads="
-                f"{self.num_attention_heads}",
+                f"{self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}",
             )
         if self.num_hidden_groups > self.num_hidden_layers:
             self._fail(
                 "num_hidden_groups",
-                f"{self.num_hidden_groups} groups exceed num_hidden_layers="
-                f"{self.num_hidden_layers}",
+                f"{self.num_hidden_groups} groups exceed num_hidden_layers={self.num_hidden_layers}",
             )

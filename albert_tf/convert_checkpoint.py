@@ -57,8 +57,10 @@ def _write_original(loaded, staging):
 
     model = loaded.model
     if not isinstance(model, (AlbertBackbone, AlbertPretrainer)):
-        raise CheckpointError(f"{type(model).__name__}: Google's TF1 layout here covers the encoder and "
-                              "the pretraining heads only; convert to albert_tf, hf or keras_hub instead")
+        raise CheckpointError(
+            f"{type(model).__name__}: Google's TF1 layout here covers the encoder and "
+            "the pretraining heads only; convert to albert_tf, hf or keras_hub instead"
+        )
     checkpoints.save_original_checkpoint(model, os.path.join(staging, ORIGINAL_PREFIX))
     with open(os.path.join(staging, "checkpoint"), "w") as f:
         f.write(f'model_checkpoint_path: "{ORIGINAL_PREFIX}"\n')
@@ -72,13 +74,24 @@ def export_notes(model, output_format):
     if output_format == "keras_hub" and name == "AlbertPretrainer":
         return ["keras-hub's AlbertMaskedLM has no SOP head: sop_head is not written"]
     if output_format == "hf" and name in ("AlbertSpanQA", "AlbertTokenClassifier"):
-        return [f"HF's {name.replace('Albert', 'AlbertFor').replace('SpanQA', 'QuestionAnswering')} "
-                "has no pooler: it is not written (the head does not read it)"]
+        return [
+            f"HF's {name.replace('Albert', 'AlbertFor').replace('SpanQA', 'QuestionAnswering')} "
+            "has no pooler: it is not written (the head does not read it)"
+        ]
     return []
 
 
-def convert(input_path, config_path=None, output_dir=None, to_original=False, output_format=None,
-            spm_model_file=None, notes=None, vocab_file=None, do_lower_case=None):
+def convert(
+    input_path,
+    config_path=None,
+    output_dir=None,
+    to_original=False,
+    output_format=None,
+    spm_model_file=None,
+    notes=None,
+    vocab_file=None,
+    do_lower_case=None,
+):
     """Converts and returns the paths written into `output_dir`.
 
     Args:
@@ -110,9 +123,12 @@ def convert(input_path, config_path=None, output_dir=None, to_original=False, ou
         notes += [f"{input_path}: has no {name}: set to zeros" for name in detect.load_peer(input_path)[2].zero_filled]
     loaded = loading.load_model(input_path, config_path, spm_model_file, vocab_file, do_lower_case)
     notes += export_notes(loaded.model, output_format)
-    writers = {"albert_tf": _write_ours, "original": _write_original,
-               "hf": lambda l, d: hf.save_hf_dir(l.model, d, l.spm_model_file),
-               "keras_hub": lambda l, d: keras_hub.save_preset(l.model, d, l.spm_model_file)}
+    writers = {
+        "albert_tf": _write_ours,
+        "original": _write_original,
+        "hf": lambda l, d: hf.save_hf_dir(l.model, d, l.spm_model_file),
+        "keras_hub": lambda l, d: keras_hub.save_preset(l.model, d, l.spm_model_file),
+    }
     staged = StagedDirectory(output_dir)
     with OutputDirLock(output_dir), staged as staging:
         writers[output_format](loaded, staging)
@@ -124,8 +140,17 @@ def convert(input_path, config_path=None, output_dir=None, to_original=False, ou
 def main(argv):
     del argv
     notes = []
-    written = convert(FLAGS.input, FLAGS.albert_config_file, FLAGS.output_dir, FLAGS.to_original,
-                      FLAGS.output_format, FLAGS.spm_model_file, notes, FLAGS.vocab_file, FLAGS.do_lower_case)
+    written = convert(
+        FLAGS.input,
+        FLAGS.albert_config_file,
+        FLAGS.output_dir,
+        FLAGS.to_original,
+        FLAGS.output_format,
+        FLAGS.spm_model_file,
+        notes,
+        FLAGS.vocab_file,
+        FLAGS.do_lower_case,
+    )
     for note in notes:
         print(f"note: {note}")
     for path in written:

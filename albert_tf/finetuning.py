@@ -24,9 +24,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.errors import AlbertError
 from albert_tf import optimization
 from albert_tf.checkpoints import CheckpointError
+from albert_tf.errors import AlbertError
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.publish import staged_dir
 from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
@@ -73,13 +73,13 @@ class FineTuneSettings:
     def micro_batch_size(self) -> int:
         """Examples per forward pass: `train_batch_size / grad_accum_steps`."""
         if self.grad_accum_steps < 1 or self.train_batch_size % self.grad_accum_steps:
-            raise FineTuneError(f"--train_batch_size {self.train_batch_size} must divide by --grad_accum_steps "
-                                f"{self.grad_accum_steps}")
+            raise FineTuneError(
+                f"--train_batch_size {self.train_batch_size} must divide by --grad_accum_steps {self.grad_accum_steps}"
+            )
         return self.train_batch_size // self.grad_accum_steps
 
 
-def steps_from_epochs(num_examples: int, batch_size: int, epochs: float,
-                      warmup_proportion: float) -> Tuple[int, int]:
+def steps_from_epochs(num_examples: int, batch_size: int, epochs: float, warmup_proportion: float) -> Tuple[int, int]:
     """(train steps, warmup steps) as the original run_squad_v{1,2}.
 
     `int(len(train_examples) / train_batch_size * num_train_epochs)` and
@@ -101,11 +101,14 @@ def with_epoch_schedule(settings: FineTuneSettings, num_examples: int) -> FineTu
         raise FineTuneError(f"--num_train_epochs must be positive, got {settings.num_train_epochs}")
     if not 0.0 <= settings.warmup_proportion <= 1.0:
         raise FineTuneError(f"--warmup_proportion must be in [0, 1], got {settings.warmup_proportion}")
-    steps, warmup = steps_from_epochs(num_examples, settings.train_batch_size, settings.num_train_epochs,
-                                      settings.warmup_proportion)
+    steps, warmup = steps_from_epochs(
+        num_examples, settings.train_batch_size, settings.num_train_epochs, settings.warmup_proportion
+    )
     if steps < 1:
-        raise FineTuneError(f"{num_examples} training examples / --train_batch_size {settings.train_batch_size} "
-                            f"× --num_train_epochs {settings.num_train_epochs} is less than one step")
+        raise FineTuneError(
+            f"{num_examples} training examples / --train_batch_size {settings.train_batch_size} "
+            f"× --num_train_epochs {settings.num_train_epochs} is less than one step"
+        )
     return dataclasses.replace(settings, train_step=steps, warmup_step=warmup)
 
 
@@ -117,8 +120,9 @@ def tokenizer_for(settings: FineTuneSettings):
     return resolve_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case, model_dir)
 
 
-def build_backbone(albert_config_file: Optional[str], init_checkpoint: Optional[str],
-                   tokenizer=None, remat: bool = False) -> AlbertBackbone:
+def build_backbone(
+    albert_config_file: Optional[str], init_checkpoint: Optional[str], tokenizer=None, remat: bool = False
+) -> AlbertBackbone:
     """The backbone of `albert_config_file`, with the weights of `init_checkpoint` (any format we load).
 
     Its `vocab_size` must be `tokenizer`'s.
@@ -142,8 +146,9 @@ def build_backbone(albert_config_file: Optional[str], init_checkpoint: Optional[
     return backbone
 
 
-def check_max_seq_length(max_seq_length: int, albert_config_file: Optional[str] = None,
-                         init_checkpoint: Optional[str] = None) -> None:
+def check_max_seq_length(
+    max_seq_length: int, albert_config_file: Optional[str] = None, init_checkpoint: Optional[str] = None
+) -> None:
     """Fails before any work when `--max_seq_length` exceeds the model's `max_position_embeddings`.
 
     The config is `albert_config_file`, else the `albert_config.json` beside
@@ -164,7 +169,8 @@ def check_max_seq_length(max_seq_length: int, albert_config_file: Optional[str] 
     if max_seq_length > limit:
         raise FineTuneError(
             f"--max_seq_length {max_seq_length} exceeds max_position_embeddings = {limit} of {config_file}: "
-            f"the model has no position embedding beyond {limit}; use --max_seq_length {limit} or less")
+            f"the model has no position embedding beyond {limit}; use --max_seq_length {limit} or less"
+        )
 
 
 def train_dataset(features: Dict[str, np.ndarray], labels, batch_size: int, seed: int):
@@ -174,8 +180,12 @@ def train_dataset(features: Dict[str, np.ndarray], labels, batch_size: int, seed
     if count < batch_size:
         raise FineTuneError(f"{count} training examples, fewer than --train_batch_size {batch_size}")
     dataset = tf.data.Dataset.from_tensor_slices((features, labels))
-    return dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True).repeat().batch(
-        batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    return (
+        dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+        .repeat()
+        .batch(batch_size, drop_remainder=True)
+        .prefetch(tf.data.AUTOTUNE)
+    )
 
 
 def classification_loss(labels, logits):
@@ -220,9 +230,17 @@ def _unread_pooler_frozen(task_model):
         pooler.trainable = was_trainable
 
 
-def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[keras.Model], dict],
-          metric: str, loss_weights: Optional[dict] = None, inference_model: Optional[keras.Model] = None,
-          tokenizer=None) -> dict:
+def train(
+    model,
+    dataset,
+    settings: FineTuneSettings,
+    loss,
+    evaluate: Callable[[keras.Model], dict],
+    metric: str,
+    loss_weights: Optional[dict] = None,
+    inference_model: Optional[keras.Model] = None,
+    tokenizer=None,
+) -> dict:
     """Trains `model`; every `save_checkpoints_steps` evaluates and keeps the best in `best/`.
 
     `loss` is one function (for the `logits` output) or `{output: function}`.
@@ -234,20 +252,28 @@ def train(model, dataset, settings: FineTuneSettings, loss, evaluate: Callable[[
     """
     os.makedirs(settings.output_dir, exist_ok=True)
     accum = settings.grad_accum_steps
-    optimizer = optimization.create_optimizer(settings.optimizer, settings.learning_rate, settings.train_step,
-                                              settings.warmup_step, clip_norm=CLIP_NORM, grad_accum_steps=accum)
+    optimizer = optimization.create_optimizer(
+        settings.optimizer,
+        settings.learning_rate,
+        settings.train_step,
+        settings.warmup_step,
+        clip_norm=CLIP_NORM,
+        grad_accum_steps=accum,
+    )
     task_model = inference_model or model
     with _unread_pooler_frozen(task_model):
-        model.compile(optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss},
-                      loss_weights=loss_weights)
+        model.compile(
+            optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss}, loss_weights=loss_weights
+        )
         history, best = [], None
         interval = max(1, min(settings.save_checkpoints_steps, settings.train_step))
         step = 0
         while step < settings.train_step:
             steps = min(interval, settings.train_step - step)
             # `dataset` yields micro-batches: `accum` of them make one optimizer step.
-            fit = model.fit(dataset, steps_per_epoch=steps * accum, epochs=1, shuffle=False,
-                            verbose=2 if settings.verbose else 0)
+            fit = model.fit(
+                dataset, steps_per_epoch=steps * accum, epochs=1, shuffle=False, verbose=2 if settings.verbose else 0
+            )
             step += steps
             loss_value = float(fit.history["loss"][-1])
             if not np.isfinite(loss_value):

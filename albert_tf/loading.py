@@ -40,10 +40,16 @@ from typing import Optional
 
 import keras
 
-from albert_tf.errors import AlbertError
 from albert_tf import checkpoints
+from albert_tf.errors import AlbertError
 from albert_tf.interop import detect
-from albert_tf.models import classifier, multiple_choice, span_qa, span_qa_answerability, token_classifier  # noqa: F401  (.keras)
+from albert_tf.models import (  # noqa: F401  (.keras)
+    classifier,
+    multiple_choice,
+    span_qa,
+    span_qa_answerability,
+    token_classifier,
+)
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.tokenization import Tokenizer, check_vocab_size, resolve_tokenizer
@@ -93,7 +99,8 @@ def _load_keras_file(path: str) -> keras.Model:
     if not isinstance(backbone, AlbertBackbone):
         raise ModelFileError(
             f"{path}: a .keras model ({type(model).__name__}) that is not an albert_tf model "
-            "(expected an AlbertBackbone, or a model with one as `.backbone`)")
+            "(expected an AlbertBackbone, or a model with one as `.backbone`)"
+        )
     for weight in model.weights:
         checkpoints.check_weight_values(path, weight.path, weight.numpy())
     return model
@@ -107,13 +114,15 @@ def _load_original(path: str, albert_config_file: Optional[str]) -> keras.Model:
     if TF2_CHECKPOINT_KEY in names:
         raise ModelFileError(
             f"{path}: a run_pretraining training checkpoint (weights + optimizer state); export the run "
-            "directory instead (its final/ or best/)")
+            "directory instead (its final/ or best/)"
+        )
     directory = path if os.path.isdir(path) else os.path.dirname(path)
     config_file = albert_config_file or os.path.join(directory, checkpoints.CONFIG_FILE)
     if not os.path.isfile(config_file):
         raise ModelFileError(
             f"{path}: a TF1 checkpoint without {checkpoints.CONFIG_FILE} beside it; "
-            "pass its config with --albert_config_file")
+            "pass its config with --albert_config_file"
+        )
     backbone = AlbertBackbone.from_albert_config(config_file)
     has_heads = any(name.endswith(MLM_HEAD_VARIABLE) for name in names)  # TF-Hub exports prefix module/
     model = AlbertPretrainer(backbone) if has_heads else backbone
@@ -121,8 +130,13 @@ def _load_original(path: str, albert_config_file: Optional[str]) -> keras.Model:
     return model
 
 
-def load_model(path: str, albert_config_file: Optional[str] = None, spm_model_file: Optional[str] = None,
-               vocab_file: Optional[str] = None, do_lower_case: Optional[bool] = None) -> LoadedModel:
+def load_model(
+    path: str,
+    albert_config_file: Optional[str] = None,
+    spm_model_file: Optional[str] = None,
+    vocab_file: Optional[str] = None,
+    do_lower_case: Optional[bool] = None,
+) -> LoadedModel:
     """Loads the model at `path` (see the module docstring for what is accepted).
 
     Raises:
@@ -151,8 +165,7 @@ def load_model(path: str, albert_config_file: Optional[str] = None, spm_model_fi
         weights_file, has_heads = checkpoints.find_keras_weights(path)
         config_file = albert_config_file or os.path.join(directory, checkpoints.CONFIG_FILE)
         if not os.path.isfile(config_file):
-            raise ModelFileError(f"{weights_file}: no {checkpoints.CONFIG_FILE} beside it; "
-                                 "pass --albert_config_file")
+            raise ModelFileError(f"{weights_file}: no {checkpoints.CONFIG_FILE} beside it; pass --albert_config_file")
         backbone = AlbertBackbone.from_albert_config(config_file)
         model = AlbertPretrainer(backbone) if has_heads else backbone
         checkpoints.load_checkpoint(model, weights_file)
@@ -166,7 +179,8 @@ def load_model(path: str, albert_config_file: Optional[str] = None, spm_model_fi
         raise ModelFileError(
             f"{path}: holds no model. Expected a .keras file, a directory with {KERAS_MODEL_FILE}, "
             f"our model directory ({checkpoints.CONFIG_FILE} + *.weights.h5), a run_pretraining "
-            "output directory (final/ or best/), or a TF1 checkpoint (prefix or directory)")
+            "output directory (final/ or best/), or a TF1 checkpoint (prefix or directory)"
+        )
     tokenizer = resolve_tokenizer(spm_model_file, vocab_file, do_lower_case, directory, required=False)
     if tokenizer is not None:
         check_vocab_size(backbone_of(model).albert_config.vocab_size, tokenizer, source)

@@ -71,9 +71,12 @@ class OutputDirLock:
             os.makedirs(self.directory, exist_ok=True)
         except OSError as error:
             raise LockError(f"{self.directory}: cannot create the output directory ({error.strerror})") from None
-        holder = {"pid": os.getpid(), "host": socket.gethostname(),
-                  "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-                  "command": " ".join(sys.argv)[:300]}
+        holder = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv)[:300],
+        }
         for _ in range(2):
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -97,16 +100,22 @@ class OutputDirLock:
         same_host = holder.get("host") == socket.gethostname()
         pid = holder.get("pid")
         if same_host and isinstance(pid, int) and not _alive(pid):
-            self.note(f"note: {self.directory}: taking over the lock of pid {pid} (started {holder.get('started')}), "
-                      "which is gone")
+            self.note(
+                f"note: {self.directory}: taking over the lock of pid {pid} (started {holder.get('started')}), "
+                "which is gone"
+            )
             os.remove(self.path)
             return
         if not holder:
-            raise LockError(f"{self.directory}: locked by {self.path}, which cannot be read; if no run uses this "
-                            "directory, delete that file")
-        raise LockError(f"{self.directory} is in use by pid {pid} on {holder.get('host')} since "
-                        f"{holder.get('started')} ({holder.get('command')}); wait for it or use another output "
-                        f"directory (if that run is gone, delete {self.path})")
+            raise LockError(
+                f"{self.directory}: locked by {self.path}, which cannot be read; if no run uses this "
+                "directory, delete that file"
+            )
+        raise LockError(
+            f"{self.directory} is in use by pid {pid} on {holder.get('host')} since "
+            f"{holder.get('started')} ({holder.get('command')}); wait for it or use another output "
+            f"directory (if that run is gone, delete {self.path})"
+        )
 
     def __exit__(self, *exc) -> None:
         if self.remote:

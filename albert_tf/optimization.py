@@ -42,8 +42,15 @@ class AlbertSchedule(keras.optimizers.schedules.LearningRateSchedule):
     every micro-batch; t counts optimizer updates, so it is divided by this.
     """
 
-    def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0,
-                 poly_power: float = 1.0, start_warmup_step: int = 0, micro_steps_per_update: int = 1):
+    def __init__(
+        self,
+        learning_rate: float,
+        num_train_steps: int,
+        num_warmup_steps: int = 0,
+        poly_power: float = 1.0,
+        start_warmup_step: int = 0,
+        micro_steps_per_update: int = 1,
+    ):
         if num_train_steps <= 0:
             raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
         self.learning_rate = learning_rate
@@ -64,9 +71,14 @@ class AlbertSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return ops.where(warm_step < float(self.num_warmup_steps), warmup, decayed)
 
     def get_config(self):
-        return {"learning_rate": self.learning_rate, "num_train_steps": self.num_train_steps,
-                "num_warmup_steps": self.num_warmup_steps, "poly_power": self.poly_power,
-                "start_warmup_step": self.start_warmup_step, "micro_steps_per_update": self.micro_steps_per_update}
+        return {
+            "learning_rate": self.learning_rate,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+            "poly_power": self.poly_power,
+            "start_warmup_step": self.start_warmup_step,
+            "micro_steps_per_update": self.micro_steps_per_update,
+        }
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -90,18 +102,27 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
     layer_adaptation = False
 
-    def __init__(self, learning_rate=0.00176, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
-                 beta_2: float = 0.999, epsilon: float = 1e-6,
-                 exclude_from_weight_decay: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY,
-                 exclude_from_layer_adaptation: Optional[Sequence[str]] = None,
-                 name: Optional[str] = None, **kwargs):
+    def __init__(
+        self,
+        learning_rate=0.00176,
+        weight_decay_rate: float = 0.01,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-6,
+        exclude_from_weight_decay: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY,
+        exclude_from_layer_adaptation: Optional[Sequence[str]] = None,
+        name: Optional[str] = None,
+        **kwargs,
+    ):
         super().__init__(learning_rate=learning_rate, name=name or type(self).__name__.lower(), **kwargs)
         self.weight_decay_rate = weight_decay_rate
         self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
         self.exclude_from_weight_decay = list(exclude_from_weight_decay or [])
-        self.exclude_from_layer_adaptation = (list(exclude_from_layer_adaptation)
-                                              if exclude_from_layer_adaptation is not None
-                                              else list(self.exclude_from_weight_decay))
+        self.exclude_from_layer_adaptation = (
+            list(exclude_from_layer_adaptation)
+            if exclude_from_layer_adaptation is not None
+            else list(self.exclude_from_weight_decay)
+        )
 
     @staticmethod
     def _matches(path: str, patterns) -> bool:
@@ -156,10 +177,16 @@ class AdamWeightDecay(keras.optimizers.Optimizer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "weight_decay_rate": self.weight_decay_rate, "beta_1": self.beta_1, "beta_2": self.beta_2,
-            "epsilon": self.epsilon, "exclude_from_weight_decay": self.exclude_from_weight_decay,
-            "exclude_from_layer_adaptation": self.exclude_from_layer_adaptation})
+        config.update(
+            {
+                "weight_decay_rate": self.weight_decay_rate,
+                "beta_1": self.beta_1,
+                "beta_2": self.beta_2,
+                "epsilon": self.epsilon,
+                "exclude_from_weight_decay": self.exclude_from_weight_decay,
+                "exclude_from_layer_adaptation": self.exclude_from_layer_adaptation,
+            }
+        )
         return config
 
 
@@ -173,9 +200,16 @@ class Lamb(AdamWeightDecay):
 OPTIMIZERS = {"lamb": Lamb, "adamw": AdamWeightDecay}
 
 
-def create_optimizer(name: str, learning_rate: float, num_train_steps: int, num_warmup_steps: int,
-                     poly_power: float = 1.0, start_warmup_step: int = 0,
-                     clip_norm: Optional[float] = None, grad_accum_steps: int = 1) -> AdamWeightDecay:
+def create_optimizer(
+    name: str,
+    learning_rate: float,
+    num_train_steps: int,
+    num_warmup_steps: int,
+    poly_power: float = 1.0,
+    start_warmup_step: int = 0,
+    clip_norm: Optional[float] = None,
+    grad_accum_steps: int = 1,
+) -> AdamWeightDecay:
     """The original's `create_optimizer`: schedule + LAMB or AdamW (wd 0.01, ε 1e-6).
 
     `clip_norm=1.0` clips all gradients together to that global norm before the
@@ -186,7 +220,13 @@ def create_optimizer(name: str, learning_rate: float, num_train_steps: int, num_
     """
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {name!r}")
-    schedule = AlbertSchedule(learning_rate, num_train_steps, num_warmup_steps, poly_power, start_warmup_step,
-                              micro_steps_per_update=max(grad_accum_steps, 1))
+    schedule = AlbertSchedule(
+        learning_rate,
+        num_train_steps,
+        num_warmup_steps,
+        poly_power,
+        start_warmup_step,
+        micro_steps_per_update=max(grad_accum_steps, 1),
+    )
     accumulation = {"gradient_accumulation_steps": grad_accum_steps} if grad_accum_steps > 1 else {}
     return OPTIMIZERS[name](learning_rate=schedule, global_clipnorm=clip_norm, **accumulation)

@@ -38,8 +38,7 @@ def count_parameters(config):
     pretrainer = AlbertPretrainer(backbone)
     counts = {
         "backbone": backbone.count_params(),
-        "backbone_without_pooler": backbone.count_params()
-        - backbone.pooler.count_params(),
+        "backbone_without_pooler": backbone.count_params() - backbone.pooler.count_params(),
         "with_heads": pretrainer.count_params(),
     }
     del pretrainer, backbone

@@ -42,12 +42,11 @@ class PredictError(AlbertError, ValueError):
 def pad_batch(rows: Sequence[Tuple[List[int], List[int]]]) -> Dict[str, np.ndarray]:
     """(input_ids, segment_ids) rows → int32 arrays padded with 0 to the longest row."""
     length = max(len(ids) for ids, _ in rows)
-    batch = {name: np.zeros((len(rows), length), np.int32)
-             for name in ("input_ids", "input_mask", "segment_ids")}
+    batch = {name: np.zeros((len(rows), length), np.int32) for name in ("input_ids", "input_mask", "segment_ids")}
     for row, (ids, segments) in enumerate(rows):
-        batch["input_ids"][row, :len(ids)] = ids
-        batch["input_mask"][row, :len(ids)] = 1
-        batch["segment_ids"][row, :len(ids)] = segments
+        batch["input_ids"][row, : len(ids)] = ids
+        batch["input_mask"][row, : len(ids)] = 1
+        batch["segment_ids"][row, : len(ids)] = segments
     return batch
 
 
@@ -58,8 +57,9 @@ def pack(tokenizer, text: str, text_b: Optional[str], max_seq_length: int, with_
     return pack_segments(encode(text), ids_b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
 
 
-def fill_mask(model, tokenizer, text: str, text_b: Optional[str] = None, top_k: int = 5,
-              max_seq_length: int = 128) -> List[List[Tuple[str, float]]]:
+def fill_mask(
+    model, tokenizer, text: str, text_b: Optional[str] = None, top_k: int = 5, max_seq_length: int = 128
+) -> List[List[Tuple[str, float]]]:
     """For each `[MASK]`, the `top_k` (piece, probability) of an `AlbertPretrainer`."""
     ids, segments = pack(tokenizer, text, text_b, max_seq_length, with_masks=True)
     positions = [i for i, token in enumerate(ids) if token == tokenizer.mask_id]
@@ -84,8 +84,9 @@ def classify(model, tokenizer, text: str, text_b: Optional[str] = None, max_seq_
     return logits if logits.shape[-1] == 1 else _softmax(logits)
 
 
-def embed(model, tokenizer, texts: Sequence[str], batch_size: int = 32, max_seq_length: int = 128,
-          progress: bool = False) -> np.ndarray:
+def embed(
+    model, tokenizer, texts: Sequence[str], batch_size: int = 32, max_seq_length: int = 128, progress: bool = False
+) -> np.ndarray:
     """Pooled outputs `[len(texts), hidden]` (float32) of any model's encoder, in batches."""
     import keras
 
@@ -93,9 +94,9 @@ def embed(model, tokenizer, texts: Sequence[str], batch_size: int = 32, max_seq_
     out = np.zeros((len(texts), backbone.albert_config.hidden_size), np.float32)
     bar = keras.utils.Progbar(len(texts), unit_name="line") if progress else None
     for start in range(0, len(texts), batch_size):
-        chunk = texts[start:start + batch_size]
+        chunk = texts[start : start + batch_size]
         batch = pad_batch([pack(tokenizer, text, None, max_seq_length) for text in chunk])
-        out[start:start + len(chunk)] = np.asarray(backbone(batch)["pooled_output"], np.float32)
+        out[start : start + len(chunk)] = np.asarray(backbone(batch)["pooled_output"], np.float32)
         if bar is not None:
             bar.add(len(chunk))
     return out
@@ -135,9 +136,21 @@ def read_lines(path: str) -> List[str]:
         raise PredictError(f"--input_file {path}: cannot be read ({error.strerror or error})") from None
 
 
-def run(model_dir, text=None, text_b=None, input_file=None, output_file=None, top_k=5, batch_size=32,
-        max_seq_length=128, spm_model_file=None, vocab_file=None, albert_config_file=None,
-        do_lower_case=None, progress=True) -> List[str]:
+def run(
+    model_dir,
+    text=None,
+    text_b=None,
+    input_file=None,
+    output_file=None,
+    top_k=5,
+    batch_size=32,
+    max_seq_length=128,
+    spm_model_file=None,
+    vocab_file=None,
+    albert_config_file=None,
+    do_lower_case=None,
+    progress=True,
+) -> List[str]:
     """Does what the flags ask; returns the lines to print."""
     from albert_tf.loading import load_model
     from albert_tf.tokenization import TokenizerError
@@ -150,8 +163,10 @@ def run(model_dir, text=None, text_b=None, input_file=None, output_file=None, to
         raise PredictError("--top_k and --batch_size must be ≥ 1, --max_seq_length ≥ 3")
     loaded = load_model(model_dir, albert_config_file, spm_model_file, vocab_file, do_lower_case)
     if loaded.tokenizer is None:
-        raise TokenizerError(f"{model_dir}: no vocabulary beside the model (spm.model, spiece.model, "
-                             "assets/tokenizer/vocabulary.spm or vocab.txt); pass --spm_model_file or --vocab_file")
+        raise TokenizerError(
+            f"{model_dir}: no vocabulary beside the model (spm.model, spiece.model, "
+            "assets/tokenizer/vocabulary.spm or vocab.txt); pass --spm_model_file or --vocab_file"
+        )
     tokenizer = loaded.tokenizer
     model = loaded.model
     limit = getattr(model, "backbone", model).albert_config.max_position_embeddings
@@ -175,8 +190,10 @@ def run(model_dir, text=None, text_b=None, input_file=None, output_file=None, to
         return [f"class {i}: {p:.4f}" for i, p in enumerate(values)]
     if kind == "AlbertBackbone":
         return [json.dumps([round(float(v), 6) for v in embed(model, tokenizer, [text], 1, max_seq_length)[0]])]
-    raise PredictError(f"{kind}: --text works with pretraining (MLM) models, classifiers and encoders; "
-                       "for this model use --input_file for embeddings")
+    raise PredictError(
+        f"{kind}: --text works with pretraining (MLM) models, classifiers and encoders; "
+        "for this model use --input_file for embeddings"
+    )
 
 
 def define_flags():
@@ -202,9 +219,20 @@ def main(argv):
 
     del argv
     FLAGS = flags.FLAGS
-    lines = run(FLAGS.model_dir, FLAGS.text, FLAGS.text_b, FLAGS.input_file, FLAGS.output_file, FLAGS.top_k,
-                FLAGS.batch_size, FLAGS.max_seq_length, FLAGS.spm_model_file, FLAGS.vocab_file,
-                FLAGS.albert_config_file, FLAGS.do_lower_case)
+    lines = run(
+        FLAGS.model_dir,
+        FLAGS.text,
+        FLAGS.text_b,
+        FLAGS.input_file,
+        FLAGS.output_file,
+        FLAGS.top_k,
+        FLAGS.batch_size,
+        FLAGS.max_seq_length,
+        FLAGS.spm_model_file,
+        FLAGS.vocab_file,
+        FLAGS.albert_config_file,
+        FLAGS.do_lower_case,
+    )
     print("\n".join(lines))
 
 

@@ -131,8 +131,9 @@ class PretrainingData:
         try:
             text = _read_text(path)
         except FileNotFoundError:
-            raise DataError(f"{path} not found: {directory} is not a finished data_prep output "
-                            "(metadata.json is written last)") from None
+            raise DataError(
+                f"{path} not found: {directory} is not a finished data_prep output (metadata.json is written last)"
+            ) from None
         except (OSError, UnicodeDecodeError) as error:
             raise DataError(f"{path}: cannot be read ({error})") from None
         try:
@@ -146,9 +147,11 @@ class PretrainingData:
             raise DataError(f"{path}: missing field(s) {', '.join(missing)}")
         version = metadata["format_version"]
         if version != FORMAT_VERSION:
-            raise DataError(f"{path}: format_version {version}, but this albert_tf reads version "
-                            f"{FORMAT_VERSION}; recreate the data with this version's data_prep "
-                            "(or use the albert_tf that wrote it)")
+            raise DataError(
+                f"{path}: format_version {version}, but this albert_tf reads version "
+                f"{FORMAT_VERSION}; recreate the data with this version's data_prep "
+                "(or use the albert_tf that wrote it)"
+            )
         return cls(directory, metadata)
 
     @property
@@ -192,13 +195,18 @@ class PretrainingData:
             except (OSError, ValueError) as error:
                 raise DataError(f"{path}: listed in {METADATA_FILE} but cannot be read ({error})") from None
             if expected is not None and size != expected:
-                raise DataError(f"{path}: {size} bytes, but {METADATA_FILE} records {expected} (truncated or "
-                                "replaced); recreate the data or restore the file")
+                raise DataError(
+                    f"{path}: {size} bytes, but {METADATA_FILE} records {expected} (truncated or "
+                    "replaced); recreate the data or restore the file"
+                )
 
     def corrupt_shards(self) -> List[str]:
         """Shards whose sha256 differs from the manifest's (reads every byte)."""
-        return [path for name, path in zip(self.shard_names, self.shard_paths())
-                if name in self.shard_files and file_sha256(path) != self.shard_files[name]["sha256"]]
+        return [
+            path
+            for name, path in zip(self.shard_names, self.shard_paths())
+            if name in self.shard_files and file_sha256(path) != self.shard_files[name]["sha256"]
+        ]
 
     def check_fits(self, max_seq_length: int, max_predictions_per_seq: int, vocab_size: int) -> None:
         """Refuses data that does not fit the flags or the model (names both sides)."""
@@ -206,8 +214,10 @@ class PretrainingData:
         if self.max_seq_length != max_seq_length:
             problems.append(f"sequence length {self.max_seq_length} (--max_seq_length is {max_seq_length})")
         if self.max_predictions_per_seq != max_predictions_per_seq:
-            problems.append(f"{self.max_predictions_per_seq} masked positions per sequence "
-                            f"(--max_predictions_per_seq is {max_predictions_per_seq})")
+            problems.append(
+                f"{self.max_predictions_per_seq} masked positions per sequence "
+                f"(--max_predictions_per_seq is {max_predictions_per_seq})"
+            )
         if self.vocab_size is not None and self.vocab_size != vocab_size:
             problems.append(f"vocabulary of {self.vocab_size} pieces (the config's vocab_size is {vocab_size})")
         if problems:
@@ -216,14 +226,28 @@ class PretrainingData:
     def check_vocabulary(self, sha256: str, name: str) -> None:
         """The vocabulary shipped with the model must be the one the data was made with."""
         if self.vocab_sha256 and sha256 != self.vocab_sha256:
-            raise DataError(f"{name}: not the vocabulary {self.directory} was made with (metadata.json "
-                            f"vocab_sha256 {self.vocab_sha256[:12]}..., vocab_type "
-                            f"{self.metadata.get('vocab_type')})")
+            raise DataError(
+                f"{name}: not the vocabulary {self.directory} was made with (metadata.json "
+                f"vocab_sha256 {self.vocab_sha256[:12]}..., vocab_type "
+                f"{self.metadata.get('vocab_type')})"
+            )
 
 
-def metadata_record(*, num_instances: int, shards: Dict[str, int], shard_files: Dict[str, dict], max_seq_length: int,
-                    max_predictions_per_seq: int, vocab_size: int, vocab_type: str, vocab_sha256: str,
-                    task: str, settings: dict, input_files: List[str], counts: dict) -> dict:
+def metadata_record(
+    *,
+    num_instances: int,
+    shards: Dict[str, int],
+    shard_files: Dict[str, dict],
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    vocab_size: int,
+    vocab_type: str,
+    vocab_sha256: str,
+    task: str,
+    settings: dict,
+    input_files: List[str],
+    counts: dict,
+) -> dict:
     """The `metadata.json` that data_prep writes (the fields readers rely on come first)."""
     return {
         "format_version": FORMAT_VERSION,

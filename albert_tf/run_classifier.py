@@ -27,8 +27,8 @@ from albert_tf import finetuning
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
 from albert_tf.finetuning import FineTuneSettings
-from albert_tf.locking import OutputDirLock
 from albert_tf.inputs.packing import pack_segments
+from albert_tf.locking import OutputDirLock
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.tasks import glue
 
@@ -47,17 +47,23 @@ class ClassifierSettings(FineTuneSettings):
 
 def encode_examples(examples: List[glue.Example], tokenizer, max_seq_length: int) -> Dict[str, np.ndarray]:
     """Padded int32 `input_ids`, `input_mask`, `segment_ids` of `[CLS] a [SEP] (b [SEP])`."""
-    features = {name: np.zeros((len(examples), max_seq_length), "int32")
-                for name in ("input_ids", "input_mask", "segment_ids")}
+    features = {
+        name: np.zeros((len(examples), max_seq_length), "int32") for name in ("input_ids", "input_mask", "segment_ids")
+    }
     for i, example in enumerate(examples):
         # No segment keeps more than max_seq_length ids: the tokenizer stops there (exactly, and
         # truncation "longer segment first" gives the same lengths from the capped ones).
         ids_b = tokenizer.encode(example.text_b, max_ids=max_seq_length) if example.text_b is not None else None
-        ids, segments = pack_segments(tokenizer.encode(example.text_a, max_ids=max_seq_length), ids_b, max_seq_length,
-                                      tokenizer.cls_id, tokenizer.sep_id)
-        features["input_ids"][i, :len(ids)] = ids
-        features["input_mask"][i, :len(ids)] = 1
-        features["segment_ids"][i, :len(ids)] = segments
+        ids, segments = pack_segments(
+            tokenizer.encode(example.text_a, max_ids=max_seq_length),
+            ids_b,
+            max_seq_length,
+            tokenizer.cls_id,
+            tokenizer.sep_id,
+        )
+        features["input_ids"][i, : len(ids)] = ids
+        features["input_mask"][i, : len(ids)] = 1
+        features["segment_ids"][i, : len(ids)] = segments
     return features
 
 
@@ -91,8 +97,9 @@ def _run(settings: ClassifierSettings) -> dict:
         dev_labels = np.array([e.label for e in dev_examples])
 
     def evaluate(model):
-        return glue.compute_metrics(task, dev_labels,
-                                    finetuning.predict_logits(model, dev_features, settings.eval_batch_size))
+        return glue.compute_metrics(
+            task, dev_labels, finetuning.predict_logits(model, dev_features, settings.eval_batch_size)
+        )
 
     if settings.do_train:
         keras.utils.set_random_seed(settings.seed)
@@ -100,26 +107,36 @@ def _run(settings: ClassifierSettings) -> dict:
         summary["train_examples"], summary["train_skipped"] = len(train_examples), report.skipped
         features = encode_examples(train_examples, tokenizer, settings.max_seq_length)
         labels = np.array([e.label for e in train_examples], "float32" if task.is_regression else "int32")
-        backbone = finetuning.build_backbone(settings.albert_config_file, settings.init_checkpoint, tokenizer,
-                                             remat=settings.remat)
+        backbone = finetuning.build_backbone(
+            settings.albert_config_file, settings.init_checkpoint, tokenizer, remat=settings.remat
+        )
         model = AlbertClassifier(backbone, task.num_classes, dropout=settings.dropout)
         loss = finetuning.regression_loss if task.is_regression else finetuning.classification_loss
-        result = finetuning.train(model, finetuning.train_dataset(features, labels, settings.micro_batch_size,
-                                                                  settings.seed),
-                                  settings, loss, evaluate, task.metric, tokenizer=tokenizer)
+        result = finetuning.train(
+            model,
+            finetuning.train_dataset(features, labels, settings.micro_batch_size, settings.seed),
+            settings,
+            loss,
+            evaluate,
+            task.metric,
+            tokenizer=tokenizer,
+        )
         summary["history"] = result["history"]
     if settings.do_eval or settings.do_predict:
         model = finetuning.load_best(settings.output_dir)
     if settings.do_eval:
         outputs = finetuning.predict_logits(model, dev_features, settings.eval_batch_size)
         summary["eval"] = glue.compute_metrics(task, dev_labels, outputs)
-        write_predictions(os.path.join(settings.output_dir, "dev_predictions.tsv"),
-                          [e.guid for e in dev_examples], glue.prediction_strings(task, outputs))
+        write_predictions(
+            os.path.join(settings.output_dir, "dev_predictions.tsv"),
+            [e.guid for e in dev_examples],
+            glue.prediction_strings(task, outputs),
+        )
     if settings.do_predict:
         test_examples, _ = _read(task, data_dir, "test", log)
-        outputs = finetuning.predict_logits(model, encode_examples(test_examples, tokenizer,
-                                                                   settings.max_seq_length),
-                                            settings.eval_batch_size)
+        outputs = finetuning.predict_logits(
+            model, encode_examples(test_examples, tokenizer, settings.max_seq_length), settings.eval_batch_size
+        )
         path = os.path.join(settings.output_dir, task.submission)
         write_predictions(path, [e.guid for e in test_examples], glue.prediction_strings(task, outputs))
         summary["submission"] = path

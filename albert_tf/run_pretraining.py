@@ -28,8 +28,11 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     d = TrainSettings(output_dir="")
-    flags.DEFINE_string("input_file", None, "data_prep output directories, globs or shard files, comma-separated. "
-                        "Without it the built-in demo runs.")
+    flags.DEFINE_string(
+        "input_file",
+        None,
+        "data_prep output directories, globs or shard files, comma-separated. Without it the built-in demo runs.",
+    )
     flags.DEFINE_string("eval_file", None, "Eval shards (default: --input_file, as the original).")
     flags.DEFINE_string("albert_config_file", None, "ALBERT config JSON.")
     flags.DEFINE_string("output_dir", None, "Checkpoints, summaries, final model and SavedModels.")
@@ -44,10 +47,14 @@ def define_flags():
     flags.DEFINE_integer("num_warmup_steps", d.num_warmup_steps, "Linear warmup steps.")
     flags.DEFINE_float("learning_rate", d.learning_rate, "Peak learning rate.")
     flags.DEFINE_float("poly_power", d.poly_power, "Polynomial decay power.")
-    flags.DEFINE_integer("start_warmup_step", d.start_warmup_step, "The step warmup starts from (LR < 0 before it, "
-                         "as the original).")
-    flags.DEFINE_bool("init_from_group0", d.init_from_group0, "With --init_checkpoint: groups it lacks start from "
-                      "its group 0 (grow num_hidden_groups).")
+    flags.DEFINE_integer(
+        "start_warmup_step", d.start_warmup_step, "The step warmup starts from (LR < 0 before it, as the original)."
+    )
+    flags.DEFINE_bool(
+        "init_from_group0",
+        d.init_from_group0,
+        "With --init_checkpoint: groups it lacks start from its group 0 (grow num_hidden_groups).",
+    )
     flags.DEFINE_enum("optimizer", d.optimizer, ["lamb", "adamw"], "As the original (no bias correction).")
     flags.DEFINE_integer("save_checkpoints_steps", d.save_checkpoints_steps, "Checkpoint every N steps.")
     flags.DEFINE_integer("keep_checkpoint_max", d.keep_checkpoint_max, "Checkpoints kept.")
@@ -58,8 +65,11 @@ def define_flags():
     flags.DEFINE_enum("mixed_precision", d.mixed_precision, sorted(PRECISIONS), "Compute dtype policy.")
     flags.DEFINE_bool("jit_compile", d.jit_compile, "XLA-compile the per-replica step.")
     flags.DEFINE_integer("grad_accum_steps", d.grad_accum_steps, "Micro-batches per optimizer step.")
-    flags.DEFINE_bool("remat", d.remat, "Recompute each layer application in the backward pass (less activation "
-                      "memory, more compute).")
+    flags.DEFINE_bool(
+        "remat",
+        d.remat,
+        "Recompute each layer application in the backward pass (less activation memory, more compute).",
+    )
     flags.DEFINE_integer("seed", d.seed, "Seed of weights init and data order.")
     flags.DEFINE_bool("deterministic", d.deterministic, "Deterministic TF ops (bit-reproducible on CPU).")
     flags.DEFINE_integer("log_every_steps", d.log_every_steps, "Progress/TensorBoard interval.")
@@ -85,14 +95,27 @@ def main(argv):
 
     train_input = resolve_input(FLAGS.input_file)  # read once; its lengths are the defaults
     settings = settings_from_flags(
-        TrainSettings, max_seq_length=FLAGS.max_seq_length or train_input.data.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq or train_input.data.max_predictions_per_seq)
-    summary = pretrain(settings, FLAGS.albert_config_file, train_input, eval_file=FLAGS.eval_file,
-                       init_checkpoint=FLAGS.init_checkpoint, spm_model_file=FLAGS.spm_model_file,
-                       vocab_file=FLAGS.vocab_file, strategy_name=FLAGS.strategy, tpu=FLAGS.tpu)
+        TrainSettings,
+        max_seq_length=FLAGS.max_seq_length or train_input.data.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq or train_input.data.max_predictions_per_seq,
+    )
+    summary = pretrain(
+        settings,
+        FLAGS.albert_config_file,
+        train_input,
+        eval_file=FLAGS.eval_file,
+        init_checkpoint=FLAGS.init_checkpoint,
+        spm_model_file=FLAGS.spm_model_file,
+        vocab_file=FLAGS.vocab_file,
+        strategy_name=FLAGS.strategy,
+        tpu=FLAGS.tpu,
+    )
     if FLAGS.export and summary["outputs"]:
-        summary["outputs"].update(export_pretraining_run(
-            settings.output_dir, version=summary["end_step"], max_seq_length=settings.max_seq_length))
+        summary["outputs"].update(
+            export_pretraining_run(
+                settings.output_dir, version=summary["end_step"], max_seq_length=settings.max_seq_length
+            )
+        )
     print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2, default=str))
 
 

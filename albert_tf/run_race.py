@@ -69,34 +69,36 @@ def _run(settings: RaceSettings) -> dict:
     eval_examples, eval_features = read(eval_split)
 
     def evaluate(model):
-        return race.accuracy_by_level(eval_examples, finetuning.predict_logits(model, eval_features,
-                                                                               settings.eval_batch_size))
+        return race.accuracy_by_level(
+            eval_examples, finetuning.predict_logits(model, eval_features, settings.eval_batch_size)
+        )
 
     if s.do_train:
         keras.utils.set_random_seed(settings.seed)
         train_examples, features = read("train")
         labels = np.array([e.label for e in train_examples], "int32")
         backbone = finetuning.build_backbone(s.albert_config_file, s.init_checkpoint, tokenizer, remat=s.remat)
-        model = AlbertMultipleChoice(backbone,
-                                     num_choices=len(race.ANSWERS), dropout=settings.dropout)
+        model = AlbertMultipleChoice(backbone, num_choices=len(race.ANSWERS), dropout=settings.dropout)
         dataset = finetuning.train_dataset(features, labels, settings.micro_batch_size, settings.seed)
-        summary["history"] = finetuning.train(model, dataset, settings, finetuning.classification_loss, evaluate,
-                                              "accuracy", tokenizer=tokenizer)["history"]
+        summary["history"] = finetuning.train(
+            model, dataset, settings, finetuning.classification_loss, evaluate, "accuracy", tokenizer=tokenizer
+        )["history"]
     if s.do_eval:
         model = finetuning.load_best(settings.output_dir)
         logits = finetuning.predict_logits(model, eval_features, settings.eval_batch_size)
         summary["eval"] = race.accuracy_by_level(eval_examples, logits)
         with open(os.path.join(settings.output_dir, f"{eval_split}_predictions.json"), "w") as f:
-            json.dump({e.example_id: race.ANSWERS[p] for e, p in zip(eval_examples, logits.argmax(-1))}, f,
-                      indent=1)
+            json.dump({e.example_id: race.ANSWERS[p] for e, p in zip(eval_examples, logits.argmax(-1))}, f, indent=1)
     with open(os.path.join(settings.output_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
     return summary
 
 
 def define_flags():
-    define_finetune_flags(RaceSettings(output_dir="", learning_rate=1e-5, train_step=12000, warmup_step=1000,
-                                       save_checkpoints_steps=100), do_train=True)
+    define_finetune_flags(
+        RaceSettings(output_dir="", learning_rate=1e-5, train_step=12000, warmup_step=1000, save_checkpoints_steps=100),
+        do_train=True,
+    )
     flags.DEFINE_alias("dropout_prob", "dropout")  # the original run_race's name
     flags.DEFINE_string("data_dir", None, "RACE directory with train/dev/test × middle/high.")
     flags.DEFINE_bool("do_eval", True, "Evaluate the best model on --eval_split (on by default, as the original).")

@@ -64,9 +64,9 @@ def _prepare(path, tokenizer, settings, is_training, log):
     examples, report = squad.read_examples(path, is_training)
     if report["skipped"]:
         log(f"{path}: skipped {report['skipped']} questions; first: " + "; ".join(report["first_problems"]))
-    features = squad.convert_examples(examples, tokenizer, settings.max_seq_length, settings.doc_stride,
-                                      settings.max_query_length,
-                                      is_training)
+    features = squad.convert_examples(
+        examples, tokenizer, settings.max_seq_length, settings.doc_stride, settings.max_query_length, is_training
+    )
     return examples, features, squad.feature_arrays(features, settings.max_seq_length), report
 
 
@@ -93,10 +93,18 @@ def _run(settings: SquadSettings) -> dict:
     def predict(model):
         outputs = finetuning.predict_logits(model, arrays, settings.eval_batch_size, output=None)
         if "cls_logits" in outputs:
-            return squad.decode_v2(examples, features, outputs, tokenizer, s.n_best_size, s.max_answer_length,
-                                   s.end_n_top)
-        return squad.decode(examples, features, outputs["start_logits"], outputs["end_logits"], tokenizer,
-                            s.n_best_size, s.max_answer_length)
+            return squad.decode_v2(
+                examples, features, outputs, tokenizer, s.n_best_size, s.max_answer_length, s.end_n_top
+            )
+        return squad.decode(
+            examples,
+            features,
+            outputs["start_logits"],
+            outputs["end_logits"],
+            tokenizer,
+            s.n_best_size,
+            s.max_answer_length,
+        )
 
     def evaluate(model):
         predictions, _, null_diff = predict(model)
@@ -105,16 +113,18 @@ def _run(settings: SquadSettings) -> dict:
             answering_all = squad.evaluate(examples, predictions)
             threshold, _ = squad.best_threshold(examples, predictions, null_diff)
             predictions = squad.apply_threshold(predictions, null_diff, threshold)
-            return {**squad.evaluate(examples, predictions), "null_score_diff_threshold": threshold,
-                    "HasAns_f1_answering_all": answering_all.get("HasAns_f1", answering_all["f1"])}
+            return {
+                **squad.evaluate(examples, predictions),
+                "null_score_diff_threshold": threshold,
+                "HasAns_f1_answering_all": answering_all.get("HasAns_f1", answering_all["f1"]),
+            }
         return squad.evaluate(examples, predictions)
 
     if s.do_train:
         if not train_file or not predict_file:
             raise finetuning.FineTuneError("--do_train needs --train_file and --predict_file (dev picks the best)")
         keras.utils.set_random_seed(settings.seed)
-        train_examples, train_features, train_arrays, report = _prepare(
-            train_file, tokenizer, s, True, log)
+        train_examples, train_features, train_arrays, report = _prepare(train_file, tokenizer, s, True, log)
         summary["train_questions"], summary["train_skipped"] = len(train_examples), report["skipped"]
         settings = finetuning.with_epoch_schedule(settings, len(train_examples))
         summary["train_step"], summary["warmup_step"] = settings.train_step, settings.warmup_step
@@ -135,16 +145,25 @@ def _run(settings: SquadSettings) -> dict:
         else:
             model = trained = AlbertSpanQA(backbone)
         dataset = finetuning.train_dataset(train_arrays, labels, settings.micro_batch_size, settings.seed)
-        summary["history"] = finetuning.train(trained, dataset, settings, loss, evaluate, "f1",
-                                              loss_weights=loss_weights, inference_model=model,
-                                              tokenizer=tokenizer)["history"]
+        summary["history"] = finetuning.train(
+            trained,
+            dataset,
+            settings,
+            loss,
+            evaluate,
+            "f1",
+            loss_weights=loss_weights,
+            inference_model=model,
+            tokenizer=tokenizer,
+        )["history"]
     if s.do_predict:
         if not predict_file:
             raise finetuning.FineTuneError("--do_predict needs --predict_file")
         source = s.output_dir if s.do_train else s.init_checkpoint
         if source is None:
-            raise finetuning.FineTuneError("--do_predict without --do_train needs --init_checkpoint: "
-                                           "a run_squad output directory")
+            raise finetuning.FineTuneError(
+                "--do_predict without --do_train needs --init_checkpoint: a run_squad output directory"
+            )
         model = finetuning.load_best(source)
         predictions, nbest, null_diff = predict(model)
         if version == "2.0":
@@ -180,8 +199,9 @@ def define_flags():
     flags.mark_flags_as_required(["output_dir"])
 
 
-def schedule_settings(num_train_epochs: float, warmup_proportion: float, train_step: Optional[int],
-                      warmup_step: Optional[int]) -> dict:
+def schedule_settings(
+    num_train_epochs: float, warmup_proportion: float, train_step: Optional[int], warmup_step: Optional[int]
+) -> dict:
     """FineTuneSettings fields for the schedule flags: epochs as the original, or explicit steps."""
     if train_step is None:
         if warmup_step is not None:
@@ -194,8 +214,7 @@ def schedule_settings(num_train_epochs: float, warmup_proportion: float, train_s
 
 def main(argv):
     del argv
-    schedule = schedule_settings(FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.train_step,
-                                 FLAGS.warmup_step)
+    schedule = schedule_settings(FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.train_step, FLAGS.warmup_step)
     for name in ("train_step", "warmup_step"):  # replaced from the epochs once the training set is read
         schedule.setdefault(name, getattr(SquadSettings, name))
     summary = run(settings_from_flags(SquadSettings, **schedule))

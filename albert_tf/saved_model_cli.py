@@ -13,6 +13,7 @@ import sys
 import tensorflow_text  # noqa: F401  registers the ops before the graph is imported
 from tensorflow.python.tools.saved_model_cli import main  # what the `saved_model_cli` script runs
 
+
 def cli():
     """The console-script entry point."""
     sys.exit(main())

@@ -65,8 +65,12 @@ def _bert_character_classes():
     # After the controls are gone, every character `str.split` splits on is a space.
     space = _re2_class(lambda c: tokenization.is_bert_whitespace(c) or c.isspace())
     split_off = _re2_class(lambda c: tokenization.is_bert_punctuation(c) or tokenization.is_cjk_character(c))
-    return {"removed": removed, "space": space, "split_off": split_off,
-            "accent": _re2_class(lambda c: unicodedata.category(c) == "Mn")}
+    return {
+        "removed": removed,
+        "space": space,
+        "split_off": split_off,
+        "accent": _re2_class(lambda c: unicodedata.category(c) == "Mn"),
+    }
 
 
 def _foreign_run_pattern(model_proto):
@@ -153,9 +157,11 @@ class TFSentencePieceTokenizer(tf.Module):
         prefixes = tf.strings.regex_replace(texts, pattern, r"\1")
         ids = self._sp.string_to_id(self.tokenize_pieces(prefixes))
         short = (tf.strings.length(prefixes) < tf.strings.length(texts)) & (ids.row_lengths() < max_ids)
-        ids = tf.cond(tf.reduce_any(short),
-                      lambda: self._sp.string_to_id(self.tokenize_pieces(tf.where(short, texts, prefixes))),
-                      lambda: ids)
+        ids = tf.cond(
+            tf.reduce_any(short),
+            lambda: self._sp.string_to_id(self.tokenize_pieces(tf.where(short, texts, prefixes))),
+            lambda: ids,
+        )
         return ids[:, :max_ids]
 
 
@@ -187,9 +193,13 @@ class TFWordPieceTokenizer(tf.Module):
         self.do_lower_case = do_lower_case
         self._classes = _bert_character_classes()
         self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=list(vocab), suffix_indicator=tokenization.WORDPIECE_CONTINUATION,
-            max_bytes_per_word=4 * tokenization.MAX_WORD_CHARS + 4, token_out_type=tf.int32,
-            unknown_token="[UNK]", no_pretokenization=True)
+            vocab=list(vocab),
+            suffix_indicator=tokenization.WORDPIECE_CONTINUATION,
+            max_bytes_per_word=4 * tokenization.MAX_WORD_CHARS + 4,
+            token_out_type=tf.int32,
+            unknown_token="[UNK]",
+            no_pretokenization=True,
+        )
 
     def preprocess(self, texts: tf.Tensor) -> tf.Tensor:
         """`bert_normalize` on a string tensor of any shape."""

@@ -99,9 +99,14 @@ def _foreign_eligible(char: str) -> bool:
     category = unicodedata.category(char)
     if category in ("Cn", "Co"):  # unassigned, private use: no decomposition, no composition
         return True
-    return (category not in _NOT_FOREIGN_CATEGORIES and not char.isspace() and char.lower() == char
-            and ord(char) not in _composition_components()
-            and unicodedata.is_normalized("NFKC", char) and unicodedata.is_normalized("NFKD", char))
+    return (
+        category not in _NOT_FOREIGN_CATEGORIES
+        and not char.isspace()
+        and char.lower() == char
+        and ord(char) not in _composition_components()
+        and unicodedata.is_normalized("NFKC", char)
+        and unicodedata.is_normalized("NFKD", char)
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -183,7 +188,7 @@ def word_prefix(text: str, words: int) -> Optional[str]:
             break
     if match is None or _NON_SPACE.search(text, match.end()) is None:
         return None
-    return text[:match.end()]
+    return text[: match.end()]
 
 
 def encode_pieces(sp_model: spm.SentencePieceProcessor, text: str) -> List[str]:
@@ -219,8 +224,12 @@ def is_start_piece(piece: str) -> bool:
     punctuation mark, or holds any character outside a–z and that punctuation
     (digits and non-Latin text start words; `'`, `<`, `=`, `>` are not listed).
     """
-    return (piece.startswith("\u2581") or piece.startswith("<") or piece in _START_PUNCTUATION
-            or not all(c.lower() in _ENGLISH or c.lower() in _START_PUNCTUATION for c in piece))
+    return (
+        piece.startswith("\u2581")
+        or piece.startswith("<")
+        or piece in _START_PUNCTUATION
+        or not all(c.lower() in _ENGLISH or c.lower() in _START_PUNCTUATION for c in piece)
+    )
 
 
 def is_start_wordpiece(piece: str) -> bool:
@@ -265,8 +274,13 @@ class Tokenizer:
         return tf_tokenizer_for(self)
 
     def metadata(self) -> dict:
-        return {"kind": self.kind, "do_lower_case": self.do_lower_case, "vocabulary": self.asset_name,
-                "vocab_size": self.vocab_size, "vocab_sha256": self.model_sha256}
+        return {
+            "kind": self.kind,
+            "do_lower_case": self.do_lower_case,
+            "vocabulary": self.asset_name,
+            "vocab_size": self.vocab_size,
+            "vocab_sha256": self.model_sha256,
+        }
 
     def save(self, directory: str) -> List[str]:
         """Writes the vocabulary (`spm.model` / `vocab.txt`) and `tokenizer.json` into `directory`."""
@@ -311,8 +325,9 @@ class SentencePieceTokenizer(Tokenizer):
     kind = "sentencepiece"
     asset_name = "spm.model"
 
-    def __init__(self, model_file: Optional[str] = None, do_lower_case: bool = True,
-                 model_proto: Optional[bytes] = None):
+    def __init__(
+        self, model_file: Optional[str] = None, do_lower_case: bool = True, model_proto: Optional[bytes] = None
+    ):
         if (model_file is None) == (model_proto is None):
             raise ValueError("Pass exactly one of model_file and model_proto.")
         if model_proto is None:
@@ -333,8 +348,9 @@ class SentencePieceTokenizer(Tokenizer):
         self.sep_id = self.sp_model.piece_to_id(SEP_PIECE)
         self.mask_id = self.sp_model.piece_to_id(MASK_PIECE)
         # Ids whose piece needs the digit-comma re-split: lets `encode` stay in C++ otherwise.
-        self._resplit_ids = frozenset(i for i in range(self.vocab_size)
-                                      if _needs_digit_comma_split(self.sp_model.id_to_piece(i)))
+        self._resplit_ids = frozenset(
+            i for i in range(self.vocab_size) if _needs_digit_comma_split(self.sp_model.id_to_piece(i))
+        )
         self._unknown_run, self._foreign, self._seen_foreign = None, {}, None  # built when first needed
         # With byte fallback an unknown character is its UTF-8 bytes' pieces, not one merged <unk>.
         self._byte_fallback = any(self.sp_model.is_byte(i) for i in range(self.vocab_size))
@@ -380,8 +396,11 @@ class SentencePieceTokenizer(Tokenizer):
 
     def _check_albert_symbols(self):
         sp = self.sp_model
-        missing = [p for p in (CLS_PIECE, SEP_PIECE, MASK_PIECE)
-                   if sp.piece_to_id(p) == sp.unk_id() or not sp.is_control(sp.piece_to_id(p))]
+        missing = [
+            p
+            for p in (CLS_PIECE, SEP_PIECE, MASK_PIECE)
+            if sp.piece_to_id(p) == sp.unk_id() or not sp.is_control(sp.piece_to_id(p))
+        ]
         problems = []
         if missing:
             problems.append("missing control symbols " + ", ".join(missing))
@@ -391,7 +410,8 @@ class SentencePieceTokenizer(Tokenizer):
             raise TokenizerError(
                 f"{self.model_file}: not an ALBERT SentencePiece model: {'; '.join(problems)}. "
                 "Train one with `python -m data_prep.train_sentencepiece` "
-                "(pad=0, unk=1, [CLS]=2, [SEP]=3, [MASK]=4).")
+                "(pad=0, unk=1, [CLS]=2, [SEP]=3, [MASK]=4)."
+            )
 
     def is_word_start(self, piece: str) -> bool:
         return is_start_piece(piece)
@@ -447,6 +467,7 @@ def read_bytes(path: str) -> bytes:
     """Reads a local or remote (`gs://`, `hdfs://`) file through Beam's file systems."""
     if "://" in path:
         from apache_beam.io.filesystems import FileSystems  # remote paths only
+
         with FileSystems.open(path) as f:
             return f.read()
     with open(path, "rb") as f:
@@ -478,8 +499,16 @@ def is_bert_punctuation(char: str) -> bool:
 
 
 # BERT's `_is_chinese_char` blocks (CJK ideographs; not Hangul, Kana or Latin).
-CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
-              (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
 
 
 def is_cjk_character(char: str) -> bool:
@@ -489,8 +518,9 @@ def is_cjk_character(char: str) -> bool:
 
 def bert_normalize(text: str, lower: bool) -> str:
     """BERT's `_clean_text`, then (if `lower`) lowercase, NFD and accents (Mn) dropped."""
-    text = "".join(" " if is_bert_whitespace(c) else c for c in text
-                   if not (c == "\x00" or c == "\ufffd" or is_bert_control(c)))
+    text = "".join(
+        " " if is_bert_whitespace(c) else c for c in text if not (c == "\x00" or c == "\ufffd" or is_bert_control(c))
+    )
     if lower:
         text = unicodedata.normalize("NFD", text.lower())
         text = "".join(c for c in text if unicodedata.category(c) != "Mn")
@@ -547,8 +577,9 @@ class WordPieceTokenizer(Tokenizer):
     kind = "wordpiece"
     asset_name = "vocab.txt"
 
-    def __init__(self, vocab_file: Optional[str] = None, do_lower_case: bool = True,
-                 vocab_bytes: Optional[bytes] = None):
+    def __init__(
+        self, vocab_file: Optional[str] = None, do_lower_case: bool = True, vocab_bytes: Optional[bytes] = None
+    ):
         if (vocab_file is None) == (vocab_bytes is None):
             raise ValueError("Pass exactly one of vocab_file and vocab_bytes.")
         if vocab_bytes is None:
@@ -568,12 +599,13 @@ class WordPieceTokenizer(Tokenizer):
             self.vocab[token] = index  # a repeated token keeps its last id, as BERT's load_vocab
         missing = [t for t in WORDPIECE_SPECIALS if t not in self.vocab]
         if missing:
-            raise TokenizerError(f"{self.model_file}: not a WordPiece vocab.txt for ALBERT: missing "
-                                 f"{', '.join(missing)} (one token per line; build one with "
-                                 "`python -m data_prep.build_wordpiece_vocab`)")
+            raise TokenizerError(
+                f"{self.model_file}: not a WordPiece vocab.txt for ALBERT: missing "
+                f"{', '.join(missing)} (one token per line; build one with "
+                "`python -m data_prep.build_wordpiece_vocab`)"
+            )
         self.vocab_size = len(self._tokens)
-        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
-            self.vocab[t] for t in WORDPIECE_SPECIALS)
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (self.vocab[t] for t in WORDPIECE_SPECIALS)
 
     def is_word_start(self, piece: str) -> bool:
         return is_start_wordpiece(piece)
@@ -626,13 +658,13 @@ class WordPieceTokenizer(Tokenizer):
         return " ".join(pieces).replace(" " + WORDPIECE_CONTINUATION, "").strip()
 
 
-def load_tokenizer(spm_model_file: Optional[str] = None, vocab_file: Optional[str] = None,
-                   do_lower_case: bool = True):
+def load_tokenizer(spm_model_file: Optional[str] = None, vocab_file: Optional[str] = None, do_lower_case: bool = True):
     """The tokenizer of exactly one of a SentencePiece model and a WordPiece `vocab.txt`."""
     if (spm_model_file is None) == (vocab_file is None):
         given = "both" if spm_model_file else "neither"
-        raise TokenizerError(f"give exactly one of --spm_model_file (SentencePiece) and --vocab_file "
-                             f"(WordPiece vocab.txt); got {given}")
+        raise TokenizerError(
+            f"give exactly one of --spm_model_file (SentencePiece) and --vocab_file (WordPiece vocab.txt); got {given}"
+        )
     flag, path = ("--vocab_file", vocab_file) if vocab_file is not None else ("--spm_model_file", spm_model_file)
     try:
         if vocab_file is not None:
@@ -687,8 +719,9 @@ def load_tokenizer_dir(directory: str, do_lower_case: Optional[bool] = None) -> 
         except (OSError, ValueError) as error:
             raise TokenizerError(f"{settings_file}: not readable JSON ({error})") from None
         if saved.get("kind") not in TOKENIZER_KINDS:
-            raise TokenizerError(f"{settings_file}: field 'kind': expected one of {sorted(TOKENIZER_KINDS)}, "
-                                 f"got {saved.get('kind')!r}")
+            raise TokenizerError(
+                f"{settings_file}: field 'kind': expected one of {sorted(TOKENIZER_KINDS)}, got {saved.get('kind')!r}"
+            )
         path = os.path.join(directory, saved.get("vocabulary") or TOKENIZER_KINDS[saved["kind"]].asset_name)
         found = (saved["kind"], path)
     else:
@@ -703,9 +736,13 @@ def load_tokenizer_dir(directory: str, do_lower_case: Optional[bool] = None) -> 
         raise TokenizerError(f"{path}: cannot be read ({error.strerror or error})") from None
 
 
-def resolve_tokenizer(spm_model_file: Optional[str] = None, vocab_file: Optional[str] = None,
-                      do_lower_case: Optional[bool] = None, model_dir: Optional[str] = None,
-                      required: bool = True) -> Optional[Tokenizer]:
+def resolve_tokenizer(
+    spm_model_file: Optional[str] = None,
+    vocab_file: Optional[str] = None,
+    do_lower_case: Optional[bool] = None,
+    model_dir: Optional[str] = None,
+    required: bool = True,
+) -> Optional[Tokenizer]:
     """The one place a command picks its tokenizer.
 
     A vocabulary given by flag wins (`do_lower_case` default True); otherwise
@@ -727,6 +764,7 @@ def resolve_tokenizer(spm_model_file: Optional[str] = None, vocab_file: Optional
 def check_vocab_size(vocab_size: int, tokenizer: Optional[Tokenizer], where: str) -> None:
     """The config's `vocab_size` must be the tokenizer's (ids beyond the table would crash or mislead)."""
     if tokenizer is not None and tokenizer.vocab_size != vocab_size:
-        raise TokenizerError(f"{where}: the config's vocab_size is {vocab_size} but {tokenizer.model_file} has "
-                             f"{tokenizer.vocab_size} pieces")
-
+        raise TokenizerError(
+            f"{where}: the config's vocab_size is {vocab_size} but {tokenizer.model_file} has "
+            f"{tokenizer.vocab_size} pieces"
+        )

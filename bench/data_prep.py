@@ -58,14 +58,27 @@ def main():
     start = time.perf_counter()
     model = train_sentencepiece(corpus_sentences(inputs, "bert", lower=True), str(work / "spm8k"), vocab_size=8000)
     spm_seconds = time.perf_counter() - start
-    results = {"job": "wikitext2 valid+test, bert format, vocab 8000, seq 128",
-               "dupe_factor": args.dupe_factor, "cpu_count": os.cpu_count(),
-               "train_sentencepiece_s": round(spm_seconds, 2), "runs": []}
+    results = {
+        "job": "wikitext2 valid+test, bert format, vocab 8000, seq 128",
+        "dupe_factor": args.dupe_factor,
+        "cpu_count": os.cpu_count(),
+        "train_sentencepiece_s": round(spm_seconds, 2),
+        "runs": [],
+    }
     for workers in [int(w) for w in args.workers.split(",")]:
         out = work / f"out_w{workers}"
-        command = [sys.executable, "-m", "data_prep.create_pretraining_data", f"--input_file={','.join(inputs)}",
-                   f"--output_dir={out}", f"--spm_model_file={model}", "--max_seq_length=128",
-                   f"--dupe_factor={args.dupe_factor}", "--num_shards=10", f"--direct_num_workers={workers}"]
+        command = [
+            sys.executable,
+            "-m",
+            "data_prep.create_pretraining_data",
+            f"--input_file={','.join(inputs)}",
+            f"--output_dir={out}",
+            f"--spm_model_file={model}",
+            "--max_seq_length=128",
+            f"--dupe_factor={args.dupe_factor}",
+            "--num_shards=10",
+            f"--direct_num_workers={workers}",
+        ]
         start = time.perf_counter()
         process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         peak = peak_tree_rss(process)
@@ -75,9 +88,15 @@ def main():
             sys.exit(stderr.decode()[-3000:])
         metadata = json.loads((out / "metadata.json").read_text())
         n = metadata["num_instances"]
-        results["runs"].append({"workers": workers, "instances": n, "wall_s": round(seconds, 2),
-                                "instances_per_s": round(n / seconds, 1),
-                                "peak_rss_mb_all_processes": round(peak, 1)})
+        results["runs"].append(
+            {
+                "workers": workers,
+                "instances": n,
+                "wall_s": round(seconds, 2),
+                "instances_per_s": round(n / seconds, 1),
+                "peak_rss_mb_all_processes": round(peak, 1),
+            }
+        )
     print(json.dumps(results, indent=2))
 
 

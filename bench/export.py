@@ -56,18 +56,28 @@ def main():
     inputs = _random_inputs(model, 1, args.seq)
     inputs["input_mask"][:] = 1
     work = tempfile.mkdtemp(prefix="bench_export_")
-    results = {"config": os.path.basename(args.config), "parameters": model.count_params(), "batch": 1,
-               "seq": args.seq, "threads": args.threads, "variants": {}}
+    results = {
+        "config": os.path.basename(args.config),
+        "parameters": model.count_params(),
+        "batch": 1,
+        "seq": args.seq,
+        "threads": args.threads,
+        "variants": {},
+    }
 
     start = time.perf_counter()
-    saved = export_saved_model(model, os.path.join(work, "saved_model"), version=1, max_seq_length=args.seq,
-                               warmup=False)
+    saved = export_saved_model(
+        model, os.path.join(work, "saved_model"), version=1, max_seq_length=args.seq, warmup=False
+    )
     export_s = time.perf_counter() - start
     serve = tf.saved_model.load(saved).signatures["serving_default"]
     tensors = {k: tf.constant(v) for k, v in inputs.items()}
     expected = serve(**tensors)
-    results["variants"]["saved_model"] = {"bytes": directory_size(saved), "export_s": round(export_s, 1),
-                                          "latency_ms": median_ms(lambda: serve(**tensors), args.repeats)}
+    results["variants"]["saved_model"] = {
+        "bytes": directory_size(saved),
+        "export_s": round(export_s, 1),
+        "latency_ms": median_ms(lambda: serve(**tensors), args.repeats),
+    }
     for quantize in ("none", "float16", "dynamic_int8"):
         start = time.perf_counter()
         path = export_tflite(model, os.path.join(work, "tflite"), quantize, max_seq_length=args.seq)
@@ -75,10 +85,12 @@ def main():
         runner = Interpreter(model_path=path, num_threads=args.threads).get_signature_runner("serving_default")
         outputs = runner(**inputs)
         results["variants"][f"tflite_{quantize}"] = {
-            "bytes": os.path.getsize(path), "export_s": round(export_s, 1),
+            "bytes": os.path.getsize(path),
+            "export_s": round(export_s, 1),
             "latency_ms": median_ms(lambda: runner(**inputs), args.repeats),
-            "max_abs_diff_sequence_output": float(np.abs(
-                outputs["sequence_output"] - expected["sequence_output"].numpy()).max()),
+            "max_abs_diff_sequence_output": float(
+                np.abs(outputs["sequence_output"] - expected["sequence_output"].numpy()).max()
+            ),
         }
     print(json.dumps(results, indent=2))
 

@@ -29,36 +29,57 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # Dev scores to compare with: the README's ALBERT-base v2 row where it has the task, else its
 # ALBERT-xxlarge single-model row (the only per-task GLUE numbers it gives).
 PAPER = {
-    "sst-2": ("v2 base", 92.9), "squad1.1": ("v2 base F1", 90.2), "squad2.0": ("v2 base F1", 82.1),
-    "race": ("v2 base", 66.8), "mrpc": ("xxlarge", 90.9), "rte": ("xxlarge", 89.2), "cola": ("xxlarge", 71.4),
+    "sst-2": ("v2 base", 92.9),
+    "squad1.1": ("v2 base F1", 90.2),
+    "squad2.0": ("v2 base F1", 82.1),
+    "race": ("v2 base", 66.8),
+    "mrpc": ("xxlarge", 90.9),
+    "rte": ("xxlarge", 89.2),
+    "cola": ("xxlarge", 71.4),
     "sts-b": ("xxlarge", 93.0),
 }
 # (train steps at --scale 1, learning rate): sized for albert_tiny on 2 CPU cores.
-GLUE_STEPS = {"sst-2": (600, 1e-4), "mrpc": (400, 1e-4), "rte": (300, 1e-4), "cola": (600, 1e-4),
-              "sts-b": (600, 1e-4)}
+GLUE_STEPS = {"sst-2": (600, 1e-4), "mrpc": (400, 1e-4), "rte": (300, 1e-4), "cola": (600, 1e-4), "sts-b": (600, 1e-4)}
 GLUE_DIRS = {"sst-2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "cola": "CoLA", "sts-b": "STS-B"}
 
 
 def pretrain(args, work):
     from albert_tf.pretraining.job import pretrain as run_pretraining
     from albert_tf.pretraining.settings import TrainSettings
-    from data_prep.pipeline import Settings, run as create_data
+    from data_prep.pipeline import Settings
+    from data_prep.pipeline import run as create_data
     from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
 
     text = [os.path.join(args.data, "wikitext2", f) for f in ("valid.txt", "test.txt")]
     spm = train_sentencepiece(corpus_sentences(text, "wikitext", lower=True), str(work / "spm"), vocab_size=8000)
-    create_data(Settings(input_file=",".join(text), output_dir=str(work / "data"), spm_model_file=spm,
-                         input_format="wikitext", max_seq_length=args.seq, dupe_factor=5, num_shards=4))
+    create_data(
+        Settings(
+            input_file=",".join(text),
+            output_dir=str(work / "data"),
+            spm_model_file=spm,
+            input_format="wikitext",
+            max_seq_length=args.seq,
+            dupe_factor=5,
+            num_shards=4,
+        )
+    )
     config = json.loads(pathlib.Path(args.config).read_text())
     config["vocab_size"] = 8000
     (work / "albert_config.json").write_text(json.dumps(config))
-    settings = TrainSettings(output_dir=str(work / "pretrain"), train_batch_size=args.pretrain_batch,
-                             max_seq_length=args.seq, num_train_steps=args.pretrain_steps,
-                             num_warmup_steps=args.pretrain_steps // 10, learning_rate=args.pretrain_lr,
-                             save_checkpoints_steps=args.pretrain_steps, do_eval=True, max_eval_steps=20,
-                             log_every_steps=args.pretrain_steps // 5, verbose=False)
-    summary = run_pretraining(settings, str(work / "albert_config.json"), str(work / "data"),
-                              spm_model_file=spm)
+    settings = TrainSettings(
+        output_dir=str(work / "pretrain"),
+        train_batch_size=args.pretrain_batch,
+        max_seq_length=args.seq,
+        num_train_steps=args.pretrain_steps,
+        num_warmup_steps=args.pretrain_steps // 10,
+        learning_rate=args.pretrain_lr,
+        save_checkpoints_steps=args.pretrain_steps,
+        do_eval=True,
+        max_eval_steps=20,
+        log_every_steps=args.pretrain_steps // 5,
+        verbose=False,
+    )
+    summary = run_pretraining(settings, str(work / "albert_config.json"), str(work / "data"), spm_model_file=spm)
     return str(work / "pretrain"), {k: summary.get(k) for k in ("end_step", "eval")}
 
 
@@ -106,8 +127,8 @@ def main():
 
     from albert_tf import run_classifier, run_race, run_squad
     from albert_tf.loading import model_directory
-    from albert_tf.tokenization import resolve_tokenizer
     from albert_tf.tasks import glue, race, squad
+    from albert_tf.tokenization import resolve_tokenizer
 
     data = pathlib.Path(args.data)
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench_finetune_"))
@@ -122,17 +143,36 @@ def main():
 
     def settings(cls, name, steps, lr, batch=32, **task):
         steps = max(1, int(steps * args.scale))
-        return cls(output_dir=str(work / "finetune" / name), spm_model_file=spm, init_checkpoint=init,
-                   max_seq_length=args.seq, train_batch_size=batch, eval_batch_size=64, learning_rate=lr,
-                   train_step=steps, warmup_step=steps // 10, save_checkpoints_steps=max(1, steps // 4),
-                   dropout=0.0, verbose=False, **task)
+        return cls(
+            output_dir=str(work / "finetune" / name),
+            spm_model_file=spm,
+            init_checkpoint=init,
+            max_seq_length=args.seq,
+            train_batch_size=batch,
+            eval_batch_size=64,
+            learning_rate=lr,
+            train_step=steps,
+            warmup_step=steps // 10,
+            save_checkpoints_steps=max(1, steps // 4),
+            dropout=0.0,
+            verbose=False,
+            **task,
+        )
 
     for name in args.tasks.split(","):
         start = time.time()
         if name in GLUE_STEPS:
             steps, lr = GLUE_STEPS[name]
-            summary = run_classifier.run(settings(run_classifier.ClassifierSettings, name, steps, lr, task_name=name,
-                                                  data_dir=str(data / "glue" / GLUE_DIRS[name])))
+            summary = run_classifier.run(
+                settings(
+                    run_classifier.ClassifierSettings,
+                    name,
+                    steps,
+                    lr,
+                    task_name=name,
+                    data_dir=str(data / "glue" / GLUE_DIRS[name]),
+                )
+            )
             task = glue.get_task(name)
             dev, _ = glue.read_examples(task, str(data / "glue" / GLUE_DIRS[name] / task.dev_file), "dev")
             best = max(summary["history"], key=lambda h: h[task.metric])
@@ -140,28 +180,48 @@ def main():
             if not task.is_regression:
                 entry["majority_class"] = round(100 * majority([e.label for e in dev]), 2)
         elif name.startswith("squad"):
-            version = name[len("squad"):]
-            source = (data / "squad_v1.1" / "dev-v1.1.json" if version == "1.1"
-                      else data / "squad_v2.0" / "dev-v2.0.cs224n-half.json")
+            version = name[len("squad") :]
+            source = (
+                data / "squad_v1.1" / "dev-v1.1.json"
+                if version == "1.1"
+                else data / "squad_v2.0" / "dev-v2.0.cs224n-half.json"
+            )
             train, evaluation = squad_split(source, work, name)
-            summary = run_squad.run(settings(run_squad.SquadSettings, name, 1500, 2e-4, batch=32, version=version,
-                                             train_file=train, predict_file=evaluation, doc_stride=64,
-                                             max_query_length=32))
+            summary = run_squad.run(
+                settings(
+                    run_squad.SquadSettings,
+                    name,
+                    1500,
+                    2e-4,
+                    batch=32,
+                    version=version,
+                    train_file=train,
+                    predict_file=evaluation,
+                    doc_stride=64,
+                    max_query_length=32,
+                )
+            )
             examples, _ = squad.read_examples(evaluation, is_training=False)
-            entry = {"metric": "f1", "score": round(summary["eval"]["f1"], 2),
-                     "exact_match": round(summary["eval"]["exact_match"], 2),
-                     "empty_answers": round(squad.evaluate(examples, {})["f1"], 2)}
+            entry = {
+                "metric": "f1",
+                "score": round(summary["eval"]["f1"], 2),
+                "exact_match": round(summary["eval"]["exact_match"], 2),
+                "empty_answers": round(squad.evaluate(examples, {})["f1"], 2),
+            }
             if version == "2.0":
                 best = max(summary["history"], key=lambda h: h["f1"])
                 entry["HasAns_f1_answering_all"] = round(best["HasAns_f1_answering_all"], 2)
         elif name == "race":
-            summary = run_race.run(settings(run_race.RaceSettings, name, 1000, 1e-4, batch=16,
-                                            data_dir=race_dirs(data, work)))
+            summary = run_race.run(
+                settings(run_race.RaceSettings, name, 1000, 1e-4, batch=16, data_dir=race_dirs(data, work))
+            )
             examples, _ = race.read_examples(race_dirs(data, work), "dev", race.LEVELS)
-            entry = {"metric": "accuracy", "score": round(100 * summary["eval"]["accuracy"], 2),
-                     "by_level": {k: round(100 * v, 2) for k, v in summary["eval"].items()
-                                  if k.startswith("accuracy_")},
-                     "majority_class": round(100 * majority([e.label for e in examples]), 2)}
+            entry = {
+                "metric": "accuracy",
+                "score": round(100 * summary["eval"]["accuracy"], 2),
+                "by_level": {k: round(100 * v, 2) for k, v in summary["eval"].items() if k.startswith("accuracy_")},
+                "majority_class": round(100 * majority([e.label for e in examples]), 2),
+            }
         else:
             parser.error(f"--tasks: unknown task {name!r}")
         entry["paper"] = dict(zip(("model", "score"), PAPER[name]))

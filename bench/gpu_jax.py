@@ -42,8 +42,9 @@ def synthetic_batch(np, batch, seq, vocab, predictions=20, seed=0):
         "input_ids": rng.integers(5, vocab, (batch, seq)).astype("int32"),
         "input_mask": np.ones((batch, seq), "int32"),
         "segment_ids": (np.arange(seq)[None] >= seq // 2).repeat(batch, 0).astype("int32"),
-        "masked_lm_positions": np.sort(np.stack(
-            [rng.choice(np.arange(1, seq), predictions, replace=False) for _ in range(batch)]), 1).astype("int32"),
+        "masked_lm_positions": np.sort(
+            np.stack([rng.choice(np.arange(1, seq), predictions, replace=False) for _ in range(batch)]), 1
+        ).astype("int32"),
         "masked_lm_ids": rng.integers(5, vocab, (batch, predictions)).astype("int32"),
         "masked_lm_weights": np.ones((batch, predictions), "float32"),
         "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype("int32"),
@@ -60,12 +61,24 @@ def keras_model(case, cfg, policy):
         from albert_tf.layers import AlbertAttention
         from albert_tf.models.pretrainer import pretraining_loss
 
-        config = AlbertConfig.from_dict(dict(
-            vocab_size=cfg["vocab"], embedding_size=cfg["embed"], hidden_size=cfg["hidden"],
-            num_hidden_layers=cfg["layers"], num_hidden_groups=1, inner_group_num=1,
-            num_attention_heads=cfg["heads"], intermediate_size=cfg["intermediate"], hidden_act="gelu",
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-            max_position_embeddings=cfg["max_pos"], type_vocab_size=2, initializer_range=0.02))
+        config = AlbertConfig.from_dict(
+            dict(
+                vocab_size=cfg["vocab"],
+                embedding_size=cfg["embed"],
+                hidden_size=cfg["hidden"],
+                num_hidden_layers=cfg["layers"],
+                num_hidden_groups=1,
+                inner_group_num=1,
+                num_attention_heads=cfg["heads"],
+                intermediate_size=cfg["intermediate"],
+                hidden_act="gelu",
+                hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0,
+                max_position_embeddings=cfg["max_pos"],
+                type_vocab_size=2,
+                initializer_range=0.02,
+            )
+        )
         model = AlbertPretrainer(AlbertBackbone.from_albert_config(config, dtype=policy))
         for layer in model._flatten_layers():
             if isinstance(layer, AlbertAttention):
@@ -75,18 +88,32 @@ def keras_model(case, cfg, policy):
 
     init = keras.initializers.TruncatedNormal(stddev=0.02)
     backbone = keras_hub.models.AlbertBackbone(
-        vocabulary_size=cfg["vocab"], num_layers=cfg["layers"], num_heads=cfg["heads"],
-        embedding_dim=cfg["embed"], hidden_dim=cfg["hidden"], intermediate_dim=cfg["intermediate"],
-        num_groups=1, num_inner_repetitions=1, dropout=0.0, max_sequence_length=cfg["max_pos"],
-        dtype=policy)
-    inputs = {k: keras.Input((None,), dtype="int32", name=k) for k in
-              ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")}
-    out = backbone({"token_ids": inputs["input_ids"], "segment_ids": inputs["segment_ids"],
-                    "padding_mask": inputs["input_mask"]})
+        vocabulary_size=cfg["vocab"],
+        num_layers=cfg["layers"],
+        num_heads=cfg["heads"],
+        embedding_dim=cfg["embed"],
+        hidden_dim=cfg["hidden"],
+        intermediate_dim=cfg["intermediate"],
+        num_groups=1,
+        num_inner_repetitions=1,
+        dropout=0.0,
+        max_sequence_length=cfg["max_pos"],
+        dtype=policy,
+    )
+    inputs = {
+        k: keras.Input((None,), dtype="int32", name=k)
+        for k in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+    }
+    out = backbone(
+        {"token_ids": inputs["input_ids"], "segment_ids": inputs["segment_ids"], "padding_mask": inputs["input_mask"]}
+    )
     mlm = keras_hub.layers.MaskedLMHead(
-        vocabulary_size=cfg["vocab"], token_embedding=backbone.token_embedding,
+        vocabulary_size=cfg["vocab"],
+        token_embedding=backbone.token_embedding,
         intermediate_activation=lambda x: keras.activations.gelu(x, approximate=True),
-        kernel_initializer=init, dtype=policy)(out["sequence_output"], mask_positions=inputs["masked_lm_positions"])
+        kernel_initializer=init,
+        dtype=policy,
+    )(out["sequence_output"], mask_positions=inputs["masked_lm_positions"])
     sop = keras.layers.Dense(2, kernel_initializer=init, dtype=policy)(out["pooled_output"])
     model = keras.Model(inputs, {"mlm_logits": ops.cast(mlm, "float32"), "sop_logits": ops.cast(sop, "float32")})
     from albert_tf.models.pretrainer import pretraining_loss
@@ -113,8 +140,9 @@ def run_keras(args):
         reference, _ = keras_model("ours", args.cfg, policy)
         reference.set_weights(model.get_weights())
         got, want = model(x), reference(x)
-        extra["max_abs_diff_vs_ours"] = {k: float(np.abs(np.asarray(got[k], "float32")
-                                                          - np.asarray(want[k], "float32")).max()) for k in got}
+        extra["max_abs_diff_vs_ours"] = {
+            k: float(np.abs(np.asarray(got[k], "float32") - np.asarray(want[k], "float32")).max()) for k in got
+        }
     optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01)
     optimizer.build(model.trainable_variables)
 
@@ -131,8 +159,11 @@ def run_keras(args):
         trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
         return loss, (trainable, non_trainable, optimizer_vars)
 
-    state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
-             [v.value for v in optimizer.variables])
+    state = (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in optimizer.variables],
+    )
     times = []
     for i in range(args.warmup + args.steps):
         start = time.perf_counter()
@@ -151,26 +182,38 @@ def run_hf(args):
 
     cfg = args.cfg
     device = "cpu" if args.smoke else "cuda"
-    conf = AlbertConfig(vocab_size=cfg["vocab"], embedding_size=cfg["embed"], hidden_size=cfg["hidden"],
-                        num_hidden_layers=cfg["layers"], num_attention_heads=cfg["heads"],
-                        intermediate_size=cfg["intermediate"], hidden_act="gelu_new", hidden_dropout_prob=0.0,
-                        attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0,
-                        max_position_embeddings=cfg["max_pos"])
+    conf = AlbertConfig(
+        vocab_size=cfg["vocab"],
+        embedding_size=cfg["embed"],
+        hidden_size=cfg["hidden"],
+        num_hidden_layers=cfg["layers"],
+        num_attention_heads=cfg["heads"],
+        intermediate_size=cfg["intermediate"],
+        hidden_act="gelu_new",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        classifier_dropout_prob=0.0,
+        max_position_embeddings=cfg["max_pos"],
+    )
     model = AlbertForPreTraining._from_config(conf, attn_implementation="sdpa").to(device).train()
-    data = {k: torch.from_numpy(v).to(device) for k, v in
-            synthetic_batch(np, args.batch, args.seq, cfg["vocab"]).items()}
+    data = {
+        k: torch.from_numpy(v).to(device) for k, v in synthetic_batch(np, args.batch, args.seq, cfg["vocab"]).items()
+    }
 
     def compute_loss():
         with torch.autocast(device, dtype=torch.bfloat16, enabled=not args.smoke):
-            out = model.albert(input_ids=data["input_ids"].long(), attention_mask=data["input_mask"],
-                               token_type_ids=data["segment_ids"].long())
+            out = model.albert(
+                input_ids=data["input_ids"].long(),
+                attention_mask=data["input_mask"],
+                token_type_ids=data["segment_ids"].long(),
+            )
             positions = data["masked_lm_positions"].long()
-            gathered = torch.gather(out.last_hidden_state, 1,
-                                    positions.unsqueeze(-1).expand(-1, -1, cfg["hidden"]))
+            gathered = torch.gather(out.last_hidden_state, 1, positions.unsqueeze(-1).expand(-1, -1, cfg["hidden"]))
             mlm = model.predictions(gathered).float()
             sop = model.sop_classifier(out.pooler_output).float()
-        return (F.cross_entropy(mlm.reshape(-1, cfg["vocab"]), data["masked_lm_ids"].long().reshape(-1))
-                + F.cross_entropy(sop, data["next_sentence_labels"].long().reshape(-1)))
+        return F.cross_entropy(
+            mlm.reshape(-1, cfg["vocab"]), data["masked_lm_ids"].long().reshape(-1)
+        ) + F.cross_entropy(sop, data["next_sentence_labels"].long().reshape(-1))
 
     loss_fn = compute_loss if args.smoke else torch.compile(compute_loss)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=not args.smoke)
@@ -213,11 +256,23 @@ def main():
     cases = args.cases.split(",")
     runs = {case: [] for case in cases}
     for round_index in range(args.rounds):
-        order = cases[round_index % len(cases):] + cases[:round_index % len(cases)]
+        order = cases[round_index % len(cases) :] + cases[: round_index % len(cases)]
         for case in order:
             python = args.torch_python if case == "hf_compile" else sys.executable
-            cmd = [python, os.path.abspath(__file__), "--case", case, "--batch", str(args.batch),
-                   "--seq", str(args.seq), "--warmup", str(args.warmup), "--steps", str(args.steps)]
+            cmd = [
+                python,
+                os.path.abspath(__file__),
+                "--case",
+                case,
+                "--batch",
+                str(args.batch),
+                "--seq",
+                str(args.seq),
+                "--warmup",
+                str(args.warmup),
+                "--steps",
+                str(args.steps),
+            ]
             cmd += ["--smoke"] if args.smoke else []
             done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
             lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
@@ -229,8 +284,11 @@ def main():
         ok = [r for r in results if "step_s" in r]
         if ok:
             step_s = statistics.median(r["step_s"] for r in ok)
-            summary[case] = {"sequences_per_s": round(args.batch / step_s, 1), "step_s": round(step_s, 4),
-                             "device": ok[0]["device"]}
+            summary[case] = {
+                "sequences_per_s": round(args.batch / step_s, 1),
+                "step_s": round(step_s, 4),
+                "device": ok[0]["device"],
+            }
             if "max_abs_diff_vs_ours" in ok[0]:
                 summary[case]["max_abs_diff_vs_ours"] = ok[0]["max_abs_diff_vs_ours"]
         else:
@@ -239,10 +297,20 @@ def main():
     for ours in ("ours", "ours_dpa"):
         for peer in ("keras_hub", "hf_compile"):
             if "sequences_per_s" in summary.get(ours, {}) and "sequences_per_s" in summary.get(peer, {}):
-                ratios[f"{ours}/{peer}"] = round(summary[ours]["sequences_per_s"]
-                                                 / summary[peer]["sequences_per_s"], 3)
-    print(json.dumps({"batch": args.batch, "seq": args.seq, "precision": "float32" if args.smoke else "bf16",
-                      "summary": summary, "ratios": ratios, "goal_sequences_per_s": 1400}, indent=2))
+                ratios[f"{ours}/{peer}"] = round(summary[ours]["sequences_per_s"] / summary[peer]["sequences_per_s"], 3)
+    print(
+        json.dumps(
+            {
+                "batch": args.batch,
+                "seq": args.seq,
+                "precision": "float32" if args.smoke else "bf16",
+                "summary": summary,
+                "ratios": ratios,
+                "goal_sequences_per_s": 1400,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -37,9 +37,9 @@ def attention_layers(model):
 def build(cfg, work, xla, fused_qkv, weights=None):
     import keras
     import tensorflow as tf
+    from train_step import _losses, make_batch
 
     from albert_tf import AlbertBackbone, AlbertPretrainer
-    from train_step import _losses, make_batch
 
     backbone = AlbertBackbone.from_albert_config(cfg)
     if work == "train":
@@ -64,14 +64,17 @@ def build(cfg, work, xla, fused_qkv, weights=None):
             return loss
 
         return (lambda: step().numpy()), model.get_weights(), 8
-    batch = int(work[len("infer"):])
+    batch = int(work[len("infer") :])
     model = backbone
     if weights is not None:
         model.set_weights(weights)
     for layer in attention_layers(model):
         layer.fused_qkv = fused_qkv
-    features = {k: tf.constant(v) for k, v in make_batch(cfg, batch, 128, 20).items()
-                if k in ("input_ids", "input_mask", "segment_ids")}
+    features = {
+        k: tf.constant(v)
+        for k, v in make_batch(cfg, batch, 128, 20).items()
+        if k in ("input_ids", "input_mask", "segment_ids")
+    }
     forward = tf.function(lambda: model(features, training=False)["sequence_output"], jit_compile=xla)
     return (lambda: forward().numpy()), model.get_weights(), batch
 
@@ -119,11 +122,23 @@ def main():
         if key.endswith("fused_qkv_True"):
             base = key.replace("fused_qkv_True", "fused_qkv_False")
             paired = [b / a for a, b in zip(variants[key]["times"], variants[base]["times"])]
-            ratios[key.rsplit("/", 1)[0]] = {"speedup_median": round(statistics.median(paired), 3),
-                                             "range": [round(min(paired), 3), round(max(paired), 3)]}
-    print(json.dumps({"lever": args.lever, "config": os.path.basename(args.config),
-                      "cpu_count": os.cpu_count(), "loadavg_per_round": loads,
-                      "results": results, "fused_over_unfused_speed": ratios}, indent=2))
+            ratios[key.rsplit("/", 1)[0]] = {
+                "speedup_median": round(statistics.median(paired), 3),
+                "range": [round(min(paired), 3), round(max(paired), 3)],
+            }
+    print(
+        json.dumps(
+            {
+                "lever": args.lever,
+                "config": os.path.basename(args.config),
+                "cpu_count": os.cpu_count(),
+                "loadavg_per_round": loads,
+                "results": results,
+                "fused_over_unfused_speed": ratios,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -35,10 +35,10 @@ def worker(args):
     sys.path.insert(0, REPO)
     import resource
 
+    import keras
     import numpy as np
     import tensorflow as tf
 
-    import keras
     from albert_tf import AlbertBackbone
     from albert_tf.models.classifier import AlbertClassifier
 
@@ -74,16 +74,39 @@ def worker(args):
         losses.append(float(step()))
         if i >= args.warmup:
             times.append(time.perf_counter() - start)
-    print("RESULT " + json.dumps({
-        "parameters": model.count_params(), "step_s": statistics.median(times),
-        "peak_rss_before_step_mb": round(rss_before, 1), "loss_first": losses[0],
-        "loss_last": losses[-1]}), flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "parameters": model.count_params(),
+                "step_s": statistics.median(times),
+                "peak_rss_before_step_mb": round(rss_before, 1),
+                "loss_first": losses[0],
+                "loss_last": losses[-1],
+            }
+        ),
+        flush=True,
+    )
 
 
 def run_case(args, seq, remat):
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--config", args.config,
-           "--seq", str(seq), "--batch", str(args.batch), "--warmup", str(args.warmup),
-           "--steps", str(args.steps), "--threads", str(args.threads)] + (["--remat"] if remat else [])
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        "--config",
+        args.config,
+        "--seq",
+        str(seq),
+        "--batch",
+        str(args.batch),
+        "--warmup",
+        str(args.warmup),
+        "--steps",
+        str(args.steps),
+        "--threads",
+        str(args.threads),
+    ] + (["--remat"] if remat else [])
     start = time.perf_counter()
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output = process.stdout.read()
@@ -92,12 +115,16 @@ def run_case(args, seq, remat):
     result = None
     for line in output.splitlines():
         if line.startswith("RESULT "):
-            result = json.loads(line[len("RESULT "):])
+            result = json.loads(line[len("RESULT ") :])
     if result is None:
         return {"error": output[-2000:], "rc": os.waitstatus_to_exitcode(status)}
-    cpu = (usage.ru_utime + usage.ru_stime)
-    result.update(peak_rss_mb=round(usage.ru_maxrss / 1024, 1), wall_s=round(wall, 1),
-                  cpu_util=round(cpu / wall, 2), loadavg_end=round(os.getloadavg()[0], 2))
+    cpu = usage.ru_utime + usage.ru_stime
+    result.update(
+        peak_rss_mb=round(usage.ru_maxrss / 1024, 1),
+        wall_s=round(wall, 1),
+        cpu_util=round(cpu / wall, 2),
+        loadavg_end=round(os.getloadavg()[0], 2),
+    )
     return result
 
 
@@ -122,7 +149,7 @@ def main():
     runs = {name: [] for name in cases}
     names = list(cases)
     for round_index in range(args.rounds):
-        order = names[round_index % len(names):] + names[:round_index % len(names)]
+        order = names[round_index % len(names) :] + names[: round_index % len(names)]
         for name in order:
             result = run_case(args, *cases[name])
             print(f"[round {round_index}] {name}: {json.dumps(result)}", file=sys.stderr, flush=True)
@@ -150,19 +177,27 @@ def main():
     for name in ("plain", "remat"):
         per_sequence_gib = summary[name]["activation_mb"] / 1024 / args.batch
         fits[name] = max(0, int((args.gpu_gib - fixed_gib) // per_sequence_gib))
-    print(json.dumps({
-        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
-        "config": os.path.basename(args.config), "parameters": parameters, "batch": args.batch,
-        "seq": args.seq, "base_seq": args.base_seq, "base_peak_rss_mb": base,
-        "cases": summary,
-        "activation_memory_ratio_plain_over_remat": round(
-            summary["plain"]["activation_mb"] / summary["remat"]["activation_mb"], 2),
-        "step_time_ratio_remat_over_plain": round(
-            summary["remat"]["step_s"] / summary["plain"]["step_s"], 3),
-        f"max_batch_in_{args.gpu_gib:g}_gib_gpu": {
-            "fixed_gib_weights_grads_adam": round(fixed_gib, 2), **fits},
-        "runs": runs,
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
+                "config": os.path.basename(args.config),
+                "parameters": parameters,
+                "batch": args.batch,
+                "seq": args.seq,
+                "base_seq": args.base_seq,
+                "base_peak_rss_mb": base,
+                "cases": summary,
+                "activation_memory_ratio_plain_over_remat": round(
+                    summary["plain"]["activation_mb"] / summary["remat"]["activation_mb"], 2
+                ),
+                "step_time_ratio_remat_over_plain": round(summary["remat"]["step_s"] / summary["plain"]["step_s"], 3),
+                f"max_batch_in_{args.gpu_gib:g}_gib_gpu": {"fixed_gib_weights_grads_adam": round(fixed_gib, 2), **fits},
+                "runs": runs,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

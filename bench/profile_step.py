@@ -36,10 +36,10 @@ def main():
 
     import tensorflow as tf
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    from train_step import build_ours, make_batch
 
     from albert_tf import AlbertBackbone
     from albert_tf.config import AlbertConfig
-    from train_step import build_ours, make_batch
 
     tf.config.threading.set_intra_op_parallelism_threads(os.cpu_count())
     cfg = AlbertConfig.from_json_file(args.config)
@@ -50,8 +50,11 @@ def main():
     else:
         backbone = AlbertBackbone.from_albert_config(cfg)
         forward = tf.function(lambda x: backbone(x, training=False)["pooled_output"], jit_compile=args.xla)
-        x = {k: tf.constant(v) for k, v in make_batch(cfg, int(args.work[5:]), 128, 20).items()
-             if k in ("input_ids", "input_mask", "segment_ids")}
+        x = {
+            k: tf.constant(v)
+            for k, v in make_batch(cfg, int(args.work[5:]), 128, 20).items()
+            if k in ("input_ids", "input_mask", "segment_ids")
+        }
         run = lambda: forward(x).numpy()  # noqa: E731
     run()
     run()
@@ -77,8 +80,10 @@ def main():
                 by_type[op_type] += event.duration_ps / 1e9
                 count[op_type] += 1
     total = sum(by_type.values())
-    print(f"work={args.work} xla={args.xla} wall_ms={1000 * wall:.0f} op_ms_summed_over_threads={total:.0f} "
-          f"loadavg={os.getloadavg()[0]:.1f}")
+    print(
+        f"work={args.work} xla={args.xla} wall_ms={1000 * wall:.0f} op_ms_summed_over_threads={total:.0f} "
+        f"loadavg={os.getloadavg()[0]:.1f}"
+    )
     print(f"{'op type':32s} {'ms':>9s} {'share':>6s} {'count':>6s}")
     for op_type, ms in by_type.most_common(args.top):
         print(f"{op_type:32s} {ms:9.1f} {100 * ms / total:5.1f}% {count[op_type]:6d}")

@@ -43,8 +43,14 @@ def export(args):
     keras.utils.set_random_seed(0)
     model = AlbertBackbone.from_albert_config(args.config)
     for jit in (False, True):
-        export_saved_model(model, os.path.join(args.work, f"saved_model_jit_{jit}"), version=1,
-                           max_seq_length=args.seq, warmup=False, jit_compile=jit)
+        export_saved_model(
+            model,
+            os.path.join(args.work, f"saved_model_jit_{jit}"),
+            version=1,
+            max_seq_length=args.seq,
+            warmup=False,
+            jit_compile=jit,
+        )
     export_tflite(model, os.path.join(args.work, "tflite"), "none", max_seq_length=args.seq)
     if args.int8:
         export_tflite(model, os.path.join(args.work, "tflite"), "dynamic_int8", max_seq_length=args.seq)
@@ -52,9 +58,11 @@ def export(args):
 
 def inputs(np, batch, seq, vocab=30000):
     rng = np.random.default_rng(0)
-    return {"input_ids": rng.integers(5, vocab, (batch, seq)).astype("int32"),
-            "input_mask": np.ones((batch, seq), "int32"),
-            "segment_ids": (np.arange(seq)[None] >= seq // 2).repeat(batch, 0).astype("int32")}
+    return {
+        "input_ids": rng.integers(5, vocab, (batch, seq)).astype("int32"),
+        "input_mask": np.ones((batch, seq), "int32"),
+        "segment_ids": (np.arange(seq)[None] >= seq // 2).repeat(batch, 0).astype("int32"),
+    }
 
 
 def worker(args):
@@ -93,7 +101,7 @@ def worker(args):
             # The file has batch-1 shapes (phones): a batch is one invoke per row.
             for row in range(args.batch):
                 for key, index in by_input.items():
-                    interpreter.set_tensor(index, feed[key][row:row + 1])
+                    interpreter.set_tensor(index, feed[key][row : row + 1])
                 interpreter.invoke()
                 interpreter.get_tensor(output)
 
@@ -109,10 +117,19 @@ def worker(args):
         times.append(time.perf_counter() - start)
     wall = time.perf_counter() - wall0
     median = statistics.median(times)
-    print("RESULT " + json.dumps({
-        "peer": "ours", "step_median_ms": 1000 * median, "seq_per_s": args.batch / median,
-        "timed_cpu_util": round((sum(os.times()[:2]) - cpu0) / wall, 2),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "peer": "ours",
+                "step_median_ms": 1000 * median,
+                "seq_per_s": args.batch / median,
+                "timed_cpu_util": round((sum(os.times()[:2]) - cpu0) / wall, 2),
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
+        ),
+        flush=True,
+    )
 
 
 def run(cmd, env=None):
@@ -120,7 +137,7 @@ def run(cmd, env=None):
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if not lines:
         return {"error": (done.stdout + done.stderr)[-1500:]}
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def main():
@@ -149,9 +166,23 @@ def main():
     if args.int8 and "tflite_int8" not in ours:
         ours.append("tflite_int8")
     args.work = args.work or tempfile.mkdtemp(prefix="bench_serving_")
-    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--export_only", "--work", args.work,
-                           "--config", args.config, "--seq", str(args.seq)] + (["--int8"] if args.int8 else []),
-                          capture_output=True, text=True, cwd=REPO)
+    done = subprocess.run(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--export_only",
+            "--work",
+            args.work,
+            "--config",
+            args.config,
+            "--seq",
+            str(args.seq),
+        ]
+        + (["--int8"] if args.int8 else []),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     if done.returncode:
         sys.exit(f"export failed:\n{done.stderr[-3000:]}")
     peers = [p for p in args.peers.split(",") if p]
@@ -162,18 +193,45 @@ def main():
         k = round_index % len(cases)
         for batch, kind, name in cases[k:] + cases[:k]:
             if kind == "ours":
-                cmd = [sys.executable, os.path.abspath(__file__), "--case", name, "--batch", str(batch),
-                       "--work", args.work, "--config", args.config, "--seq", str(args.seq),
-                       "--threads", str(args.threads)]
+                cmd = [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "--case",
+                    name,
+                    "--batch",
+                    str(batch),
+                    "--work",
+                    args.work,
+                    "--config",
+                    args.config,
+                    "--seq",
+                    str(args.seq),
+                    "--threads",
+                    str(args.threads),
+                ]
                 env = None
             else:
                 script = {"mg": "mg_albert.py", "kh": "kh_albert.py", "hf": "hf_albert.py"}[name.split("-")[0]]
                 python = args.torch_python if name.startswith("hf") else sys.executable
                 timed, warm = STEPS[batch]
-                cmd = [python, os.path.join(args.peer_bench, script), "--mode", "infer", "--batch", str(batch),
-                       "--seq", str(args.seq), "--steps", str(timed), "--warmup", str(warm),
-                       "--threads", str(args.threads),
-                       "--jit", "1" if name.endswith(("-xla", "-compile")) else "0"]
+                cmd = [
+                    python,
+                    os.path.join(args.peer_bench, script),
+                    "--mode",
+                    "infer",
+                    "--batch",
+                    str(batch),
+                    "--seq",
+                    str(args.seq),
+                    "--steps",
+                    str(timed),
+                    "--warmup",
+                    str(warm),
+                    "--threads",
+                    str(args.threads),
+                    "--jit",
+                    "1" if name.endswith(("-xla", "-compile")) else "0",
+                ]
                 env = dict(os.environ, ALBERT_TF_REPO=REPO)
             result = run(cmd, env)
             result["loadavg"] = os.getloadavg()[0]
@@ -188,8 +246,13 @@ def main():
             ok = [r for r in results if "step_median_ms" in r]
             if b == batch and ok:
                 ms = statistics.median(r["step_median_ms"] for r in ok)
-                rows[name] = {"kind": kind, "ms": round(ms, 1), "seq_per_s": round(batch * 1000 / ms, 2),
-                              "cpu_util": [r.get("timed_cpu_util") for r in ok], "runs": len(ok)}
+                rows[name] = {
+                    "kind": kind,
+                    "ms": round(ms, 1),
+                    "seq_per_s": round(batch * 1000 / ms, 2),
+                    "cpu_util": [r.get("timed_cpu_util") for r in ok],
+                    "runs": len(ok),
+                }
             elif b == batch:
                 rows[name] = {"kind": kind, "failed": (results[0].get("error") or "")[-400:]}
         table[f"b{batch}"] = rows
@@ -198,14 +261,28 @@ def main():
         if ours_ms and peer_ms:
             best_ours, best_peer = min(ours_ms, key=ours_ms.get), min(peer_ms, key=peer_ms.get)
             goals[f"b{batch}"] = {
-                "best_ours": best_ours, "best_peer": best_peer,
+                "best_ours": best_ours,
+                "best_peer": best_peer,
                 "latency_ours_over_peer": round(ours_ms[best_ours] / peer_ms[best_peer], 3),
                 "throughput_ours_over_peer": round(peer_ms[best_peer] / ours_ms[best_ours], 3),
-                "per_export_latency_over_best_peer": {n: round(ms / peer_ms[best_peer], 3)
-                                                      for n, ms in ours_ms.items()}}
-    print(json.dumps({"config": os.path.basename(args.config), "seq": args.seq, "threads": args.threads,
-                      "cpu_count": os.cpu_count(), "rounds": args.rounds, "results": table,
-                      "ours_vs_best_peer": goals}, indent=2))
+                "per_export_latency_over_best_peer": {
+                    n: round(ms / peer_ms[best_peer], 3) for n, ms in ours_ms.items()
+                },
+            }
+    print(
+        json.dumps(
+            {
+                "config": os.path.basename(args.config),
+                "seq": args.seq,
+                "threads": args.threads,
+                "cpu_count": os.cpu_count(),
+                "rounds": args.rounds,
+                "results": table,
+                "ours_vs_best_peer": goals,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -29,9 +29,9 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 TEXTS = {
-    "emoji": "\U0001F600\U0001F680\U0001F44D",
+    "emoji": "\U0001f600\U0001f680\U0001f44d",
     "cjk": "\u4e2d\u6587\u5b57\u7b26\u6d4b\u8bd5",
-    "emoji_between_words": "word \U0001F600\U0001F600\U0001F600\U0001F600 ",
+    "emoji_between_words": "word \U0001f600\U0001f600\U0001f600\U0001f600 ",
 }
 
 
@@ -68,7 +68,8 @@ def main():
     data = pathlib.Path(os.environ.get("ALBERT_TF_DATA", REPO.parent / "shared" / "data"))
     prefix = os.path.join(tempfile.mkdtemp(), "wikitext4k")
     model_file = train_sentencepiece(
-        corpus_sentences([str(data / "wikitext2" / "valid.txt")], "wikitext", lower=True), prefix, vocab_size=4000)
+        corpus_sentences([str(data / "wikitext2" / "valid.txt")], "wikitext", lower=True), prefix, vocab_size=4000
+    )
     python_tok = SentencePieceTokenizer(model_file)
     tf_tok = TFSentencePieceTokenizer(python_tok.model_proto)
 
@@ -82,13 +83,18 @@ def main():
     def serve_text_ids(texts):
         ids = [endpoints._ids(texts)]
         ids = tf_text.RoundRobinTrimmer(args.max_seq_length - 2).trim(ids)
-        packed, _ = tf_text.combine_segments(ids, start_of_sequence_id=python_tok.cls_id,
-                                             end_of_segment_id=python_tok.sep_id)
+        packed, _ = tf_text.combine_segments(
+            ids, start_of_sequence_id=python_tok.cls_id, end_of_segment_id=python_tok.sep_id
+        )
         return packed.to_tensor(0)
 
     serve_text_ids(tf.constant(["warm up"]))
-    results = {"vocab": "wikitext2 valid, 4000 pieces (emoji and CJK out of vocabulary)",
-               "max_seq_length": args.max_seq_length, "python": {}, "serve_text": {}}
+    results = {
+        "vocab": "wikitext2 valid, 4000 pieces (emoji and CJK out of vocabulary)",
+        "max_seq_length": args.max_seq_length,
+        "python": {},
+        "serve_text": {},
+    }
     for kind in TEXTS:
         for path in ("python", "serve_text"):
             row = {}
@@ -111,7 +117,8 @@ def main():
         served = [i for i in served if i != 0][1:-1]  # without [CLS], [SEP] and padding
         results.setdefault("ids_same", {})[kind] = {
             "python_with_vs_without_shortening": unshortened == shortened,
-            "serve_text_vs_python_truncated": served == unshortened[: args.max_seq_length - 2]}
+            "serve_text_vs_python_truncated": served == unshortened[: args.max_seq_length - 2],
+        }
     print(json.dumps(results, indent=2))
 
 

@@ -71,8 +71,7 @@ def make_batch(cfg, batch, seq, predictions, seed=0):
         "input_ids": rng.integers(5, cfg.vocab_size, (batch, seq)).astype("int32"),
         "input_mask": np.ones((batch, seq), "int32"),
         "segment_ids": (np.arange(seq)[None, :] >= seq // 2).repeat(batch, 0).astype("int32"),
-        "masked_lm_positions": np.sort(
-            rng.choice(np.arange(1, seq), (batch, predictions)), axis=1).astype("int32"),
+        "masked_lm_positions": np.sort(rng.choice(np.arange(1, seq), (batch, predictions)), axis=1).astype("int32"),
         "masked_lm_ids": rng.integers(5, cfg.vocab_size, (batch, predictions)).astype("int32"),
         "masked_lm_weights": np.ones((batch, predictions), "float32"),
         "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype("int32"),
@@ -82,8 +81,9 @@ def make_batch(cfg, batch, seq, predictions, seed=0):
 def _losses(mlm_logits, sop_logits, features):
     from albert_tf.models.pretrainer import masked_lm_loss, sentence_order_loss
 
-    return masked_lm_loss(mlm_logits, features["masked_lm_ids"], features["masked_lm_weights"]) \
-        + sentence_order_loss(sop_logits, features["next_sentence_labels"])
+    return masked_lm_loss(mlm_logits, features["masked_lm_ids"], features["masked_lm_weights"]) + sentence_order_loss(
+        sop_logits, features["next_sentence_labels"]
+    )
 
 
 def build_ours(cfg, precision, xla):
@@ -115,25 +115,30 @@ def build_model_garden(cfg, precision, xla):
     from official.modeling import tf_utils
     from official.nlp.modeling import models, networks
 
-    tf_keras.mixed_precision.set_global_policy(
-        "mixed_bfloat16" if precision == "bfloat16" else "float32")
+    tf_keras.mixed_precision.set_global_policy("mixed_bfloat16" if precision == "bfloat16" else "float32")
     try:
         init = tf_keras.initializers.TruncatedNormal(stddev=cfg.initializer_range)
         encoder = networks.AlbertEncoder(
-            vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
-            embedding_width=cfg.embedding_size, num_layers=cfg.num_hidden_layers,
-            num_attention_heads=cfg.num_attention_heads, intermediate_size=cfg.intermediate_size,
+            vocab_size=cfg.vocab_size,
+            hidden_size=cfg.hidden_size,
+            embedding_width=cfg.embedding_size,
+            num_layers=cfg.num_hidden_layers,
+            num_attention_heads=cfg.num_attention_heads,
+            intermediate_size=cfg.intermediate_size,
             activation=tf_utils.get_activation(cfg.hidden_act),
             dropout_rate=cfg.hidden_dropout_prob,
             attention_dropout_rate=cfg.attention_probs_dropout_prob,
             max_sequence_length=cfg.max_position_embeddings,
-            type_vocab_size=cfg.type_vocab_size, initializer=init, dict_outputs=True)
+            type_vocab_size=cfg.type_vocab_size,
+            initializer=init,
+            dict_outputs=True,
+        )
         # Model Garden's MaskedLM fails to build under mixed_bfloat16 (its bias
         # is autocast while the tied table is not), so its heads stay float32.
         tf_keras.mixed_precision.set_global_policy("float32")
         model = models.BertPretrainerV2(
-            encoder_network=encoder, mlm_activation=tf_utils.get_activation(cfg.hidden_act),
-            mlm_initializer=init)
+            encoder_network=encoder, mlm_activation=tf_utils.get_activation(cfg.hidden_act), mlm_initializer=init
+        )
         # ALBERT's SOP head: a 2-way dense layer on the pooled output.
         sop = tf_keras.layers.Dense(2, kernel_initializer=init, name="sop")
     finally:
@@ -142,14 +147,16 @@ def build_model_garden(cfg, precision, xla):
 
     @tf.function(jit_compile=xla)
     def step(features):
-        inputs = {"input_word_ids": features["input_ids"], "input_mask": features["input_mask"],
-                  "input_type_ids": features["segment_ids"],
-                  "masked_lm_positions": features["masked_lm_positions"]}
+        inputs = {
+            "input_word_ids": features["input_ids"],
+            "input_mask": features["input_mask"],
+            "input_type_ids": features["segment_ids"],
+            "masked_lm_positions": features["masked_lm_positions"],
+        }
         with tf.GradientTape() as tape:
             out = model(inputs, training=True)
             sop_logits = sop(out["pooled_output"])
-            loss = _losses(tf.cast(out["mlm_logits"], tf.float32),
-                           tf.cast(sop_logits, tf.float32), features)
+            loss = _losses(tf.cast(out["mlm_logits"], tf.float32), tf.cast(sop_logits, tf.float32), features)
         variables = model.trainable_variables + sop.trainable_variables
         grads = tape.gradient(loss, variables)
         grads, _ = tf.clip_by_global_norm(grads, 1.0)
@@ -182,8 +189,7 @@ def main():
     from albert_tf.config import AlbertConfig
 
     cfg = AlbertConfig.from_json_file(args.config)
-    features = {k: tf.constant(v) for k, v in
-                make_batch(cfg, args.batch, args.seq, args.predictions).items()}
+    features = {k: tf.constant(v) for k, v in make_batch(cfg, args.batch, args.seq, args.predictions).items()}
     flops = step_flops(cfg, args.batch, args.seq, args.predictions)
 
     variants = {}
@@ -195,8 +201,12 @@ def main():
                 start = time.perf_counter()
                 step(features).numpy()  # trace + compile
                 step(features).numpy()
-                variants[key] = {"step": step, "params": count_params(), "times": [],
-                                 "warmup_s": time.perf_counter() - start}
+                variants[key] = {
+                    "step": step,
+                    "params": count_params(),
+                    "times": [],
+                    "warmup_s": time.perf_counter() - start,
+                }
     for _ in range(args.rounds):
         for _key, v in variants.items():
             start = time.perf_counter()
@@ -205,9 +215,10 @@ def main():
             loss.numpy()
             v["times"].append((time.perf_counter() - start) / args.steps)
 
-    limits = {p: matmul_limit_gflops(cfg, args.batch * args.seq,
-                                     tf.bfloat16 if p == "bfloat16" else tf.float32)
-              for p in args.precisions.split(",")}
+    limits = {
+        p: matmul_limit_gflops(cfg, args.batch * args.seq, tf.bfloat16 if p == "bfloat16" else tf.float32)
+        for p in args.precisions.split(",")
+    }
     results = {}
     for key, v in variants.items():
         precision = key.split("/")[1]
@@ -225,16 +236,25 @@ def main():
     for key in results:
         impl, rest = key.split("/", 1)
         if impl == "ours" and f"model_garden/{rest}" in results:
-            ratios[rest] = round(results[key]["sequences_per_s"]
-                                 / results[f"model_garden/{rest}"]["sequences_per_s"], 3)
-    print(json.dumps({
-        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
-                    "tensorflow": tf.__version__},
-        "config": args.config, "batch": args.batch, "seq": args.seq,
-        "predictions": args.predictions, "gflop_per_step": round(flops / 1e9, 1),
-        "matmul_limit_gflop_per_s": {k: round(v, 1) for k, v in limits.items()},
-        "results": results, "ours_over_model_garden": ratios,
-    }, indent=2))
+            ratios[rest] = round(
+                results[key]["sequences_per_s"] / results[f"model_garden/{rest}"]["sequences_per_s"], 3
+            )
+    print(
+        json.dumps(
+            {
+                "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "tensorflow": tf.__version__},
+                "config": args.config,
+                "batch": args.batch,
+                "seq": args.seq,
+                "predictions": args.predictions,
+                "gflop_per_step": round(flops / 1e9, 1),
+                "matmul_limit_gflop_per_s": {k: round(v, 1) for k, v in limits.items()},
+                "results": results,
+                "ours_over_model_garden": ratios,
+            },
+            indent=2,
+        )
+    )
 
 
 def pipeline_bench(args):
@@ -259,23 +279,40 @@ def pipeline_bench(args):
     for precision in args.precisions.split(","):
         for xla in args.xla.split(","):
             for accum in [int(a) for a in args.accum.split(",")]:
-                settings = TrainSettings(output_dir=tempfile.mkdtemp(), train_batch_size=args.batch,
-                                         max_seq_length=metadata["max_seq_length"],
-                                         max_predictions_per_seq=metadata["max_predictions_per_seq"],
-                                         num_train_steps=1000, mixed_precision=precision, jit_compile=xla == "on",
-                                         grad_accum_steps=accum, verbose=False)
+                settings = TrainSettings(
+                    output_dir=tempfile.mkdtemp(),
+                    train_batch_size=args.batch,
+                    max_seq_length=metadata["max_seq_length"],
+                    max_predictions_per_seq=metadata["max_predictions_per_seq"],
+                    num_train_steps=1000,
+                    mixed_precision=precision,
+                    jit_compile=xla == "on",
+                    grad_accum_steps=accum,
+                    verbose=False,
+                )
                 loop = PretrainingLoop(tf.distribute.get_strategy(), cfg, settings, source)
                 times = [loop.time_steps(args.steps) for _ in range(args.rounds)]
                 step_s = statistics.median(times)
                 results[f"{precision}/xla_{xla}/accum_{accum}"] = {
-                    "sequences_per_s": round(args.batch / step_s, 3), "step_s": round(step_s, 4),
-                    "input_bound": input_batches_per_s < 1 / step_s}
-    print(json.dumps({"machine": {"cpu_count": os.cpu_count(), "tensorflow": tf.__version__},
-                      "config": args.config, "data": args.pipeline, "batch": args.batch,
-                      "seq": metadata["max_seq_length"],
-                      "input_pipeline_alone_batches_per_s": round(input_batches_per_s, 1),
-                      "input_pipeline_alone_sequences_per_s": round(input_batches_per_s * args.batch, 1),
-                      "results": results}, indent=2))
+                    "sequences_per_s": round(args.batch / step_s, 3),
+                    "step_s": round(step_s, 4),
+                    "input_bound": input_batches_per_s < 1 / step_s,
+                }
+    print(
+        json.dumps(
+            {
+                "machine": {"cpu_count": os.cpu_count(), "tensorflow": tf.__version__},
+                "config": args.config,
+                "data": args.pipeline,
+                "batch": args.batch,
+                "seq": metadata["max_seq_length"],
+                "input_pipeline_alone_batches_per_s": round(input_batches_per_s, 1),
+                "input_pipeline_alone_sequences_per_s": round(input_batches_per_s * args.batch, 1),
+                "results": results,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

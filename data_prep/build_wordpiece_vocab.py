@@ -34,8 +34,9 @@ def corpus_lines(paths: Sequence[str], input_format: str, lower: bool) -> Iterab
             logging.warning("%s: no text", path)
 
 
-def build_wordpiece_vocab(lines: Iterable[str], vocab_size: int, reserved: Sequence[str] = WORDPIECE_SPECIALS,
-                          min_character_count: int = 1) -> List[str]:
+def build_wordpiece_vocab(
+    lines: Iterable[str], vocab_size: int, reserved: Sequence[str] = WORDPIECE_SPECIALS, min_character_count: int = 1
+) -> List[str]:
     """The vocabulary (reserved tokens first) learned from normalised `lines`.
 
     Raises:
@@ -49,11 +50,21 @@ def build_wordpiece_vocab(lines: Iterable[str], vocab_size: int, reserved: Seque
         raise ValueError("no text to learn a WordPiece vocabulary from (all inputs empty)")
     dataset = tf.data.Dataset.from_tensor_slices(lines).batch(1024)
     vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
-        dataset, vocab_size=vocab_size, reserved_tokens=list(reserved),
+        dataset,
+        vocab_size=vocab_size,
+        reserved_tokens=list(reserved),
         bert_tokenizer_params={"lower_case": False},  # already normalised
-        learn_params={"max_token_length": 50, "max_unique_chars": 20000,
-                      "upper_thresh": 10_000_000, "lower_thresh": 2, "num_iterations": 4,
-                      "slack_ratio": 0.05, "include_joiner_token": True, "joiner": "##"})
+        learn_params={
+            "max_token_length": 50,
+            "max_unique_chars": 20000,
+            "upper_thresh": 10_000_000,
+            "lower_thresh": 2,
+            "num_iterations": 4,
+            "slack_ratio": 0.05,
+            "include_joiner_token": True,
+            "joiner": "##",
+        },
+    )
     # Guarantee every frequent character (and its ## form) so no common word becomes [UNK].
     counts = {}
     for line in lines:
@@ -61,8 +72,13 @@ def build_wordpiece_vocab(lines: Iterable[str], vocab_size: int, reserved: Seque
             if not char.isspace():
                 counts[char] = counts.get(char, 0) + 1
     present = set(vocab)
-    extra = [token for char, count in sorted(counts.items(), key=lambda kv: -kv[1]) if count >= min_character_count
-             for token in (char, "##" + char) if token not in present]
+    extra = [
+        token
+        for char, count in sorted(counts.items(), key=lambda kv: -kv[1])
+        if count >= min_character_count
+        for token in (char, "##" + char)
+        if token not in present
+    ]
     return list(dict.fromkeys(list(vocab) + extra))
 
 
@@ -95,8 +111,11 @@ def main(argv):
     FLAGS = flags.FLAGS
     try:
         paths = expand_input_patterns(FLAGS.input)
-        tokens = build_wordpiece_vocab(corpus_lines(paths, FLAGS.input_format, FLAGS.do_lower_case),
-                                       FLAGS.vocab_size, min_character_count=FLAGS.min_character_count)
+        tokens = build_wordpiece_vocab(
+            corpus_lines(paths, FLAGS.input_format, FLAGS.do_lower_case),
+            FLAGS.vocab_size,
+            min_character_count=FLAGS.min_character_count,
+        )
         write_vocab(tokens, FLAGS.output_file)
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")

@@ -33,19 +33,32 @@ def define_flags():
     flags.DEFINE_integer("ngram", defaults.ngram, "Longest masked span, in words.")
     flags.DEFINE_bool("favor_shorter_ngram", defaults.favor_shorter_ngram, "p(n) ∝ 1/n (else reversed).")
     flags.DEFINE_bool("do_whole_word_mask", defaults.do_whole_word_mask, "Mask whole words.")
-    flags.DEFINE_bool("random_next_sentence", defaults.random_next_sentence,
-                      "NSP (B from a random document) instead of SOP, for the ablation.")
-    flags.DEFINE_enum("one_sentence_chunks", defaults.one_sentence_chunks, ONE_SENTENCE_CHUNK_MODES,
-                      "split: cut the sentence at a word start (SOP stays SOP); random_document: the "
-                      "original's random-document negative.")
-    flags.DEFINE_bool("short_target_per_document", defaults.short_target_per_document,
-                      "Draw the short target length once per document, as the original.")
+    flags.DEFINE_bool(
+        "random_next_sentence",
+        defaults.random_next_sentence,
+        "NSP (B from a random document) instead of SOP, for the ablation.",
+    )
+    flags.DEFINE_enum(
+        "one_sentence_chunks",
+        defaults.one_sentence_chunks,
+        ONE_SENTENCE_CHUNK_MODES,
+        "split: cut the sentence at a word start (SOP stays SOP); random_document: the "
+        "original's random-document negative.",
+    )
+    flags.DEFINE_bool(
+        "short_target_per_document",
+        defaults.short_target_per_document,
+        "Draw the short target length once per document, as the original.",
+    )
     flags.DEFINE_float("short_seq_prob", defaults.short_seq_prob, "Probability of a shorter target.")
     flags.DEFINE_integer("dupe_factor", defaults.dupe_factor, "Passes over the corpus (new masks each).")
     flags.DEFINE_integer("random_seed", defaults.random_seed, "Seed of every random choice.")
     flags.DEFINE_integer("num_shards", defaults.num_shards, "Output TFRecord files.")
-    flags.DEFINE_integer("negative_pool_documents", defaults.negative_pool_documents,
-                         "Documents a random B may come from (NSP / random_document only).")
+    flags.DEFINE_integer(
+        "negative_pool_documents",
+        defaults.negative_pool_documents,
+        "Documents a random B may come from (NSP / random_document only).",
+    )
     flags.DEFINE_bool("overwrite", defaults.overwrite, "Replace a dataset already in output_dir.")
 
 
@@ -53,10 +66,12 @@ def main(argv):
     settings = settings_from_flags(Settings)
     metadata = run(settings, argv[1:])
     counts = metadata["counts"]
-    print(f"wrote {metadata['num_instances']} instances in {len(metadata['shards'])} shards to "
-          f"{settings.output_dir} ({counts['documents']} documents, {counts['tokens']} tokens, "
-          f"{counts['masked_tokens'] / max(1, counts['non_special_tokens']):.1%} masked, "
-          f"{counts['sop_label_1'] / counts['instances']:.1%} label 1)")
+    print(
+        f"wrote {metadata['num_instances']} instances in {len(metadata['shards'])} shards to "
+        f"{settings.output_dir} ({counts['documents']} documents, {counts['tokens']} tokens, "
+        f"{counts['masked_tokens'] / max(1, counts['non_special_tokens']):.1%} masked, "
+        f"{counts['sop_label_1'] / counts['instances']:.1%} label 1)"
+    )
 
 
 def cli():

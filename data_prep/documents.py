@@ -28,8 +28,8 @@ Example:
 
 import dataclasses
 import glob
-import os
 import json
+import os
 import re
 from typing import Iterator, List
 
@@ -73,7 +73,7 @@ def cap_sentence(sentence: str, stats: ReadStats, limit: int = MAX_SENTENCE_CHAR
     """
     if len(sentence) <= limit:
         return sentence
-    head = sentence[:limit + 1]  # a space right after the limit keeps the whole last word
+    head = sentence[: limit + 1]  # a space right after the limit keeps the whole last word
     parts = head.rsplit(None, 1)
     cut = parts[0].rstrip() if len(parts) == 2 and parts[0].strip() else sentence[:limit]
     stats.cut_sentences += 1
@@ -114,6 +114,7 @@ def _decoded_lines(raw, stats: ReadStats) -> Iterator[str]:
 def _open_binary(path: str):
     if "://" in path:
         from apache_beam.io.filesystems import FileSystems
+
         return FileSystems.open(path)
     return open(path, "rb")
 
@@ -202,6 +203,7 @@ def expand_input_patterns(patterns: str) -> List[str]:
     for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
         if "://" in pattern:
             from apache_beam.io.filesystems import FileSystems
+
             matched = [m.path for m in FileSystems.match([pattern])[0].metadata_list]
         else:
             matched = [p for p in glob.glob(os.path.expanduser(pattern)) if os.path.isfile(p)]

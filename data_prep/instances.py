@@ -94,7 +94,7 @@ def truncate_seq_pair(tokens_a: List[int], tokens_b: List[int], max_num_tokens: 
             len_b -= 1
     for side, tokens in (("a", tokens_a), ("b", tokens_b)):
         if front[side] or back[side]:
-            tokens[:] = tokens[front[side]:len(tokens) - back[side]]
+            tokens[:] = tokens[front[side] : len(tokens) - back[side]]
 
 
 class InstanceBuilder:
@@ -124,14 +124,15 @@ class InstanceBuilder:
                 break
         random_document = pool[random_index]
         tokens_b = []
-        for sentence in random_document[rng.randint(0, len(random_document) - 1):]:
+        for sentence in random_document[rng.randint(0, len(random_document) - 1) :]:
             tokens_b.extend(sentence)
             if len(tokens_b) >= target_b_length:
                 break
         return tokens_b
 
-    def build(self, document: Sequence[Sequence[int]], pool: Sequence[Sequence[Sequence[int]]],
-              document_index: int, rng) -> List[Instance]:
+    def build(
+        self, document: Sequence[Sequence[int]], pool: Sequence[Sequence[Sequence[int]]], document_index: int, rng
+    ) -> List[Instance]:
         """All instances of `document` (one pass; call once per dupe).
 
         Args:
@@ -156,8 +157,9 @@ class InstanceBuilder:
                 if pair is not None:
                     tokens_a, tokens_b, is_random_next, unused = pair
                     i -= unused
-                    instances.append(self._instance(tokens_a, tokens_b, is_random_next,
-                                                    target < max_num_tokens, max_num_tokens, rng))
+                    instances.append(
+                        self._instance(tokens_a, tokens_b, is_random_next, target < max_num_tokens, max_num_tokens, rng)
+                    )
                 chunk, chunk_length = [], 0
                 if not options.short_target_per_document:
                     target = self._target_length(rng)
@@ -196,6 +198,14 @@ class InstanceBuilder:
         ids = [masker.cls_id] + tokens_a + [masker.sep_id] + tokens_b + [masker.sep_id]
         segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
         masked = masker.mask(ids, rng)
-        return Instance(masked.input_ids, segment_ids, masked.token_boundary, masked.positions,
-                        masked.labels, is_random_next, short_target, masked.drawn_ngrams,
-                        masked.span_words)
+        return Instance(
+            masked.input_ids,
+            segment_ids,
+            masked.token_boundary,
+            masked.positions,
+            masked.labels,
+            is_random_next,
+            short_target,
+            masked.drawn_ngrams,
+            masked.span_words,
+        )

@@ -116,13 +116,13 @@ class NgramMasker:
             n = rng.choices(self._ngrams, cum_weights=self._cumulative)[0]
             drawn.append(n)
             # Fall back to shorter spans while over budget, as the original.
-            span = [p for unit in units[start:start + n] for p in unit]
+            span = [p for unit in units[start : start + n] for p in unit]
             while len(masked) + len(span) > budget and n > 1:
                 n -= 1
-                span = [p for unit in units[start:start + n] for p in unit]
+                span = [p for unit in units[start : start + n] for p in unit]
             if len(masked) + len(span) > budget or any(p in covered for p in span):
                 continue
-            span_words.append(len(units[start:start + n]))
+            span_words.append(len(units[start : start + n]))
             for position in span:
                 covered.add(position)
                 if rng.random() < 0.8:
@@ -133,5 +133,4 @@ class NgramMasker:
                     output[position] = rng.randrange(self.vocab_size)
                 masked.append((position, ids[position]))
         masked.sort()
-        return MaskedSequence(output, [p for p, _ in masked], [t for _, t in masked], boundary,
-                              drawn, span_words)
+        return MaskedSequence(output, [p for p, _ in masked], [t for _, t in masked], boundary, drawn, span_words)

@@ -52,7 +52,6 @@ from data_prep.tfrecord import write_record
 STAGING_PREFIX = ".tmp-"  # shards are written under <output_dir>/.tmp-<id>/ and moved into place at the end
 
 
-
 class DataPrepError(AlbertError, ValueError):
     """Bad input or output for the pipeline; the message says what and where."""
 
@@ -84,12 +83,22 @@ class Settings:
     overwrite: bool = False
 
     def instance_options(self) -> InstanceOptions:
-        return InstanceOptions(self.max_seq_length, self.short_seq_prob, self.random_next_sentence,
-                               self.one_sentence_chunks, self.short_target_per_document)
+        return InstanceOptions(
+            self.max_seq_length,
+            self.short_seq_prob,
+            self.random_next_sentence,
+            self.one_sentence_chunks,
+            self.short_target_per_document,
+        )
 
     def masking_options(self) -> MaskingOptions:
-        return MaskingOptions(self.masked_lm_prob, self.max_predictions_per_seq, self.ngram,
-                              self.favor_shorter_ngram, self.do_whole_word_mask)
+        return MaskingOptions(
+            self.masked_lm_prob,
+            self.max_predictions_per_seq,
+            self.ngram,
+            self.favor_shorter_ngram,
+            self.do_whole_word_mask,
+        )
 
     def validate(self):
         checks = [
@@ -102,8 +111,10 @@ class Settings:
             (self.num_shards >= 1, "num_shards must be at least 1"),
             (self.negative_pool_documents >= 2, "negative_pool_documents must be at least 2"),
             (self.input_format in documents_lib.FORMATS, f"input_format must be one of {documents_lib.FORMATS}"),
-            (self.one_sentence_chunks in ONE_SENTENCE_CHUNK_MODES,
-             f"one_sentence_chunks must be one of {ONE_SENTENCE_CHUNK_MODES}"),
+            (
+                self.one_sentence_chunks in ONE_SENTENCE_CHUNK_MODES,
+                f"one_sentence_chunks must be one of {ONE_SENTENCE_CHUNK_MODES}",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -139,16 +150,27 @@ class _ReadDocuments(beam.DoFn):
         if stats.replaced_bytes:
             logging.warning("%s: %d invalid UTF-8 sequences replaced with U+FFFD", path, stats.replaced_bytes)
         if stats.cut_sentences:
-            logging.warning("%s: %d sentences over %d characters cut (%d characters dropped)", path,
-                            stats.cut_sentences, documents_lib.MAX_SENTENCE_CHARS, stats.cut_chars)
+            logging.warning(
+                "%s: %d sentences over %d characters cut (%d characters dropped)",
+                path,
+                stats.cut_sentences,
+                documents_lib.MAX_SENTENCE_CHARS,
+                stats.cut_chars,
+            )
         if not stats.documents:
             logging.warning("%s: no text in this file", path)
-        yield beam.pvalue.TaggedOutput("stats", {
-            "files": 1, "empty_files": int(not stats.documents),
-            "replaced_utf8": {path: stats.replaced_bytes} if stats.replaced_bytes else {},
-            "cut_sentences": {path: stats.cut_sentences} if stats.cut_sentences else {},
-            "cut_chars": {path: stats.cut_chars} if stats.cut_chars else {},
-            "raw_documents": stats.documents, "raw_sentences": stats.sentences})
+        yield beam.pvalue.TaggedOutput(
+            "stats",
+            {
+                "files": 1,
+                "empty_files": int(not stats.documents),
+                "replaced_utf8": {path: stats.replaced_bytes} if stats.replaced_bytes else {},
+                "cut_sentences": {path: stats.cut_sentences} if stats.cut_sentences else {},
+                "cut_chars": {path: stats.cut_chars} if stats.cut_chars else {},
+                "raw_documents": stats.documents,
+                "raw_sentences": stats.sentences,
+            },
+        )
 
 
 class _MakeInstances(beam.DoFn):
@@ -179,8 +201,15 @@ class _MakeInstances(beam.DoFn):
                 stats["documents"] += 1
                 stats["sentences"] += len(tokenized)
                 stats["tokens"] += sum(len(x) for x in tokenized)
-        counts = {"instances": 0, "sop_label_1": 0, "short_target": 0, "masked_tokens": 0,
-                  "non_special_tokens": 0, "ngram_drawn": {}, "span_words": {}}
+        counts = {
+            "instances": 0,
+            "sop_label_1": 0,
+            "short_target": 0,
+            "masked_tokens": 0,
+            "non_special_tokens": 0,
+            "ngram_drawn": {},
+            "span_words": {},
+        }
         for index, key in enumerate(keys):
             for dupe in range(s.dupe_factor):
                 rng = random.Random(f"{s.random_seed}/{key}/{dupe}")
@@ -218,8 +247,9 @@ class _WriteShard(beam.DoFn):
         with FileSystems.create(FileSystems.join(self.directory, name)) as stream:
             hashed = HashingWriter(stream)
             for _, packed in records:
-                write_record(hashed, serialize_instance(unpack_instance(packed), s.max_seq_length,
-                                                        s.max_predictions_per_seq))
+                write_record(
+                    hashed, serialize_instance(unpack_instance(packed), s.max_seq_length, s.max_predictions_per_seq)
+                )
         yield {"shards": {name: len(records)}, "shard_files": {name: hashed.manifest_entry()}}
 
 
@@ -228,35 +258,43 @@ def _bucket_key(document_hash: int, num_documents: int, pool_documents: int) -> 
     return document_hash % num_buckets
 
 
-def build_pipeline(pipeline: beam.Pipeline, settings: Settings, input_paths: List[str],
-                   tokenizer, temp_dir: str) -> None:
+def build_pipeline(
+    pipeline: beam.Pipeline, settings: Settings, input_paths: List[str], tokenizer, temp_dir: str
+) -> None:
     """Adds the whole job to `pipeline`; shards and `_counts.json` land in `temp_dir`."""
-    read = (pipeline
-            | "InputFiles" >> beam.Create(input_paths)
-            | "ReadDocuments" >> beam.ParDo(_ReadDocuments(settings.input_format)).with_outputs(
-                "stats", main="documents"))
+    read = (
+        pipeline
+        | "InputFiles" >> beam.Create(input_paths)
+        | "ReadDocuments" >> beam.ParDo(_ReadDocuments(settings.input_format)).with_outputs("stats", main="documents")
+    )
     documents = read.documents
     if settings.instance_options().needs_other_documents:
         num_documents = beam.pvalue.AsSingleton(documents | "CountDocuments" >> beam.combiners.Count.Globally())
         keyed = documents | "ToPools" >> beam.Map(
-            lambda kv, n: (_bucket_key(kv[0], n, settings.negative_pool_documents), kv), num_documents)
+            lambda kv, n: (_bucket_key(kv[0], n, settings.negative_pool_documents), kv), num_documents
+        )
     else:
         keyed = documents | "OnePerBucket" >> beam.Map(lambda kv: (kv[0], kv))
-    made = (keyed
-            | "GroupBuckets" >> beam.GroupByKey()
-            | "MakeInstances" >> beam.ParDo(
-                _MakeInstances(settings, tokenizer.kind, tokenizer.model_proto)).with_outputs(
-                "stats", main="records"))
-    written = (made.records
-               | "GroupShards" >> beam.GroupByKey()
-               | "WriteShards" >> beam.ParDo(_WriteShard(temp_dir, settings)))
+    made = (
+        keyed
+        | "GroupBuckets" >> beam.GroupByKey()
+        | "MakeInstances"
+        >> beam.ParDo(_MakeInstances(settings, tokenizer.kind, tokenizer.model_proto)).with_outputs(
+            "stats", main="records"
+        )
+    )
+    written = (
+        made.records | "GroupShards" >> beam.GroupByKey() | "WriteShards" >> beam.ParDo(_WriteShard(temp_dir, settings))
+    )
     from apache_beam.io.filesystems import FileSystems
 
     counts_path = FileSystems.join(temp_dir, "_counts.json")
-    _ = ((read.stats, made.stats, written)
-         | "AllCounts" >> beam.Flatten()
-         | "MergeCounts" >> beam.CombineGlobally(merge_counts)
-         | "WriteCounts" >> beam.Map(_write_json, counts_path))
+    _ = (
+        (read.stats, made.stats, written)
+        | "AllCounts" >> beam.Flatten()
+        | "MergeCounts" >> beam.CombineGlobally(merge_counts)
+        | "WriteCounts" >> beam.Map(_write_json, counts_path)
+    )
 
 
 def _write_json(value, path):
@@ -278,8 +316,7 @@ def _existing_outputs(output_dir: str) -> List[str]:
 
     pattern = FileSystems.join(output_dir, "*")
     found = FileSystems.match([pattern])[0].metadata_list
-    return sorted(m.path for m in found if is_shard_name(m.path)
-                  or os.path.basename(m.path) == METADATA_FILE)
+    return sorted(m.path for m in found if is_shard_name(m.path) or os.path.basename(m.path) == METADATA_FILE)
 
 
 def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
@@ -300,8 +337,9 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
     with OutputDirLock(settings.output_dir):
         removed = _remove_stale_staging(settings.output_dir)
         if removed:
-            logging.warning("%s: removed %d staging directories of earlier runs that did not finish",
-                            settings.output_dir, removed)
+            logging.warning(
+                "%s: removed %d staging directories of earlier runs that did not finish", settings.output_dir, removed
+            )
         return _write_dataset(settings, pipeline_args, input_paths, tokenizer)
 
 
@@ -321,8 +359,10 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
 
     existing = _existing_outputs(settings.output_dir) if FileSystems.exists(settings.output_dir) else []
     if existing and not settings.overwrite:
-        raise DataPrepError(f"{settings.output_dir} already holds a dataset ({os.path.basename(existing[0])}, "
-                            f"...); pass --overwrite to replace it")
+        raise DataPrepError(
+            f"{settings.output_dir} already holds a dataset ({os.path.basename(existing[0])}, "
+            f"...); pass --overwrite to replace it"
+        )
     temp_dir = FileSystems.join(settings.output_dir, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
     FileSystems.mkdirs(temp_dir)
     try:
@@ -331,8 +371,10 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
             build_pipeline(pipeline, settings, input_paths, tokenizer, temp_dir)
         counts = _read_json(FileSystems.join(temp_dir, "_counts.json"))
         if not counts.get("instances"):
-            raise DataPrepError(f"no training instances: the inputs ({settings.input_file}) hold no text "
-                                f"that tokenizes to at least two tokens")
+            raise DataPrepError(
+                f"no training instances: the inputs ({settings.input_file}) hold no text "
+                f"that tokenizes to at least two tokens"
+            )
         shards = counts.pop("shards")
         shard_files = counts.pop("shard_files")
         for shard in range(settings.num_shards):  # a shard that drew no instance is still written
@@ -342,12 +384,19 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
                 shards[name] = 0
                 shard_files[name] = HashingWriter(None).manifest_entry()
         metadata = metadata_record(
-            num_instances=counts["instances"], shards=shards, shard_files=shard_files,
+            num_instances=counts["instances"],
+            shards=shards,
+            shard_files=shard_files,
             max_seq_length=settings.max_seq_length,
-            max_predictions_per_seq=settings.max_predictions_per_seq, vocab_size=tokenizer.vocab_size,
-            vocab_type=tokenizer.kind, vocab_sha256=tokenizer.model_sha256,
-            task="nsp" if settings.random_next_sentence else "sop", settings=dataclasses.asdict(settings),
-            input_files=input_paths, counts=counts)
+            max_predictions_per_seq=settings.max_predictions_per_seq,
+            vocab_size=tokenizer.vocab_size,
+            vocab_type=tokenizer.kind,
+            vocab_sha256=tokenizer.model_sha256,
+            task="nsp" if settings.random_next_sentence else "sop",
+            settings=dataclasses.asdict(settings),
+            input_files=input_paths,
+            counts=counts,
+        )
         _publish(settings, temp_dir, existing, metadata)
         return metadata
     finally:
@@ -366,8 +415,9 @@ def _publish(settings: Settings, temp_dir: str, existing: List[str], metadata: d
             FileSystems.delete([metadata_path])
         FileSystems.delete([p for p in existing if p != metadata_path])
     names = list(metadata["shards"])
-    FileSystems.rename([FileSystems.join(temp_dir, n) for n in names],
-                       [FileSystems.join(settings.output_dir, n) for n in names])
+    FileSystems.rename(
+        [FileSystems.join(temp_dir, n) for n in names], [FileSystems.join(settings.output_dir, n) for n in names]
+    )
     staged = FileSystems.join(temp_dir, METADATA_FILE)
     _write_json(metadata, staged)
     FileSystems.rename([staged], [metadata_path])

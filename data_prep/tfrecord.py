@@ -69,5 +69,4 @@ def _masked_crc(data: bytes) -> int:
 def write_record(stream: BinaryIO, record: bytes) -> None:
     """Appends one TFRecord: length, masked CRC32C of length, data, masked CRC32C of data."""
     length = struct.pack("<Q", len(record))
-    stream.write(length + struct.pack("<I", _masked_crc(length)) + record
-                 + struct.pack("<I", _masked_crc(record)))
+    stream.write(length + struct.pack("<I", _masked_crc(length)) + record + struct.pack("<I", _masked_crc(record)))

@@ -17,8 +17,14 @@ from typing import Iterable, Optional, Sequence
 
 import sentencepiece as spm
 
-from albert_tf.tokenization import (ALBERT_USER_DEFINED_SYMBOLS, CLS_PIECE, MASK_PIECE, SEP_PIECE,
-                                    SentencePieceTokenizer, preprocess_text)
+from albert_tf.tokenization import (
+    ALBERT_USER_DEFINED_SYMBOLS,
+    CLS_PIECE,
+    MASK_PIECE,
+    SEP_PIECE,
+    SentencePieceTokenizer,
+    preprocess_text,
+)
 from data_prep.documents import FORMATS, ReadStats, expand_input_patterns, read_documents
 
 # SentencePiece drops longer sentences; WikiText paragraphs are split first.
@@ -37,16 +43,22 @@ def corpus_sentences(paths: Sequence[str], input_format: str, lower: bool) -> It
         if stats.replaced_bytes:
             logging.warning("%s: %d invalid UTF-8 sequences replaced", path, stats.replaced_bytes)
         if stats.cut_sentences:
-            logging.warning("%s: %d over-long sentences cut (%d characters dropped)", path,
-                            stats.cut_sentences, stats.cut_chars)
+            logging.warning(
+                "%s: %d over-long sentences cut (%d characters dropped)", path, stats.cut_sentences, stats.cut_chars
+            )
         if not stats.documents:
             logging.warning("%s: no text", path)
 
 
-def train_sentencepiece(sentences: Iterable[str], model_prefix: str, vocab_size: int = 30000,
-                        input_sentence_size: int = 10_000_000, character_coverage: float = 0.99995,
-                        user_defined_symbols: Sequence[str] = ALBERT_USER_DEFINED_SYMBOLS,
-                        num_threads: Optional[int] = None) -> str:
+def train_sentencepiece(
+    sentences: Iterable[str],
+    model_prefix: str,
+    vocab_size: int = 30000,
+    input_sentence_size: int = 10_000_000,
+    character_coverage: float = 0.99995,
+    user_defined_symbols: Sequence[str] = ALBERT_USER_DEFINED_SYMBOLS,
+    num_threads: Optional[int] = None,
+) -> str:
     """Trains the model from already-normalised sentences; returns the `.model` path.
 
     Raises:
@@ -58,14 +70,23 @@ def train_sentencepiece(sentences: Iterable[str], model_prefix: str, vocab_size:
     counted = _Counting(sentences)
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(counted), model_prefix=model_prefix, vocab_size=vocab_size,
-            model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+            sentence_iterator=iter(counted),
+            model_prefix=model_prefix,
+            vocab_size=vocab_size,
+            model_type="unigram",
+            pad_id=0,
+            unk_id=1,
+            bos_id=-1,
+            eos_id=-1,
             control_symbols=[CLS_PIECE, SEP_PIECE, MASK_PIECE],
             user_defined_symbols=list(user_defined_symbols),
-            character_coverage=character_coverage, input_sentence_size=input_sentence_size,
-            shuffle_input_sentence=True, max_sentence_length=MAX_SENTENCE_BYTES,
+            character_coverage=character_coverage,
+            input_sentence_size=input_sentence_size,
+            shuffle_input_sentence=True,
+            max_sentence_length=MAX_SENTENCE_BYTES,
             num_threads=num_threads or os.cpu_count() or 1,
-            minloglevel=2)
+            minloglevel=2,
+        )
     except RuntimeError as error:
         if not counted.count:
             raise ValueError("no text to train SentencePiece on (all inputs empty)") from None
@@ -95,8 +116,9 @@ def define_flags():
     flags.DEFINE_bool("cased", False, "Keep case (the released English models are uncased).")
     flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training.")
     flags.DEFINE_float("character_coverage", 0.99995, "As the ALBERT README.")
-    flags.DEFINE_list("user_defined_symbols", list(ALBERT_USER_DEFINED_SYMBOLS),
-                      "Pieces always kept whole (ids 5, 6, ...).")
+    flags.DEFINE_list(
+        "user_defined_symbols", list(ALBERT_USER_DEFINED_SYMBOLS), "Pieces always kept whole (ids 5, 6, ...)."
+    )
 
 
 def main(argv):
@@ -107,14 +129,19 @@ def main(argv):
     try:
         paths = expand_input_patterns(FLAGS.input)
         model_file = train_sentencepiece(
-            corpus_sentences(paths, FLAGS.input_format, lower=not FLAGS.cased), FLAGS.model_prefix,
-            vocab_size=FLAGS.vocab_size, input_sentence_size=FLAGS.input_sentence_size,
+            corpus_sentences(paths, FLAGS.input_format, lower=not FLAGS.cased),
+            FLAGS.model_prefix,
+            vocab_size=FLAGS.vocab_size,
+            input_sentence_size=FLAGS.input_sentence_size,
             character_coverage=FLAGS.character_coverage,
-            user_defined_symbols=FLAGS.user_defined_symbols)
+            user_defined_symbols=FLAGS.user_defined_symbols,
+        )
     except (OSError, ValueError) as error:  # bad input: a message, not a traceback
         sys.exit(f"error: {error}")
-    print(f"wrote {model_file} and {FLAGS.model_prefix}.vocab "
-          f"({FLAGS.vocab_size} pieces, {'cased' if FLAGS.cased else 'uncased'})")
+    print(
+        f"wrote {model_file} and {FLAGS.model_prefix}.vocab "
+        f"({FLAGS.vocab_size} pieces, {'cased' if FLAGS.cased else 'uncased'})"
+    )
 
 
 def cli():

@@ -44,8 +44,8 @@ def wikitext_spm(tmp_path_factory):
     root = require_real_data()
     prefix = tmp_path_factory.mktemp("spm") / "wikitext4k"
     return train_sentencepiece(
-        corpus_sentences([str(root / "wikitext2" / "valid.txt")], "wikitext", lower=True),
-        str(prefix), vocab_size=4000)
+        corpus_sentences([str(root / "wikitext2" / "valid.txt")], "wikitext", lower=True), str(prefix), vocab_size=4000
+    )
 
 
 @pytest.fixture(scope="session")
@@ -63,8 +63,8 @@ def korean_reviews():
 
 @pytest.fixture(scope="session")
 def korean_spm(tmp_path_factory, korean_reviews):
-    from data_prep.train_sentencepiece import train_sentencepiece
     from albert_tf.tokenization import preprocess_text
+    from data_prep.train_sentencepiece import train_sentencepiece
 
     prefix = tmp_path_factory.mktemp("spm") / "nsmc"
     sentences = [preprocess_text(r) for movie in korean_reviews for r in movie]
@@ -80,14 +80,21 @@ def pretraining_data(tmp_path_factory, wikitext_spm, real_data):
     from data_prep.pipeline import Settings, run
 
     root = tmp_path_factory.mktemp("pretraining")
-    run(Settings(input_file=str(real_data / "wikitext2" / "valid.txt"), output_dir=str(root / "data"),
-                 spm_model_file=wikitext_spm, input_format="wikitext", max_seq_length=PRETRAIN_SEQ,
-                 dupe_factor=1, num_shards=3))
+    run(
+        Settings(
+            input_file=str(real_data / "wikitext2" / "valid.txt"),
+            output_dir=str(root / "data"),
+            spm_model_file=wikitext_spm,
+            input_format="wikitext",
+            max_seq_length=PRETRAIN_SEQ,
+            dupe_factor=1,
+            num_shards=3,
+        )
+    )
     config = json.loads((CONFIGS / "albert_tiny.json").read_text())
     config["vocab_size"] = 4000
     (root / "albert_config.json").write_text(json.dumps(config))
-    return {"data": str(root / "data"), "config": str(root / "albert_config.json"), "spm": wikitext_spm,
-            "root": root}
+    return {"data": str(root / "data"), "config": str(root / "albert_config.json"), "spm": wikitext_spm, "root": root}
 
 
 @pytest.fixture(scope="session")
@@ -102,11 +109,19 @@ def pretrained_tiny(tmp_path_factory, pretraining_data):
     from albert_tf.pretraining.settings import TrainSettings
 
     output_dir = tmp_path_factory.mktemp("pretrained_tiny")
-    settings = TrainSettings(output_dir=str(output_dir), train_batch_size=32, max_seq_length=PRETRAIN_SEQ,
-                             num_train_steps=300, num_warmup_steps=30, learning_rate=0.002,
-                             save_checkpoints_steps=1000, do_eval=False, log_every_steps=100, verbose=False)
-    pretrain(settings, pretraining_data["config"], pretraining_data["data"],
-             spm_model_file=pretraining_data["spm"])
+    settings = TrainSettings(
+        output_dir=str(output_dir),
+        train_batch_size=32,
+        max_seq_length=PRETRAIN_SEQ,
+        num_train_steps=300,
+        num_warmup_steps=30,
+        learning_rate=0.002,
+        save_checkpoints_steps=1000,
+        do_eval=False,
+        log_every_steps=100,
+        verbose=False,
+    )
+    pretrain(settings, pretraining_data["config"], pretraining_data["data"], spm_model_file=pretraining_data["spm"])
     return output_dir
 
 
@@ -129,8 +144,9 @@ def wordpiece_corpus(real_data, korean_reviews):
     """Raw lines for WordPiece tests: WikiText-2 valid (part), NSMC reviews, the Chinese sample."""
     from data_prep.documents import ReadStats, read_documents
 
-    english = [s for d in read_documents(str(real_data / "wikitext2" / "valid.txt"), "wikitext",
-                                         ReadStats("valid")) for s in d][:3000]
+    english = [
+        s for d in read_documents(str(real_data / "wikitext2" / "valid.txt"), "wikitext", ReadStats("valid")) for s in d
+    ][:3000]
     korean = [r for movie in korean_reviews for r in movie][:3000]
     return {"english": english, "korean": korean, "chinese": CHINESE_SAMPLE}
 
@@ -141,7 +157,8 @@ def wordpiece_vocab(tmp_path_factory, wordpiece_corpus):
     from albert_tf.tokenization import bert_normalize
     from data_prep.build_wordpiece_vocab import build_wordpiece_vocab, write_vocab
 
-    lines = [bert_normalize(line, lower) for part in wordpiece_corpus.values() for line in part
-             for lower in (True, False)]
+    lines = [
+        bert_normalize(line, lower) for part in wordpiece_corpus.values() for line in part for lower in (True, False)
+    ]
     tokens = build_wordpiece_vocab([line for line in lines if line.strip()], vocab_size=3000)
     return write_vocab(tokens, str(tmp_path_factory.mktemp("wordpiece") / "vocab.txt"))

@@ -11,16 +11,14 @@ def _assert_same(a, b, atol=0.0):
     a, b = keras.tree.flatten(a), keras.tree.flatten(b)
     assert len(a) == len(b)
     for x, y in zip(a, b):
-        np.testing.assert_allclose(keras.ops.convert_to_numpy(x),
-                                   keras.ops.convert_to_numpy(y), atol=atol, rtol=0)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(x), keras.ops.convert_to_numpy(y), atol=atol, rtol=0)
 
 
 def _dtype(x):
     return keras.backend.standardize_dtype(x.dtype)
 
 
-def run_layer_test(layer_cls, init_kwargs, make_inputs, output_shape,
-                   rebuild_kwargs=None, sequence_lengths=(5, 9)):
+def run_layer_test(layer_cls, init_kwargs, make_inputs, output_shape, rebuild_kwargs=None, sequence_lengths=(5, 9)):
     """Checks a layer.
 
     Args:
@@ -47,9 +45,13 @@ def run_layer_test(layer_cls, init_kwargs, make_inputs, output_shape,
     clone = layer_cls.from_config({**config, **rebuild_kwargs})
     assert clone.get_config() == config
     # Save/load of the weights through the serialized layer: same outputs.
-    restored = keras.saving.deserialize_keras_object(
-        keras.saving.serialize_keras_object(layer), custom_objects={layer_cls.__name__: layer_cls}
-    ) if not rebuild_kwargs else clone
+    restored = (
+        keras.saving.deserialize_keras_object(
+            keras.saving.serialize_keras_object(layer), custom_objects={layer_cls.__name__: layer_cls}
+        )
+        if not rebuild_kwargs
+        else clone
+    )
     args, expected = outputs[sequence_lengths[0]]
     restored(*args)
     restored.set_weights(layer.get_weights())
@@ -64,8 +66,7 @@ def run_layer_test(layer_cls, init_kwargs, make_inputs, output_shape,
         assert all(_dtype(w) == "float32" for w in mixed.weights)
 
 
-def run_model_test(model_factory, make_inputs, tmp_path, float32_outputs,
-                   check_outputs=None, sequence_lengths=(6, 11)):
+def run_model_test(model_factory, make_inputs, tmp_path, float32_outputs, check_outputs=None, sequence_lengths=(6, 11)):
     """Checks a model built by `model_factory(dtype=...)`.
 
     Config round trip, `.keras` save/load with identical outputs, several
@@ -90,8 +91,7 @@ def run_model_test(model_factory, make_inputs, tmp_path, float32_outputs,
     loaded = keras.saving.load_model(path)
     _assert_same(loaded(inputs), expected)
     # Dtype policies.
-    reference = {k: keras.ops.convert_to_numpy(v) for k, v in expected.items()
-                 if not isinstance(v, list)}
+    reference = {k: keras.ops.convert_to_numpy(v) for k, v in expected.items() if not isinstance(v, list)}
     for policy in DTYPE_POLICIES:
         mixed = model_factory(dtype=policy)
         mixed.set_weights(model.get_weights())

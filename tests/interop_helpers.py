@@ -9,6 +9,7 @@ from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.multiple_choice import AlbertMultipleChoice
 from albert_tf.models.span_qa import AlbertSpanQA
 from albert_tf.models.token_classifier import AlbertTokenClassifier
+
 from paths import CONFIGS
 
 VOCAB = 80
@@ -19,8 +20,9 @@ def train_toy_spm(directory):
     """An 80-piece ALBERT SentencePiece model (pad 0, unk 1, [CLS] 2, [SEP] 3, [MASK] 4)."""
     from data_prep.train_sentencepiece import train_sentencepiece
 
-    lines = [f"the quick brown fox jumps over the lazy dog {i} times, paris is the capital of france"
-             for i in range(300)]
+    lines = [
+        f"the quick brown fox jumps over the lazy dog {i} times, paris is the capital of france" for i in range(300)
+    ]
     return train_sentencepiece(lines, str(directory / "toy"), vocab_size=VOCAB)
 
 
@@ -35,19 +37,22 @@ def tiny_config(**overrides):
 def randomize(model, seed=0):
     """Distinct random values in every tensor, so a mixed-up mapping shows."""
     rng = np.random.default_rng(seed)
-    model.set_weights([rng.normal(0.0, 0.2, w.shape).astype(np.float32) + 0.001 * i
-                       for i, w in enumerate(model.get_weights())])
+    model.set_weights(
+        [rng.normal(0.0, 0.2, w.shape).astype(np.float32) + 0.001 * i for i, w in enumerate(model.get_weights())]
+    )
     return model
 
 
 def build(kind, config=None, seed=0):
     backbone = AlbertBackbone.from_albert_config(config or tiny_config())
-    model = {"backbone": lambda: backbone,
-             "pretrainer": lambda: AlbertPretrainer(backbone),
-             "classifier": lambda: AlbertClassifier(backbone, num_classes=3, dropout=0.2),
-             "span_qa": lambda: AlbertSpanQA(backbone),
-             "multiple_choice": lambda: AlbertMultipleChoice(backbone, num_choices=4, dropout=0.1),
-             "token_classifier": lambda: AlbertTokenClassifier(backbone, num_classes=5)}[kind]()
+    model = {
+        "backbone": lambda: backbone,
+        "pretrainer": lambda: AlbertPretrainer(backbone),
+        "classifier": lambda: AlbertClassifier(backbone, num_classes=3, dropout=0.2),
+        "span_qa": lambda: AlbertSpanQA(backbone),
+        "multiple_choice": lambda: AlbertMultipleChoice(backbone, num_choices=4, dropout=0.1),
+        "token_classifier": lambda: AlbertTokenClassifier(backbone, num_classes=5),
+    }[kind]()
     return randomize(model, seed)
 
 
@@ -56,9 +61,9 @@ def inputs(batch=2, length=12, seed=1):
     rng = np.random.default_rng(seed)
     ids = rng.integers(5, VOCAB, (batch, length)).astype(np.int32)
     mask = np.ones_like(ids)
-    mask[1, length - 3:] = 0
+    mask[1, length - 3 :] = 0
     segments = np.zeros_like(ids)
-    segments[:, length // 2:] = 1
+    segments[:, length // 2 :] = 1
     positions = np.array([[1, 3], [2, 5]], np.int32)[:batch]
     return {"input_ids": ids, "input_mask": mask, "segment_ids": segments, "masked_lm_positions": positions}
 

@@ -20,8 +20,7 @@ def _gelu(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
 
 
-ACTIVATIONS = {"gelu": _gelu, "relu": lambda x: np.maximum(x, 0), "tanh": np.tanh,
-               "linear": lambda x: x}
+ACTIVATIONS = {"gelu": _gelu, "relu": lambda x: np.maximum(x, 0), "tanh": np.tanh, "linear": lambda x: x}
 
 
 def _softmax(x):
@@ -37,13 +36,17 @@ def albert_forward(v, cfg, input_ids, input_mask, segment_ids, masked_positions=
     batch, seq = input_ids.shape
     heads = cfg["num_attention_heads"]
     size = cfg["hidden_size"] // heads
-    x = (v["bert/embeddings/word_embeddings"][input_ids]
-         + v["bert/embeddings/token_type_embeddings"][segment_ids]
-         + v["bert/embeddings/position_embeddings"][:seq][None])
+    x = (
+        v["bert/embeddings/word_embeddings"][input_ids]
+        + v["bert/embeddings/token_type_embeddings"][segment_ids]
+        + v["bert/embeddings/position_embeddings"][:seq][None]
+    )
     x = _layer_norm(x, "bert/embeddings/LayerNorm", v)
     if cfg["embedding_size"] != cfg["hidden_size"]:
-        x = x @ v["bert/encoder/embedding_hidden_mapping_in/kernel"] + v[
-            "bert/encoder/embedding_hidden_mapping_in/bias"]
+        x = (
+            x @ v["bert/encoder/embedding_hidden_mapping_in/kernel"]
+            + v["bert/encoder/embedding_hidden_mapping_in/bias"]
+        )
     adder = (1.0 - input_mask[:, None, None, :].astype(np.float64)) * -10000.0
     layers = []
     L, G = cfg["num_hidden_layers"], cfg["num_hidden_groups"]
@@ -62,20 +65,17 @@ def albert_forward(v, cfg, input_ids, input_mask, segment_ids, masked_positions=
             a = ctx @ v[f"{p}/attention_1/output/dense/kernel"] + v[f"{p}/attention_1/output/dense/bias"]
             a = _layer_norm(a + x, f"{p}/LayerNorm", v)
             m = act(a @ v[f"{p}/ffn_1/intermediate/dense/kernel"] + v[f"{p}/ffn_1/intermediate/dense/bias"])
-            f = m @ v[f"{p}/ffn_1/intermediate/output/dense/kernel"] + v[
-                f"{p}/ffn_1/intermediate/output/dense/bias"]
+            f = m @ v[f"{p}/ffn_1/intermediate/output/dense/kernel"] + v[f"{p}/ffn_1/intermediate/output/dense/bias"]
             x = _layer_norm(f + a, f"{p}/LayerNorm_1", v)
             layers.append(x)
     pooled = np.tanh(x[:, 0] @ v["bert/pooler/dense/kernel"] + v["bert/pooler/dense/bias"])
     out = {"sequence_output": x, "pooled_output": pooled, "encoder_outputs": layers}
     if masked_positions is not None:
         gathered = np.take_along_axis(x, masked_positions[:, :, None], axis=1)
-        t = act(gathered @ v["cls/predictions/transform/dense/kernel"]
-                + v["cls/predictions/transform/dense/bias"])
+        t = act(gathered @ v["cls/predictions/transform/dense/kernel"] + v["cls/predictions/transform/dense/bias"])
         t = _layer_norm(t, "cls/predictions/transform/LayerNorm", v)
         out["mlm_logits"] = t @ v["bert/embeddings/word_embeddings"].T + v["cls/predictions/output_bias"]
-        out["sop_logits"] = pooled @ v["cls/seq_relationship/output_weights"].T + v[
-            "cls/seq_relationship/output_bias"]
+        out["sop_logits"] = pooled @ v["cls/seq_relationship/output_weights"].T + v["cls/seq_relationship/output_bias"]
     return out
 
 

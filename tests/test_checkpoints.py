@@ -6,10 +6,10 @@ import sys
 import numpy as np
 import pytest
 
-from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
-from albert_tf import checkpoints
+from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer, checkpoints
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.convert_checkpoint import convert
+
 from paths import CONFIGS, REPO
 from reference_numpy import random_original_checkpoint
 
@@ -36,8 +36,9 @@ def original(tmp_path, with_heads=True, extra=None, prefix_names="", **overrides
 
 def test_import_then_export_is_exact(tmp_path):
     values, prefix = original(tmp_path, num_hidden_groups=2, inner_group_num=2)
-    model = AlbertPretrainer(AlbertBackbone.from_albert_config(
-        AlbertConfig.from_dict(tiny_dict(num_hidden_groups=2, inner_group_num=2))))
+    model = AlbertPretrainer(
+        AlbertBackbone.from_albert_config(AlbertConfig.from_dict(tiny_dict(num_hidden_groups=2, inner_group_num=2)))
+    )
     report = checkpoints.load_original_checkpoint(model, prefix)
     assert report.loaded == len(values)
     exported = checkpoints.original_variables(model)
@@ -47,14 +48,19 @@ def test_import_then_export_is_exact(tmp_path):
 
 
 def test_optimizer_slots_global_step_and_hub_prefix_are_handled(tmp_path):
-    extra = {"module/global_step": np.array(7, np.int64),
-             "module/bert/pooler/dense/kernel/adam_m": np.zeros((64, 64), np.float32),
-             "module/bert/pooler/dense/kernel/adam_v": np.zeros((64, 64), np.float32)}
+    extra = {
+        "module/global_step": np.array(7, np.int64),
+        "module/bert/pooler/dense/kernel/adam_m": np.zeros((64, 64), np.float32),
+        "module/bert/pooler/dense/kernel/adam_v": np.zeros((64, 64), np.float32),
+    }
     _, prefix = original(tmp_path, extra=extra, prefix_names="module/")
     model = AlbertPretrainer(AlbertBackbone.from_albert_config(AlbertConfig.from_dict(tiny_dict())))
     report = checkpoints.load_original_checkpoint(model, prefix)
-    assert sorted(report.ignored) == ["bert/pooler/dense/kernel/adam_m",
-                                      "bert/pooler/dense/kernel/adam_v", "global_step"]
+    assert sorted(report.ignored) == [
+        "bert/pooler/dense/kernel/adam_m",
+        "bert/pooler/dense/kernel/adam_v",
+        "global_step",
+    ]
 
 
 def test_backbone_skips_heads_and_pretrainer_needs_them(tmp_path):
@@ -79,8 +85,10 @@ def test_unknown_variables_and_wrong_shapes_are_all_listed(tmp_path):
     message = str(err.value)
     assert message.startswith(prefix)
     assert "checkpoint variable bert/encoder/some_new_thing [3] matches no weight" in message
-    assert ("checkpoint variable bert/encoder/transformer/group_0/inner_group_0/attention_1/"
-            "self/query/kernel has shape [128, 128], the model expects [64, 64]") in message
+    assert (
+        "checkpoint variable bert/encoder/transformer/group_0/inner_group_0/attention_1/"
+        "self/query/kernel has shape [128, 128], the model expects [64, 64]"
+    ) in message
     # Nothing was assigned.
     for w, b in zip(model.weights, before):
         np.testing.assert_array_equal(w.numpy(), b)
@@ -123,9 +131,18 @@ def test_cli_writes_nothing_on_error(tmp_path):
     _, prefix = original(tmp_path, hidden_size=128, intermediate_size=512)
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.convert_checkpoint", f"--input={prefix}",
-         f"--albert_config_file={write_config(tmp_path)}", f"--output_dir={out}"],
-        capture_output=True, text=True, cwd=REPO)
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.convert_checkpoint",
+            f"--input={prefix}",
+            f"--albert_config_file={write_config(tmp_path)}",
+            f"--output_dir={out}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert result.returncode == 1
     assert "error: " in result.stderr and "the model expects [64, 64]" in result.stderr
     assert "Traceback" not in result.stderr
@@ -137,8 +154,17 @@ def test_cli_reports_bad_config_file(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"vocab_size": 10}')
     result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.convert_checkpoint", "--input=x",
-         f"--albert_config_file={bad}", f"--output_dir={tmp_path / 'out'}"],
-        capture_output=True, text=True, cwd=REPO)
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.convert_checkpoint",
+            "--input=x",
+            f"--albert_config_file={bad}",
+            f"--output_dir={tmp_path / 'out'}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert result.returncode == 1
     assert f"error: {bad}: missing required field(s): attention_probs_dropout_prob" in result.stderr

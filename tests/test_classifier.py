@@ -31,9 +31,15 @@ def test_metrics_against_hand_computed_values():
 def test_glue_readers_match_the_files(real_data):
     from albert_tf.tasks import glue
 
-    expected = {("sst-2", "dev"): (872, 444), ("sst-2", "train"): (5000, 2758), ("mrpc", "train"): (3668, 2474),
-                ("mrpc", "dev"): (408, 279), ("cola", "train"): (8551, 6023), ("cola", "dev"): (1043, 721),
-                ("rte", "dev"): (277, 131)}
+    expected = {
+        ("sst-2", "dev"): (872, 444),
+        ("sst-2", "train"): (5000, 2758),
+        ("mrpc", "train"): (3668, 2474),
+        ("mrpc", "dev"): (408, 279),
+        ("cola", "train"): (8551, 6023),
+        ("cola", "dev"): (1043, 721),
+        ("rte", "dev"): (277, 131),
+    }
     for (name, split), (count, ones) in expected.items():
         task = glue.get_task(name)
         examples, report = glue.read_examples(task, glue.split_file(task, str(real_data / "glue"), split), split)
@@ -69,20 +75,27 @@ def write_slice(real_data, tmp_path, directory, train_rows, dev_rows, header=Tru
     target.mkdir(parents=True)
     for name, rows in (("train.tsv", train_rows), ("dev.tsv", dev_rows)):
         lines = (real_data / "glue" / directory / name).read_text(encoding="utf-8-sig").splitlines()
-        (target / name).write_text("\n".join(lines[:rows + int(header)]) + "\n", encoding="utf-8")
+        (target / name).write_text("\n".join(lines[: rows + int(header)]) + "\n", encoding="utf-8")
     return target
 
 
-@pytest.mark.parametrize("task,directory,metric,header", [
-    ("mrpc", "MRPC", "accuracy", True), ("sts-b", "STS-B", "pearson", True), ("cola", "CoLA", "matthews_corr", False),
-    ("rte", "RTE", "accuracy", True)])
-def test_runner_trains_and_writes_metrics_and_predictions(real_data, pretraining_data, tmp_path, task, directory,
-                                                          metric, header):
+@pytest.mark.parametrize(
+    "task,directory,metric,header",
+    [
+        ("mrpc", "MRPC", "accuracy", True),
+        ("sts-b", "STS-B", "pearson", True),
+        ("cola", "CoLA", "matthews_corr", False),
+        ("rte", "RTE", "accuracy", True),
+    ],
+)
+def test_runner_trains_and_writes_metrics_and_predictions(
+    real_data, pretraining_data, tmp_path, task, directory, metric, header
+):
     from albert_tf.run_classifier import ClassifierSettings, run
     from albert_tf.tasks import glue
 
     target = write_slice(real_data, tmp_path, directory, 64, 40, header)
-    dev_lines = (target / "dev.tsv").read_text(encoding="utf-8").splitlines()[int(header):]
+    dev_lines = (target / "dev.tsv").read_text(encoding="utf-8").splitlines()[int(header) :]
     spec = glue.TASKS[task].test
     test_rows = [[str(i)] + [""] * 10 for i in range(len(dev_lines))]
     for row, line in zip(test_rows, dev_lines):
@@ -92,10 +105,20 @@ def test_runner_trains_and_writes_metrics_and_predictions(real_data, pretraining
             row[spec.text_b] = fields[glue.TASKS[task].train.text_b]
     (target / "test.tsv").write_text("header\n" * int(spec.header) + "\n".join("\t".join(r) for r in test_rows) + "\n")
     settings = ClassifierSettings(
-        output_dir=str(tmp_path / "out"), task_name=task, data_dir=str(tmp_path / "glue"),
-        spm_model_file=pretraining_data["spm"], albert_config_file=pretraining_data["config"], do_predict=True,
-        max_seq_length=48, train_batch_size=16, eval_batch_size=16, learning_rate=1e-4, train_step=6,
-        save_checkpoints_steps=3, verbose=False)
+        output_dir=str(tmp_path / "out"),
+        task_name=task,
+        data_dir=str(tmp_path / "glue"),
+        spm_model_file=pretraining_data["spm"],
+        albert_config_file=pretraining_data["config"],
+        do_predict=True,
+        max_seq_length=48,
+        train_batch_size=16,
+        eval_batch_size=16,
+        learning_rate=1e-4,
+        train_step=6,
+        save_checkpoints_steps=3,
+        verbose=False,
+    )
     summary = run(settings)
     assert [h["global_step"] for h in summary["history"]] == [3, 6]
     assert summary["eval"]["num_examples"] == 40 and metric in summary["eval"]
@@ -121,10 +144,20 @@ def sst2_run(real_data, pretrained_tiny, tmp_path_factory):
 
     output_dir = tmp_path_factory.mktemp("sst2")
     settings = ClassifierSettings(
-        output_dir=str(output_dir), task_name="sst-2", data_dir=str(real_data / "glue"),
-        spm_model_file=str(pretrained_tiny / "final" / "spm.model"), init_checkpoint=str(pretrained_tiny),
-        max_seq_length=64, train_batch_size=32, eval_batch_size=64, learning_rate=1e-3, train_step=400,
-        warmup_step=40, save_checkpoints_steps=100, verbose=False)
+        output_dir=str(output_dir),
+        task_name="sst-2",
+        data_dir=str(real_data / "glue"),
+        spm_model_file=str(pretrained_tiny / "final" / "spm.model"),
+        init_checkpoint=str(pretrained_tiny),
+        max_seq_length=64,
+        train_batch_size=32,
+        eval_batch_size=64,
+        learning_rate=1e-3,
+        train_step=400,
+        warmup_step=40,
+        save_checkpoints_steps=100,
+        verbose=False,
+    )
     summary = run(settings)
     return output_dir, summary
 
@@ -154,22 +187,40 @@ def test_fine_tuned_classifier_exports_and_int8_agrees_on_sst2_dev(real_data, ss
     features = encode_examples(examples, SentencePieceTokenizer(loaded.spm_model_file), 64)
     expected = model.predict(features, batch_size=128, verbose=0)["logits"].argmax(-1)
     int8 = export_tflite(model, str(tmp_path / "tflite"), "dynamic_int8", max_seq_length=64)
-    got = np.array([run_tflite(int8, {k: v[i:i + 1] for k, v in features.items()})["logits"][0].argmax()
-                    for i in range(len(examples))])
+    got = np.array(
+        [
+            run_tflite(int8, {k: v[i : i + 1] for k, v in features.items()})["logits"][0].argmax()
+            for i in range(len(examples))
+        ]
+    )
     assert (got == expected).mean() >= 0.99
-    path = export_saved_model(model, str(tmp_path / "serving"), spm_model_file=loaded.spm_model_file,
-                              max_seq_length=64)
-    served = tf.saved_model.load(path).signatures["serve_text"](
-        text_a=tf.constant([e.text_a for e in examples[:32]]))
+    path = export_saved_model(model, str(tmp_path / "serving"), spm_model_file=loaded.spm_model_file, max_seq_length=64)
+    served = tf.saved_model.load(path).signatures["serve_text"](text_a=tf.constant([e.text_a for e in examples[:32]]))
     assert served["label"].numpy().tolist() == expected[:32].tolist()
     np.testing.assert_allclose(served["probabilities"].numpy().sum(-1), 1.0, atol=1e-5)
 
 
 def test_cli_bad_input_is_one_line(tmp_path, pretraining_data):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    result = subprocess.run([sys.executable, "-m", "albert_tf.run_classifier", "--task_name", "nope",
-                             "--data_dir", str(tmp_path), "--spm_model_file", pretraining_data["spm"],
-                             "--output_dir", str(tmp_path / "o"), "--do_train"], cwd=REPO, capture_output=True,
-                            text=True, env=env)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.run_classifier",
+            "--task_name",
+            "nope",
+            "--data_dir",
+            str(tmp_path),
+            "--spm_model_file",
+            pretraining_data["spm"],
+            "--output_dir",
+            str(tmp_path / "o"),
+            "--do_train",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert result.returncode != 0 and "--task_name nope: expected one of" in result.stderr
     assert "Traceback" not in result.stderr

@@ -3,15 +3,28 @@ import json
 import pytest
 
 from albert_tf.config import AlbertConfig, ConfigError
+
 from paths import CONFIGS
 
 GOOGLE_BASE_V2 = {  # the released albert_base_v2 albert_config.json
-    "attention_probs_dropout_prob": 0, "hidden_act": "gelu", "hidden_dropout_prob": 0,
-    "embedding_size": 128, "hidden_size": 768, "initializer_range": 0.02,
-    "intermediate_size": 3072, "max_position_embeddings": 512, "num_attention_heads": 12,
-    "num_hidden_layers": 12, "num_hidden_groups": 1, "net_structure_type": 0, "gap_size": 0,
-    "num_memory_blocks": 0, "inner_group_num": 1, "down_scale_factor": 1,
-    "type_vocab_size": 2, "vocab_size": 30000,
+    "attention_probs_dropout_prob": 0,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0,
+    "embedding_size": 128,
+    "hidden_size": 768,
+    "initializer_range": 0.02,
+    "intermediate_size": 3072,
+    "max_position_embeddings": 512,
+    "num_attention_heads": 12,
+    "num_hidden_layers": 12,
+    "num_hidden_groups": 1,
+    "net_structure_type": 0,
+    "gap_size": 0,
+    "num_memory_blocks": 0,
+    "inner_group_num": 1,
+    "down_scale_factor": 1,
+    "type_vocab_size": 2,
+    "vocab_size": 30000,
 }
 
 
@@ -52,16 +65,19 @@ def test_missing_field_is_named_not_defaulted_to_xxlarge():
         AlbertConfig.from_dict(values, source="my.json")
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("num_attention_heads", 7, "field 'hidden_size': 768 is not divisible by num_attention_heads=7"),
-    ("num_hidden_groups", 13, "field 'num_hidden_groups': 13 groups exceed num_hidden_layers=12"),
-    ("hidden_act", "swish", "field 'hidden_act': unknown activation 'swish'"),
-    ("sharing", "some", "field 'sharing': unknown mode 'some'"),
-    ("embedding_size", 0, "field 'embedding_size': must be positive"),
-    ("vocab_size", "30000", "field 'vocab_size': must be an integer"),
-    ("hidden_dropout_prob", 1.5, r"field 'hidden_dropout_prob': must be in \[0, 1\)"),
-    ("initializer_range", -0.1, "field 'initializer_range': must be positive"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("num_attention_heads", 7, "field 'hidden_size': 768 is not divisible by num_attention_heads=7"),
+        ("num_hidden_groups", 13, "field 'num_hidden_groups': 13 groups exceed num_hidden_layers=12"),
+        ("hidden_act", "swish", "field 'hidden_act': unknown activation 'swish'"),
+        ("sharing", "some", "field 'sharing': unknown mode 'some'"),
+        ("embedding_size", 0, "field 'embedding_size': must be positive"),
+        ("vocab_size", "30000", "field 'vocab_size': must be an integer"),
+        ("hidden_dropout_prob", 1.5, r"field 'hidden_dropout_prob': must be in \[0, 1\)"),
+        ("initializer_range", -0.1, "field 'initializer_range': must be positive"),
+    ],
+)
 def test_inconsistent_values_name_the_field(tmp_path, field, value, message):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({**GOOGLE_BASE_V2, field: value}))

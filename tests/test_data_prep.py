@@ -11,8 +11,25 @@ from data_prep.instances import InstanceBuilder, InstanceOptions, truncate_seq_p
 from data_prep.masking import MaskingOptions, NgramMasker, is_start_piece
 from data_prep.tfrecord import encode_example, write_record
 
-PIECES = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]", "(", ".", "\u2581the", "\u2581ca", "t",
-          "\u2581sat", "s", "\u25813", "'", "\uc548\ub155", "<unk2>", "="]
+PIECES = [
+    "<pad>",
+    "<unk>",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "(",
+    ".",
+    "\u2581the",
+    "\u2581ca",
+    "t",
+    "\u2581sat",
+    "s",
+    "\u25813",
+    "'",
+    "\uc548\ub155",
+    "<unk2>",
+    "=",
+]
 
 
 def test_readers(tmp_path):
@@ -21,15 +38,17 @@ def test_readers(tmp_path):
     assert list(documents.read_documents(str(bert), "bert")) == [["A one.", "A two."], ["B one."]]
 
     jsonl = tmp_path / "docs.jsonl"
-    jsonl.write_text(json.dumps({"text": "First one. Second one!\nThird?"}) + "\n\n"
-                     + json.dumps({"text": ""}) + "\n")
+    jsonl.write_text(json.dumps({"text": "First one. Second one!\nThird?"}) + "\n\n" + json.dumps({"text": ""}) + "\n")
     assert list(documents.read_documents(str(jsonl), "jsonl")) == [["First one.", "Second one!", "Third?"]]
 
     wiki = tmp_path / "wiki.txt"
-    wiki.write_text(" \n = Title A = \n \n Text @-@ here . More 1 @,@ 000 . \n = = Sub = = \n Again . \n"
-                    " = Title B = \n Other . \n")
+    wiki.write_text(
+        " \n = Title A = \n \n Text @-@ here . More 1 @,@ 000 . \n = = Sub = = \n Again . \n = Title B = \n Other . \n"
+    )
     assert list(documents.read_documents(str(wiki), "wikitext")) == [
-        ["Text-here .", "More 1,000 .", "Again ."], ["Other ."]]
+        ["Text-here .", "More 1,000 .", "Again ."],
+        ["Other ."],
+    ]
 
 
 def test_reader_errors_name_file_and_line(tmp_path):
@@ -105,7 +124,7 @@ def test_one_sentence_documents_give_sop_pairs_not_random_negatives():
         for position, label in zip(instance.masked_lm_positions, instance.masked_lm_ids):
             original[position] = label
         first_sep = original.index(3)
-        a, b = original[1:first_sep], original[first_sep + 1:-1]
+        a, b = original[1:first_sep], original[first_sep + 1 : -1]
         assert sorted(a + b) == sorted(sentence)  # never the other document
         assert (b + a == sentence) == instance.is_random_next
         labels.append(instance.is_random_next)
@@ -120,8 +139,11 @@ def test_one_sentence_documents_give_sop_pairs_not_random_negatives():
 def test_example_encoding_parses_in_tensorflow(tmp_path):
     import tensorflow as tf
 
-    features = [("input_ids", "int64", [2, 5, 70000, 3, 0]), ("weights", "float", [1.0, 0.25]),
-                ("negative", "int64", [-1])]
+    features = [
+        ("input_ids", "int64", [2, 5, 70000, 3, 0]),
+        ("weights", "float", [1.0, 0.25]),
+        ("negative", "int64", [-1]),
+    ]
     path = tmp_path / "one.tfrecord"
     with open(path, "wb") as f:
         write_record(f, encode_example(features))

@@ -23,9 +23,14 @@ def test_demo_corpus_comes_from_the_python_install():
 @pytest.mark.slow
 def test_demo_end_to_end_through_the_readme_command(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # what a newcomer has
-    result = subprocess.run([sys.executable, "-m", "albert_tf.run_pretraining", "--demo_minutes=0.1",
-                             f"--demo_dir={tmp_path / 'demo'}"], cwd=REPO, capture_output=True, text=True,
-                            env=env, timeout=1800)
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.run_pretraining", "--demo_minutes=0.1", f"--demo_dir={tmp_path / 'demo'}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.load(open(tmp_path / "demo" / "demo_report.json"))
     assert report["steps"] == 200  # the minimum
@@ -40,9 +45,15 @@ def test_demo_end_to_end_through_the_readme_command(tmp_path):
     steps = re.findall(r"^\[demo\] (\d)/5 ", out, re.M)
     assert steps == ["1", "2", "3", "4", "5"], out[-2000:]
     assert "200/200" in out and "masked_lm_accuracy" in out  # Keras' progress bar
-    chatter = [line for line in (out + result.stderr).splitlines()
-               if re.search(r"\b(INFO|WARNING)\b|I0000|W0000|fingerprinting_utils|signature_serialization|"
-                            r"functional_saver|GCSFileSystem|apitools", line)]
+    chatter = [
+        line
+        for line in (out + result.stderr).splitlines()
+        if re.search(
+            r"\b(INFO|WARNING)\b|I0000|W0000|fingerprinting_utils|signature_serialization|"
+            r"functional_saver|GCSFileSystem|apitools",
+            line,
+        )
+    ]
     assert chatter == [], chatter[:10]
     messages = [line for line in out.splitlines() if line.startswith(("[demo]", "eval at step", "initialized"))]
     assert len(messages) == len(set(messages)), "a message printed twice"

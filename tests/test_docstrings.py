@@ -56,7 +56,6 @@ MODULES = [
 def test_docstring_examples(name, monkeypatch):
     monkeypatch.chdir(REPO)  # examples name configs/ relative to the repo
     module = importlib.import_module(name)
-    result = doctest.testmod(module, extraglobs={"tempfile": importlib.import_module("tempfile"),
-                                                 "os": os})
+    result = doctest.testmod(module, extraglobs={"tempfile": importlib.import_module("tempfile"), "os": os})
     assert result.attempted > 0, f"{name} has no example"
     assert result.failed == 0

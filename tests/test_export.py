@@ -40,10 +40,12 @@ def exports(tmp_path_factory, pretrained):
     base = tmp_path_factory.mktemp("exports")
     model = pretrained.model
     return {
-        "pretrainer": export_saved_model(model, str(base / "pretrainer"), spm_model_file=pretrained.spm_model_file,
-                                         max_seq_length=MAX_SEQ),
-        "backbone": export_saved_model(model.backbone, str(base / "backbone"),
-                                       spm_model_file=pretrained.spm_model_file, max_seq_length=MAX_SEQ),
+        "pretrainer": export_saved_model(
+            model, str(base / "pretrainer"), spm_model_file=pretrained.spm_model_file, max_seq_length=MAX_SEQ
+        ),
+        "backbone": export_saved_model(
+            model.backbone, str(base / "backbone"), spm_model_file=pretrained.spm_model_file, max_seq_length=MAX_SEQ
+        ),
     }
 
 
@@ -96,13 +98,17 @@ def test_ids_signature_matches_keras_on_real_text(real_data, pretrained, exports
     for kind, model in (("pretrainer", pretrained.model), ("backbone", pretrained.model.backbone)):
         model_inputs = {k: v for k, v in inputs.items() if k in model.input}
         served = tf.saved_model.load(exports[kind]).signatures["serving_default"](
-            **{k: tf.constant(v) for k, v in model_inputs.items()})
+            **{k: tf.constant(v) for k, v in model_inputs.items()}
+        )
         assert_outputs_match(model(model_inputs, training=False), served, 1e-5)
     assert "mlm_top_k_ids" in tf.saved_model.load(exports["pretrainer"]).signatures["serving_default"](
-        **{k: tf.constant(v) for k, v in inputs.items()})
+        **{k: tf.constant(v) for k, v in inputs.items()}
+    )
     # Each weight stored once (shared layer once, no duplicate tracking).
-    stored = sum(os.path.getsize(os.path.join(exports["pretrainer"], "variables", f))
-                 for f in os.listdir(os.path.join(exports["pretrainer"], "variables")))
+    stored = sum(
+        os.path.getsize(os.path.join(exports["pretrainer"], "variables", f))
+        for f in os.listdir(os.path.join(exports["pretrainer"], "variables"))
+    )
     assert stored < 1.1 * pretrained.model.count_params() * 4
 
 
@@ -163,8 +169,9 @@ def test_saved_model_cli_show_and_run(pretrained, exports, tmp_path):
     assert shown.returncode == 0, shown.stderr[-2000:]
     for name in ("serving_default", "serve_text", "serve_text_pair", "text_a", "pooled_output"):
         assert name in shown.stdout
-    inputs = reference_text_inputs(python_tokenizer(pretrained), ["a short one", "and a longer second line"], None,
-                                   MAX_SEQ, has_mlm=False)
+    inputs = reference_text_inputs(
+        python_tokenizer(pretrained), ["a short one", "and a longer second line"], None, MAX_SEQ, has_mlm=False
+    )
     np.savez(tmp_path / "in.npz", **inputs)
     expected = pretrained.model.backbone(inputs, training=False)
     runs = {
@@ -173,9 +180,27 @@ def test_saved_model_cli_show_and_run(pretrained, exports, tmp_path):
     }
     for signature, args in runs.items():
         outdir = tmp_path / signature
-        result = subprocess.run([sys.executable, "-m", "albert_tf.saved_model_cli", "run", "--dir", path,
-                                 "--tag_set", "serve", "--signature_def", signature, "--outdir", str(outdir)] + args,
-                                capture_output=True, text=True, env=env, cwd=tmp_path)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "albert_tf.saved_model_cli",
+                "run",
+                "--dir",
+                path,
+                "--tag_set",
+                "serve",
+                "--signature_def",
+                signature,
+                "--outdir",
+                str(outdir),
+            ]
+            + args,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         for name in ("pooled_output", "sequence_output"):
             np.testing.assert_allclose(np.load(outdir / f"{name}.npy"), np.asarray(expected[name]), atol=1e-5)
@@ -195,7 +220,8 @@ def test_warmup_requests_replay_against_the_export(exports):
             seen.append(request.model_spec.signature_name)
             inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
             outputs = loaded.signatures[request.model_spec.signature_name](
-                **{k: tf.constant(v) for k, v in inputs.items()})
+                **{k: tf.constant(v) for k, v in inputs.items()}
+            )
             assert all(np.isfinite(v.numpy()).all() for v in outputs.values() if v.dtype.is_floating)
         assert sorted(seen) == ["serve_text", "serve_text_pair", "serving_default"]
 
@@ -215,10 +241,13 @@ def test_tflite_variants_builtin_shared_and_accurate(pretraining_data, pretraine
 
     model = pretrained.model
     params = model.count_params()
-    files = {q: export_tflite(model, str(tmp_path), q, max_seq_length=64, spm_model_file=pretrained.spm_model_file)
-             for q in ("none", "float16", "dynamic_int8")}
-    assert sorted(os.listdir(tmp_path)) == sorted(list(TFLITE_NAMES.values()) + [
-        "albert_config.json", "spm.model", "tokenizer_test_vectors.json"])
+    files = {
+        q: export_tflite(model, str(tmp_path), q, max_seq_length=64, spm_model_file=pretrained.spm_model_file)
+        for q in ("none", "float16", "dynamic_int8")
+    }
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        list(TFLITE_NAMES.values()) + ["albert_config.json", "spm.model", "tokenizer_test_vectors.json"]
+    )
     sizes = {q: os.path.getsize(f) for q, f in files.items()}
     # One copy of the shared layer: parameters × bytes (an unshared file would hold 4 blocks).
     assert sizes["none"] < 1.1 * params * 4 and sizes["float16"] < 1.1 * params * 2 + 65536, sizes
@@ -282,13 +311,28 @@ def test_failed_export_leaves_nothing_and_cli_errors_are_clear(pretrained, pretr
 
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     for args, message in (
-            (["--model_dir", str(pretrained_tiny / "checkpoints"), "--output_dir", str(tmp_path / "x")],
-             "training checkpoint"),
-            (["--model_dir", str(tmp_path / "missing"), "--output_dir", str(tmp_path / "x")], "does not exist"),
-            (["--model_dir", str(pretrained_tiny), "--output_dir", str(tmp_path / "x"), "--format", "tflite",
-              "--max_seq_length", "1000"], "max_position_embeddings")):
-        result = subprocess.run([sys.executable, "-m", "albert_tf.export"] + args, cwd=REPO, capture_output=True,
-                                text=True, env=env)
+        (
+            ["--model_dir", str(pretrained_tiny / "checkpoints"), "--output_dir", str(tmp_path / "x")],
+            "training checkpoint",
+        ),
+        (["--model_dir", str(tmp_path / "missing"), "--output_dir", str(tmp_path / "x")], "does not exist"),
+        (
+            [
+                "--model_dir",
+                str(pretrained_tiny),
+                "--output_dir",
+                str(tmp_path / "x"),
+                "--format",
+                "tflite",
+                "--max_seq_length",
+                "1000",
+            ],
+            "max_position_embeddings",
+        ),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "albert_tf.export"] + args, cwd=REPO, capture_output=True, text=True, env=env
+        )
         assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]
         assert "Traceback" not in result.stderr
     assert not (tmp_path / "x").exists() or not os.listdir(tmp_path / "x")

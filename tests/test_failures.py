@@ -55,10 +55,17 @@ SERVE_MISMATCHED = textwrap.dedent("""
 def test_serve_text_pair_rejects_mismatched_batches_and_keeps_serving(toy_spm, tmp_path):
     from albert_tf.export import export_saved_model
 
-    export = export_saved_model(tiny_backbone(), str(tmp_path / "export"), spm_model_file=toy_spm,
-                                max_seq_length=16, warmup=False)
-    done = subprocess.run([sys.executable, "-c", SERVE_MISMATCHED, export], cwd=REPO, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    export = export_saved_model(
+        tiny_backbone(), str(tmp_path / "export"), spm_model_file=toy_spm, max_seq_length=16, warmup=False
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE_MISMATCHED, export],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert done.returncode == 0, f"the serving process died (rc {done.returncode}): {done.stderr[-2000:]}"
     results = json.loads(done.stdout.strip().splitlines()[-1])
     for result in results[:-1]:
@@ -200,9 +207,13 @@ def test_max_seq_length_above_position_embeddings_fails_before_any_work(tmp_path
         raise AssertionError("work started before the check")
 
     monkeypatch.setattr(run_classifier.glue, "get_task", no_work)
-    settings = run_classifier.ClassifierSettings(output_dir=str(tmp_path / "out"), max_seq_length=256,
-                                                 task_name="sst-2", data_dir=str(tmp_path),
-                                                 albert_config_file=str(CONFIGS / "albert_tiny.json"))
+    settings = run_classifier.ClassifierSettings(
+        output_dir=str(tmp_path / "out"),
+        max_seq_length=256,
+        task_name="sst-2",
+        data_dir=str(tmp_path),
+        albert_config_file=str(CONFIGS / "albert_tiny.json"),
+    )
     with pytest.raises(FineTuneError) as error:
         run_classifier.run(settings)
     message = str(error.value)
@@ -225,8 +236,24 @@ def test_glue_tsv_with_invalid_utf8_is_replaced_and_counted(tmp_path):
 def test_squad_json_with_invalid_utf8_is_replaced_and_counted(tmp_path):
     from albert_tf.tasks import squad
 
-    data = {"data": [{"paragraphs": [{"context": "Paris is in France.", "qas": [
-        {"id": "q1", "question": "Where is PLACEHOLDER?", "answers": [{"text": "France", "answer_start": 12}]}]}]}]}
+    data = {
+        "data": [
+            {
+                "paragraphs": [
+                    {
+                        "context": "Paris is in France.",
+                        "qas": [
+                            {
+                                "id": "q1",
+                                "question": "Where is PLACEHOLDER?",
+                                "answers": [{"text": "France", "answer_start": 12}],
+                            }
+                        ],
+                    }
+                ]
+            }
+        ]
+    }
     raw = json.dumps(data, ensure_ascii=False).encode("utf-8").replace(b"PLACEHOLDER", b"Par\xc3is")
     path = tmp_path / "train.json"
     path.write_bytes(raw)
@@ -238,8 +265,13 @@ def test_squad_json_with_invalid_utf8_is_replaced_and_counted(tmp_path):
 def test_race_files_with_invalid_utf8_are_replaced_and_counted(tmp_path):
     from albert_tf.tasks import race
 
-    record = {"id": "r1", "article": "An ARTICLE.", "questions": ["Why?"], "options": [["a", "b", "c", "d"]],
-              "answers": ["B"]}
+    record = {
+        "id": "r1",
+        "article": "An ARTICLE.",
+        "questions": ["Why?"],
+        "options": [["a", "b", "c", "d"]],
+        "answers": ["B"],
+    }
     raw = json.dumps(record).encode("utf-8").replace(b"ARTICLE", b"ART\x80ICLE")
     (tmp_path / "dev" / "middle").mkdir(parents=True)
     (tmp_path / "dev" / "middle" / "all.txt").write_bytes(raw + b"\n")
@@ -252,7 +284,7 @@ def test_race_files_with_invalid_utf8_are_replaced_and_counted(tmp_path):
 
 
 # ---- 2. long texts without spaces: bounded work, the same ids ------------------------------------
-EMOJI, CJK = "\U0001F600\U0001F680\U0001F44D", "\u4e2d\u6587\u5b57\u7b26\u6d4b\u8bd5"
+EMOJI, CJK = "\U0001f600\U0001f680\U0001f44d", "\u4e2d\u6587\u5b57\u7b26\u6d4b\u8bd5"
 
 
 def long_run_texts(lines):
@@ -262,12 +294,16 @@ def long_run_texts(lines):
         words = line.split()
         run = (EMOJI if i % 2 else CJK) * (300 + 37 * i)
         middle = len(words) // 2
-        texts += [run + " " + line, line + " " + run, " ".join(words[:middle] + [run] + words[middle:]),
-                  " ".join(words[:middle]) + run + " ".join(words[middle:]),  # inside a word
-                  "\u0301 " * 300 + line,  # 300 words that normalise to nothing before the real ones
-                  "A\u00a8" * 50 + run + "\u03a3" + run + "x\u00b4y",  # NFKD adds spaces; final sigma
-                  # uppercase Cyrillic: foreign once lowercased
-                  "\u041f\u0420\u0418\u0412\u0415\u0422" * 200 + " " + line]
+        texts += [
+            run + " " + line,
+            line + " " + run,
+            " ".join(words[:middle] + [run] + words[middle:]),
+            " ".join(words[:middle]) + run + " ".join(words[middle:]),  # inside a word
+            "\u0301 " * 300 + line,  # 300 words that normalise to nothing before the real ones
+            "A\u00a8" * 50 + run + "\u03a3" + run + "x\u00b4y",  # NFKD adds spaces; final sigma
+            # uppercase Cyrillic: foreign once lowercased
+            "\u041f\u0420\u0418\u0412\u0415\u0422" * 200 + " " + line,
+        ]
     return texts
 
 
@@ -278,8 +314,11 @@ def test_long_runs_and_the_word_budget_never_change_surviving_ids(real_data, wik
     from albert_tf.tf_tokenization import TFSentencePieceTokenizer
     from albert_tf.tokenization import SentencePieceTokenizer, encode_pieces
 
-    lines = [l.strip() for l in (real_data / "wikitext2" / "test.txt").read_text(encoding="utf-8").splitlines()
-             if len(l.split()) > 20 and not l.startswith(" =")][:12]
+    lines = [
+        l.strip()
+        for l in (real_data / "wikitext2" / "test.txt").read_text(encoding="utf-8").splitlines()
+        if len(l.split()) > 20 and not l.startswith(" =")
+    ][:12]
     texts = long_run_texts(lines) + lines
     tok = SentencePieceTokenizer(wikitext_spm)
     # The reference: the original's steps on the whole text, nothing shortened.

@@ -7,14 +7,14 @@ text from character spans, and the pretraining shuffle buffer.
 
 import json
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import keras
-
 from albert_tf import finetuning, optimization
 from albert_tf.optimization import AdamWeightDecay, create_optimizer
+
 from paths import CONFIGS
 
 
@@ -34,8 +34,11 @@ def test_huge_gradient_update_equals_the_clipped_one(name):
     clipped_huge, norm = tf.clip_by_global_norm(huge, 1.0)
     assert float(norm) > 1e6 and float(tf.linalg.global_norm(small)) < 1.0
     runs = {}
-    for label, clip_norm, steps in (("clipping", 1.0, (huge, small)), ("by_hand", None, (clipped_huge, small)),
-                                    ("unclipped", None, (huge, small))):
+    for label, clip_norm, steps in (
+        ("clipping", 1.0, (huge, small)),
+        ("by_hand", None, (clipped_huge, small)),
+        ("unclipped", None, (huge, small)),
+    ):
         variables = _toy_variables()
         optimizer = create_optimizer(name, 0.1, 100, 0, clip_norm=clip_norm)
         assert optimizer.global_clipnorm == clip_norm
@@ -66,8 +69,11 @@ def test_fine_tuning_clips_every_update(tmp_path):
     keras.utils.set_random_seed(3)
     model = AlbertClassifier(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), 2, dropout=0.0)
     rng = np.random.default_rng(0)
-    features = {"input_ids": rng.integers(5, 8000, size=(8, 16)).astype("int32"),
-                "input_mask": np.ones((8, 16), "int32"), "segment_ids": np.zeros((8, 16), "int32")}
+    features = {
+        "input_ids": rng.integers(5, 8000, size=(8, 16)).astype("int32"),
+        "input_mask": np.ones((8, 16), "int32"),
+        "segment_ids": np.zeros((8, 16), "int32"),
+    }
     labels = rng.integers(0, 2, size=8).astype("int32")
     before = [np.array(w) for w in model.get_weights()]
 
@@ -78,15 +84,20 @@ def test_fine_tuning_clips_every_update(tmp_path):
         variables = model.trainable_variables
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(huge_loss(labels, model(features, training=True)["logits"]))
-        grads, norm = tf.clip_by_global_norm([tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)],
-                                             1.0)
+        grads, norm = tf.clip_by_global_norm([tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)], 1.0)
         assert float(norm) > 10
         reference = optimization.create_optimizer("adamw", 1e-3, 10, 0)
         reference.apply(grads, variables)
         expected = [np.array(w) for w in model.get_weights()]
     model.set_weights(before)
-    settings = finetuning.FineTuneSettings(output_dir=str(tmp_path), train_step=1, train_batch_size=8,
-                                           learning_rate=1e-3, verbose=False, save_checkpoints_steps=1)
+    settings = finetuning.FineTuneSettings(
+        output_dir=str(tmp_path),
+        train_step=1,
+        train_batch_size=8,
+        learning_rate=1e-3,
+        verbose=False,
+        save_checkpoints_steps=1,
+    )
     dataset = finetuning.train_dataset(features, labels, 8, seed=0)
     finetuning.train(model, dataset, settings, huge_loss, lambda m: {"accuracy": 0.0}, "accuracy")
     assert model.optimizer.global_clipnorm == finetuning.CLIP_NORM == 1.0
@@ -101,8 +112,9 @@ def test_steps_from_epochs_is_the_original_run_squad_formula():
     assert finetuning.steps_from_epochs(87599, 48, 2.0, 0.1) == (steps, int(steps * 0.1))
     assert finetuning.steps_from_epochs(87599, 48, 2.0, 0.1) == (3649, 364)
     assert finetuning.steps_from_epochs(130319, 32, 3.0, 0.1) == (12217, 1221)  # v2.0 train, the flag defaults
-    settings = finetuning.FineTuneSettings(output_dir="x", train_batch_size=32, num_train_epochs=3.0,
-                                           warmup_proportion=0.1)
+    settings = finetuning.FineTuneSettings(
+        output_dir="x", train_batch_size=32, num_train_epochs=3.0, warmup_proportion=0.1
+    )
     derived = finetuning.with_epoch_schedule(settings, 87599)
     assert (derived.train_step, derived.warmup_step) == (8212, 821)
     explicit = finetuning.FineTuneSettings(output_dir="x", train_step=7, warmup_step=2)
@@ -110,8 +122,9 @@ def test_steps_from_epochs_is_the_original_run_squad_formula():
     with pytest.raises(finetuning.FineTuneError, match="--train_batch_size 32 .* less than one step"):
         finetuning.with_epoch_schedule(settings, 5)
     with pytest.raises(finetuning.FineTuneError, match="--warmup_proportion"):
-        finetuning.with_epoch_schedule(finetuning.FineTuneSettings(output_dir="x", num_train_epochs=1.0,
-                                                                   warmup_proportion=1.5), 100)
+        finetuning.with_epoch_schedule(
+            finetuning.FineTuneSettings(output_dir="x", num_train_epochs=1.0, warmup_proportion=1.5), 100
+        )
 
 
 def test_squad_schedule_flags_resolve_as_the_original():
@@ -147,7 +160,7 @@ def _readme_defaults_table():
     lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
     start = lines.index("| flag | run_classifier | run_squad | run_race | original default (all three) |")
     rows = {}
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -161,25 +174,58 @@ def test_runner_defaults_are_the_originals_and_the_readme_table_is_exact():
 
     from paths import REPO
 
-    result = subprocess.run([sys.executable, "-c", _FLAG_DEFAULTS], cwd=REPO, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", _FLAG_DEFAULTS], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     defaults = json.loads(result.stdout.strip().splitlines()[-1])
     # The original scripts' flag defaults (run_classifier.py, run_squad_v{1,2}.py, run_race.py).
     original = {
-        "run_classifier": {"max_seq_length": 512, "train_batch_size": 32, "eval_batch_size": 8,
-                           "learning_rate": 5e-5, "train_step": 1000, "warmup_step": 0,
-                           "save_checkpoints_steps": 1000, "optimizer": "adamw",
-                           "do_train": False, "do_eval": False, "do_predict": False},
-        "run_squad": {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64, "train_batch_size": 32,
-                      "eval_batch_size": 8, "learning_rate": 5e-5, "num_train_epochs": 3.0,
-                      "warmup_proportion": 0.1, "save_checkpoints_steps": 1000, "n_best_size": 20,
-                      "max_answer_length": 30, "start_n_top": 5, "end_n_top": 5,
-                      "do_train": False, "do_predict": False},
-        "run_race": {"max_seq_length": 512, "max_qa_length": 128, "train_batch_size": 32, "eval_batch_size": 8,
-                     "learning_rate": 1e-5, "train_step": 12000, "warmup_step": 1000, "save_checkpoints_steps": 100,
-                     "dropout": 0.1, "do_train": True, "do_eval": True,
-                     "high_only": False, "middle_only": False},
+        "run_classifier": {
+            "max_seq_length": 512,
+            "train_batch_size": 32,
+            "eval_batch_size": 8,
+            "learning_rate": 5e-5,
+            "train_step": 1000,
+            "warmup_step": 0,
+            "save_checkpoints_steps": 1000,
+            "optimizer": "adamw",
+            "do_train": False,
+            "do_eval": False,
+            "do_predict": False,
+        },
+        "run_squad": {
+            "max_seq_length": 384,
+            "doc_stride": 128,
+            "max_query_length": 64,
+            "train_batch_size": 32,
+            "eval_batch_size": 8,
+            "learning_rate": 5e-5,
+            "num_train_epochs": 3.0,
+            "warmup_proportion": 0.1,
+            "save_checkpoints_steps": 1000,
+            "n_best_size": 20,
+            "max_answer_length": 30,
+            "start_n_top": 5,
+            "end_n_top": 5,
+            "do_train": False,
+            "do_predict": False,
+        },
+        "run_race": {
+            "max_seq_length": 512,
+            "max_qa_length": 128,
+            "train_batch_size": 32,
+            "eval_batch_size": 8,
+            "learning_rate": 1e-5,
+            "train_step": 12000,
+            "warmup_step": 1000,
+            "save_checkpoints_steps": 100,
+            "dropout": 0.1,
+            "do_train": True,
+            "do_eval": True,
+            "high_only": False,
+            "middle_only": False,
+        },
     }
     for runner, expected in original.items():
         assert {k: defaults[runner][k] for k in expected} == expected, runner
@@ -205,16 +251,31 @@ def test_runner_defaults_are_the_originals_and_the_readme_table_is_exact():
 @pytest.mark.realdata
 def test_run_squad_trains_the_epoch_derived_steps(real_data, pretraining_data, tmp_path):
     from albert_tf.run_squad import SquadSettings, run
+
     from test_squad import squad_slice
 
     source = real_data / "squad_v1.1" / "dev-v1.1.json"
     train = squad_slice(real_data, tmp_path, "train.json", source, slice(0, 4))
     dev = squad_slice(real_data, tmp_path, "dev.json", source, slice(4, 5))
-    settings = SquadSettings(output_dir=str(tmp_path / "out"), version="1.1", train_file=train, predict_file=dev,
-                             spm_model_file=pretraining_data["spm"], albert_config_file=pretraining_data["config"],
-                             do_predict=False, doc_stride=32, max_query_length=24, max_seq_length=96,
-                             train_batch_size=8, eval_batch_size=32, learning_rate=1e-4, save_checkpoints_steps=2,
-                             num_train_epochs=1.3, warmup_proportion=0.5, verbose=False)
+    settings = SquadSettings(
+        output_dir=str(tmp_path / "out"),
+        version="1.1",
+        train_file=train,
+        predict_file=dev,
+        spm_model_file=pretraining_data["spm"],
+        albert_config_file=pretraining_data["config"],
+        do_predict=False,
+        doc_stride=32,
+        max_query_length=24,
+        max_seq_length=96,
+        train_batch_size=8,
+        eval_batch_size=32,
+        learning_rate=1e-4,
+        save_checkpoints_steps=2,
+        num_train_epochs=1.3,
+        warmup_proportion=0.5,
+        verbose=False,
+    )
     summary = run(settings)
     questions = summary["train_questions"]
     steps = int(questions / 8 * 1.3)
@@ -223,8 +284,17 @@ def test_run_squad_trains_the_epoch_derived_steps(real_data, pretraining_data, t
 
 
 # ---- 3. hidden_act: the original's names in any case, and HF's gelu_new -------------------------------
-@pytest.mark.parametrize("name,same_as", [("GELU", "gelu"), ("gelu_new", "gelu"), ("Gelu_New", "gelu"),
-                                          ("ReLU", "relu"), ("TANH", "tanh"), ("Linear", "linear")])
+@pytest.mark.parametrize(
+    "name,same_as",
+    [
+        ("GELU", "gelu"),
+        ("gelu_new", "gelu"),
+        ("Gelu_New", "gelu"),
+        ("ReLU", "relu"),
+        ("TANH", "tanh"),
+        ("Linear", "linear"),
+    ],
+)
 def test_hidden_act_is_case_insensitive_and_accepts_gelu_new(tmp_path, tiny_config_dict, name, same_as):
     from albert_tf.config import AlbertConfig
     from albert_tf.models.backbone import AlbertBackbone
@@ -241,8 +311,9 @@ def test_hidden_act_is_case_insensitive_and_accepts_gelu_new(tmp_path, tiny_conf
     reference.set_weights(model.get_weights())
     ids = np.random.default_rng(0).integers(5, 8000, size=(2, 12)).astype("int32")
     inputs = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
-    np.testing.assert_array_equal(model(inputs)["sequence_output"].numpy(),
-                                  reference(inputs)["sequence_output"].numpy())
+    np.testing.assert_array_equal(
+        model(inputs)["sequence_output"].numpy(), reference(inputs)["sequence_output"].numpy()
+    )
 
 
 def test_gelu_new_is_the_tanh_approximation_and_unknown_names_are_named(tiny_config_dict):
@@ -250,7 +321,7 @@ def test_gelu_new_is_the_tanh_approximation_and_unknown_names_are_named(tiny_con
     from albert_tf.layers.activations import get_activation
 
     x = keras.ops.convert_to_tensor(np.linspace(-4, 4, 41).astype("float32"))
-    tanh_gelu = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    tanh_gelu = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
     np.testing.assert_allclose(get_activation("gelu_new")(x), tanh_gelu, rtol=1e-5, atol=1e-6)
     for bad in ("swish", "gelu_erf", None, 3):
         with pytest.raises(ConfigError, match="field 'hidden_act': unknown activation"):
@@ -278,8 +349,9 @@ def test_g2_model_starts_with_both_groups_equal_to_the_checkpoints_group_0(tmp_p
     else:
         path = checkpoints.save_model_dir(shared, str(tmp_path / "g1"))
     source = checkpoints.original_variables(shared)
-    grown = AlbertPretrainer(AlbertBackbone.from_albert_config(
-        AlbertConfig.from_dict(dict(tiny_config_dict, num_hidden_groups=2))))
+    grown = AlbertPretrainer(
+        AlbertBackbone.from_albert_config(AlbertConfig.from_dict(dict(tiny_config_dict, num_hidden_groups=2)))
+    )
     with pytest.raises(checkpoints.CheckpointError):  # without the flag: group_1 is missing
         checkpoints.load_checkpoint(grown, path)
     checkpoints.load_group0_into_all_groups(grown, path)
@@ -326,11 +398,23 @@ def test_pretraining_run_grows_groups_and_shifts_warmup(pretraining_data, tmp_pa
     keras.utils.set_random_seed(4)
     shared = AlbertPretrainer(AlbertBackbone.from_albert_config(AlbertConfig.from_dict(config)))
     path = checkpoints.save_original_checkpoint(shared, str(tmp_path / "g1" / "model.ckpt"))
-    settings = TrainSettings(output_dir=str(tmp_path / "run"), train_batch_size=8, max_seq_length=64,
-                             num_train_steps=100, num_warmup_steps=10, learning_rate=1.0, start_warmup_step=5,
-                             init_from_group0=True, verbose=False)
-    run = PretrainingLoop(tf.distribute.get_strategy(), AlbertConfig.from_dict(dict(config, num_hidden_groups=2)),
-                          settings, resolve_input(pretraining_data["data"]))
+    settings = TrainSettings(
+        output_dir=str(tmp_path / "run"),
+        train_batch_size=8,
+        max_seq_length=64,
+        num_train_steps=100,
+        num_warmup_steps=10,
+        learning_rate=1.0,
+        start_warmup_step=5,
+        init_from_group0=True,
+        verbose=False,
+    )
+    run = PretrainingLoop(
+        tf.distribute.get_strategy(),
+        AlbertConfig.from_dict(dict(config, num_hidden_groups=2)),
+        settings,
+        resolve_input(pretraining_data["data"]),
+    )
     assert "initialized from" in CheckpointPolicy(run, init_checkpoint=path).restore_or_initialize()
     source = checkpoints.original_variables(shared)
     for name, value in checkpoints.original_variables(run.model).items():
@@ -362,8 +446,9 @@ def test_run_pretraining_has_the_originals_flags():
 
     from paths import REPO
 
-    result = subprocess.run([sys.executable, "-c", _PRETRAINING_FLAGS], cwd=REPO, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", _PRETRAINING_FLAGS], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     defaults, parsed = json.loads(result.stdout.strip().splitlines()[-1])
     assert defaults == {"start_warmup_step": 0, "init_from_group0": False, "poly_power": 1.0}
@@ -400,15 +485,21 @@ def test_v2_threshold_is_tuned_and_applied_as_the_original(real_data, seed):
     examples, _ = squad.read_examples(str(real_data / "squad_v2.0" / "dev-v2.0.Normans-Rhine.json"), False)
     examples = examples[:150]
     rng = np.random.default_rng(seed)
-    predictions = {e.qas_id: (e.answers[0] if e.answers and rng.random() < 0.7 else
-                              ("" if rng.random() < 0.2 else "wrong words")) for e in examples}
+    predictions = {
+        e.qas_id: (e.answers[0] if e.answers and rng.random() < 0.7 else ("" if rng.random() < 0.2 else "wrong words"))
+        for e in examples
+    }
     null_diff = {e.qas_id: float(rng.integers(-5, 5)) for e in examples}  # ties on purpose
     if seed == 2:  # abstaining on everything is best: the original's threshold stays 0.0
         predictions = {q: "wrong words" for q in predictions}
     has_ans = {e.qas_id: bool([t for t in e.answers if squad.normalize_answer(t)]) for e in examples}
-    f1_raw = {e.qas_id: max(squad.f1_score(predictions[e.qas_id], t)
-                            for t in ([t for t in e.answers if squad.normalize_answer(t)] or [""]))
-              for e in examples}
+    f1_raw = {
+        e.qas_id: max(
+            squad.f1_score(predictions[e.qas_id], t)
+            for t in ([t for t in e.answers if squad.normalize_answer(t)] or [""])
+        )
+        for e in examples
+    }
     best_f1, best_thresh = _original_find_best_thresh(predictions, f1_raw, null_diff, has_ans)
     threshold, f1 = squad.best_threshold(examples, predictions, null_diff)
     assert (threshold, f1) == (best_thresh, pytest.approx(best_f1))
@@ -460,8 +551,10 @@ def _original_char_alignment(paragraph_text, para_tokens, do_lower_case=True):
                     g[(i, j)] = 1
                     f[i, j] = f[i, j - 1]
                 f_prev = f[i - 1, j - 1] if i > 0 and j > 0 else 0
-                if (preprocess_text(paragraph_text[i], lower=do_lower_case, remove_space=False) == tok_cat_text[j]
-                        and f_prev + 1 > f[i, j]):
+                if (
+                    preprocess_text(paragraph_text[i], lower=do_lower_case, remove_space=False) == tok_cat_text[j]
+                    and f_prev + 1 > f[i, j]
+                ):
                     g[(i, j)] = 2
                     f[i, j] = f_prev + 1
 
@@ -503,8 +596,9 @@ def test_answer_text_is_the_originals_character_span(real_data, wikitext_spm):
             odd[context] = example
     chosen = list(odd.values())[:25]
     assert any("é" in e.context for e in chosen) and any(not e.context.isascii() for e in chosen)
-    features = squad.convert_examples(chosen, tokenizer, max_seq_length=512, doc_stride=128, max_query_length=32,
-                                      is_training=False)
+    features = squad.convert_examples(
+        chosen, tokenizer, max_seq_length=512, doc_stride=128, max_query_length=32, is_training=False
+    )
     compared = differs_from_whole_words = 0
     for feature in features:
         example = chosen[feature.example_index]
@@ -523,19 +617,27 @@ def test_answer_text_is_the_originals_character_span(real_data, wikitext_spm):
             for b in range(a, min(a + 12, len(positions))):
                 s, e = positions[a], positions[b]
                 ours = squad._answer_text(example, tokenizer, feature, s, e)
-                theirs = example.context[starts[index(s)]:ends[index(e)] + 1].strip()
+                theirs = example.context[starts[index(s)] : ends[index(e)] + 1].strip()
                 assert ours == theirs, (example.qas_id, s, e)
                 compared += 1
-                words = example.context[example.word_starts[feature.piece_to_word[s]]:
-                                        example.word_starts[feature.piece_to_word[e]]
-                                        + len(example.words[feature.piece_to_word[e]])]
+                words = example.context[
+                    example.word_starts[feature.piece_to_word[s]] : example.word_starts[feature.piece_to_word[e]]
+                    + len(example.words[feature.piece_to_word[e]])
+                ]
                 differs_from_whole_words += ours != words
     assert compared > 2000 and differs_from_whole_words > 100
 
 
 @pytest.mark.realdata
-@pytest.mark.parametrize("answer", ["Maria Skłodowska-Curie", "The Prince of Płock",
-                                    "⅓ to Tesla, ⅓ to Peck and Brown, and ⅓ to fund development", "Sky+"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Maria Skłodowska-Curie",
+        "The Prince of Płock",
+        "⅓ to Tesla, ⅓ to Peck and Brown, and ⅓ to fund development",
+        "Sky+",
+    ],
+)
 def test_gold_piece_span_gives_the_gold_text_next_to_punctuation(real_data, wikitext_spm, answer):
     """Words glued to punctuation, with non-ASCII letters: the span ends where the original's does."""
     from albert_tf.tasks import squad
@@ -544,7 +646,8 @@ def test_gold_piece_span_gives_the_gold_text_next_to_punctuation(real_data, wiki
     tokenizer = SentencePieceTokenizer(wikitext_spm)
     examples, _ = squad.read_examples(str(real_data / "squad_v1.1" / "dev-v1.1.json"), is_training=True)
     example = next(e for e in examples if e.answer_text == answer)
-    features = squad.convert_examples([example], tokenizer, max_seq_length=384, doc_stride=128, max_query_length=64,
-                                      is_training=True)
+    features = squad.convert_examples(
+        [example], tokenizer, max_seq_length=384, doc_stride=128, max_query_length=64, is_training=True
+    )
     feature = next(f for f in features if f.start_position)
     assert squad._answer_text(example, tokenizer, feature, feature.start_position, feature.end_position) == answer

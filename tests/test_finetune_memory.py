@@ -6,31 +6,41 @@ import numpy as np
 from albert_tf import finetuning
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
+
 from paths import CONFIGS
 
 
 def one_step(tmp_path, name, weights, features, labels, grad_accum_steps, remat):
     keras.utils.set_random_seed(0)
-    model = AlbertClassifier(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json"), remat=remat), 2,
-                             dropout=0.0)
+    model = AlbertClassifier(
+        AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json"), remat=remat), 2, dropout=0.0
+    )
     model.set_weights(weights)
-    settings = finetuning.FineTuneSettings(output_dir=str(tmp_path / name), train_batch_size=8, train_step=1,
-                                           save_checkpoints_steps=1, learning_rate=1e-3, warmup_step=0,
-                                           grad_accum_steps=grad_accum_steps, verbose=False)
+    settings = finetuning.FineTuneSettings(
+        output_dir=str(tmp_path / name),
+        train_batch_size=8,
+        train_step=1,
+        save_checkpoints_steps=1,
+        learning_rate=1e-3,
+        warmup_step=0,
+        grad_accum_steps=grad_accum_steps,
+        verbose=False,
+    )
     dataset = finetuning.train_dataset(features, labels, settings.micro_batch_size, seed=0)
-    finetuning.train(model, dataset, settings, finetuning.classification_loss, lambda m: {"accuracy": 0.0},
-                     "accuracy")
+    finetuning.train(model, dataset, settings, finetuning.classification_loss, lambda m: {"accuracy": 0.0}, "accuracy")
     return [np.array(w) for w in model.get_weights()]
 
 
 def test_two_micro_batches_with_remat_make_the_update_of_one_full_batch(tmp_path):
     keras.utils.set_random_seed(1)
-    reference = AlbertClassifier(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), 2,
-                                 dropout=0.0)
+    reference = AlbertClassifier(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), 2, dropout=0.0)
     initial = [np.array(w) for w in reference.get_weights()]
     rng = np.random.default_rng(0)
-    features = {"input_ids": rng.integers(5, 8000, size=(8, 16)).astype("int32"),
-                "input_mask": np.ones((8, 16), "int32"), "segment_ids": np.zeros((8, 16), "int32")}
+    features = {
+        "input_ids": rng.integers(5, 8000, size=(8, 16)).astype("int32"),
+        "input_mask": np.ones((8, 16), "int32"),
+        "segment_ids": np.zeros((8, 16), "int32"),
+    }
     labels = rng.integers(0, 2, size=8).astype("int32")
     full = one_step(tmp_path, "full", initial, features, labels, grad_accum_steps=1, remat=False)
     small = one_step(tmp_path, "small", initial, features, labels, grad_accum_steps=2, remat=True)

@@ -19,8 +19,9 @@ from albert_tf.config import ConfigError
 from albert_tf.convert_checkpoint import convert
 from albert_tf.interop import detect, hf, keras_hub
 from albert_tf.loading import load_model
-from paths import REPO
+
 from interop_helpers import assert_same_weights, build, save_ours, tiny_config, train_toy_spm
+from paths import REPO
 
 
 @pytest.fixture(scope="module")
@@ -36,16 +37,22 @@ def our_dir(tmp_path, kind, spm, seed=0):
     return model, save_ours(model, directory, spm)
 
 
-@pytest.mark.parametrize("kind", ["backbone", "pretrainer", "classifier", "span_qa", "multiple_choice",
-                                  "token_classifier"])
+@pytest.mark.parametrize(
+    "kind", ["backbone", "pretrainer", "classifier", "span_qa", "multiple_choice", "token_classifier"]
+)
 def test_hf_round_trip_is_exact(tmp_path, toy_spm, kind):
     model, ours = our_dir(tmp_path, kind, toy_spm)
     notes = []
     convert(ours, output_dir=str(tmp_path / "hf"), output_format="hf", notes=notes)
     assert detect.detect_format(str(tmp_path / "hf")) == "hf"
     files = sorted(os.listdir(tmp_path / "hf"))
-    assert files == ["config.json", "model.safetensors", "special_tokens_map.json", "spiece.model",
-                     "tokenizer_config.json"]
+    assert files == [
+        "config.json",
+        "model.safetensors",
+        "special_tokens_map.json",
+        "spiece.model",
+        "tokenizer_config.json",
+    ]
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert config["architectures"] == [hf.architecture_of(model)] and config["model_type"] == "albert"
     tensors = load_file(str(tmp_path / "hf" / "model.safetensors"))
@@ -84,9 +91,13 @@ def test_original_round_trip_is_exact_and_ships_the_vocabulary(tmp_path, toy_spm
     model, ours = our_dir(tmp_path, "pretrainer", toy_spm)
     convert(ours, output_dir=str(tmp_path / "tf1"), output_format="original")
     assert detect.detect_format(str(tmp_path / "tf1")) == "original"
-    assert sorted(os.listdir(tmp_path / "tf1")) == ["albert_config.json", "checkpoint",
-                                                     "model.ckpt.data-00000-of-00001", "model.ckpt.index",
-                                                     "spm.model"]
+    assert sorted(os.listdir(tmp_path / "tf1")) == [
+        "albert_config.json",
+        "checkpoint",
+        "model.ckpt.data-00000-of-00001",
+        "model.ckpt.index",
+        "spm.model",
+    ]
     convert(str(tmp_path / "tf1"), output_dir=str(tmp_path / "back"))
     back = load_model(str(tmp_path / "back"))
     assert_same_weights(model, back.model)
@@ -164,9 +175,12 @@ def test_hf_config_fields(tmp_path):
     config = json.loads((directory / "config.json").read_text())
     config_path = str(directory / "config.json")
     assert hf.read_hf_config(config_path)[0] == tiny_config()
-    for field, value, message in (("hidden_act", "gelu", None), ("hidden_act", "silu", "'silu' is not supported"),
-                                  ("layer_norm_eps", 1e-5, "1e-05 is not supported"),
-                                  ("architectures", ["AlbertForXYZ"], "has no albert_tf model")):
+    for field, value, message in (
+        ("hidden_act", "gelu", None),
+        ("hidden_act", "silu", "'silu' is not supported"),
+        ("layer_norm_eps", 1e-5, "1e-05 is not supported"),
+        ("architectures", ["AlbertForXYZ"], "has no albert_tf model"),
+    ):
         (directory / "config.json").write_text(json.dumps({**config, field: value}))
         if message is None:  # HF's `gelu` is the exact erf GELU
             assert hf.read_hf_config(config_path)[0].hidden_act == "gelu_exact"
@@ -201,8 +215,9 @@ def test_models_without_a_peer_equivalent_are_refused(tmp_path, toy_spm):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "albert_tf.convert_checkpoint", *args],
-                          capture_output=True, text=True, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "albert_tf.convert_checkpoint", *args], capture_output=True, text=True, cwd=REPO
+    )
 
 
 @pytest.mark.slow

@@ -5,13 +5,13 @@ sequence and pooled outputs, MLM logits, SOP logits and classifier logits, to 1e
 in both directions (our files loaded by the peer, the peer's own files loaded by us).
 """
 
-
 import numpy as np
 import pytest
 
 from albert_tf.convert_checkpoint import convert
 from albert_tf.loading import load_model
 from albert_tf.tokenization import SentencePieceTokenizer
+
 from interop_helpers import build, inputs, tiny_config, train_toy_spm
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,7 @@ def mlm_logits_with_epsilon(model, sequence_output, positions, epsilon):
     head = model.mlm_head
     x = np.take_along_axis(sequence_output, positions[..., None], 1) @ head.transform.kernel.numpy()
     x = x + head.transform.bias.numpy()
-    x = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    x = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
     x = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + epsilon)
     x = x * head.layer_norm.gamma.numpy() + head.layer_norm.beta.numpy()
     embeddings = model.backbone.word_embeddings.embeddings.numpy()
@@ -61,9 +61,11 @@ def close(a, b, what):
 def torch_outputs(directory, x, architecture):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    args = dict(input_ids=torch.tensor(x["input_ids"], dtype=torch.long),
-                attention_mask=torch.tensor(x["input_mask"], dtype=torch.long),
-                token_type_ids=torch.tensor(x["segment_ids"], dtype=torch.long))
+    args = dict(
+        input_ids=torch.tensor(x["input_ids"], dtype=torch.long),
+        attention_mask=torch.tensor(x["input_mask"], dtype=torch.long),
+        token_type_ids=torch.tensor(x["segment_ids"], dtype=torch.long),
+    )
     out = {}
     with torch.no_grad():
         base = transformers.AlbertModel.from_pretrained(directory).eval()(**args)
@@ -79,13 +81,15 @@ def torch_outputs(directory, x, architecture):
     return {k: np.asarray(v) for k, v in out.items()}
 
 
-@pytest.mark.parametrize("kind,architecture", [("pretrainer", "AlbertForPreTraining"),
-                                               ("classifier", "AlbertForSequenceClassification")])
+@pytest.mark.parametrize(
+    "kind,architecture", [("pretrainer", "AlbertForPreTraining"), ("classifier", "AlbertForSequenceClassification")]
+)
 def test_transformers_loads_our_output_with_the_same_numbers(tmp_path, toy_spm, kind, architecture):
     model = build(kind)
     our_dir = tmp_path / "ours"
     our_dir.mkdir()
     from interop_helpers import save_ours
+
     save_ours(model, our_dir, toy_spm)
     convert(str(our_dir), output_dir=str(tmp_path / "hf"), output_format="hf")
     x = inputs()
@@ -100,6 +104,7 @@ def test_transformers_tokenizer_loads_our_vocabulary(tmp_path, toy_spm):
     our_dir = tmp_path / "ours"
     our_dir.mkdir()
     from interop_helpers import save_ours
+
     save_ours(build("backbone"), our_dir, toy_spm)
     convert(str(our_dir), output_dir=str(tmp_path / "hf"), output_format="hf")
     theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
@@ -113,11 +118,17 @@ def test_we_load_transformers_own_files_with_the_same_numbers(tmp_path):
     transformers = pytest.importorskip("transformers")
     config = tiny_config()
     hf_config = transformers.AlbertConfig(
-        vocab_size=config.vocab_size, embedding_size=config.embedding_size, hidden_size=config.hidden_size,
-        num_hidden_layers=config.num_hidden_layers, num_hidden_groups=config.num_hidden_groups,
-        inner_group_num=config.inner_group_num, num_attention_heads=config.num_attention_heads,
-        intermediate_size=config.intermediate_size, max_position_embeddings=config.max_position_embeddings,
-        hidden_act="gelu")  # the erf GELU of HF's v1 configs: our gelu_exact
+        vocab_size=config.vocab_size,
+        embedding_size=config.embedding_size,
+        hidden_size=config.hidden_size,
+        num_hidden_layers=config.num_hidden_layers,
+        num_hidden_groups=config.num_hidden_groups,
+        inner_group_num=config.inner_group_num,
+        num_attention_heads=config.num_attention_heads,
+        intermediate_size=config.intermediate_size,
+        max_position_embeddings=config.max_position_embeddings,
+        hidden_act="gelu",
+    )  # the erf GELU of HF's v1 configs: our gelu_exact
     torch.manual_seed(0)
     model = transformers.AlbertForPreTraining(hf_config)
     with torch.no_grad():
@@ -152,6 +163,7 @@ def test_keras_hub_loads_our_output_with_the_same_numbers(tmp_path, toy_spm, kin
     our_dir = tmp_path / "ours"
     our_dir.mkdir()
     from interop_helpers import save_ours
+
     save_ours(model, our_dir, toy_spm)
     convert(str(our_dir), output_dir=str(tmp_path / "kh"), output_format="keras_hub")
     x = inputs()
@@ -181,17 +193,25 @@ def test_we_load_keras_hub_own_presets_with_the_same_numbers(tmp_path, task):
     keras_hub = pytest.importorskip("keras_hub")
     config = tiny_config()
     backbone = keras_hub.models.AlbertBackbone(
-        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
-        num_heads=config.num_attention_heads, embedding_dim=config.embedding_size,
-        hidden_dim=config.hidden_size, intermediate_dim=config.intermediate_size,
-        num_groups=config.num_hidden_groups, num_inner_repetitions=config.inner_group_num,
-        max_sequence_length=config.max_position_embeddings)
-    model = {None: lambda: backbone,
-             "masked_lm": lambda: keras_hub.models.AlbertMaskedLM(backbone, preprocessor=None),
-             "classifier": lambda: keras_hub.models.AlbertTextClassifier(backbone, 3, preprocessor=None)}[task]()
+        vocabulary_size=config.vocab_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        embedding_dim=config.embedding_size,
+        hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size,
+        num_groups=config.num_hidden_groups,
+        num_inner_repetitions=config.inner_group_num,
+        max_sequence_length=config.max_position_embeddings,
+    )
+    model = {
+        None: lambda: backbone,
+        "masked_lm": lambda: keras_hub.models.AlbertMaskedLM(backbone, preprocessor=None),
+        "classifier": lambda: keras_hub.models.AlbertTextClassifier(backbone, 3, preprocessor=None),
+    }[task]()
     rng = np.random.default_rng(3)
-    model.set_weights([rng.normal(0.001 * i, 0.2, w.shape).astype(np.float32)
-                       for i, w in enumerate(model.get_weights())])
+    model.set_weights(
+        [rng.normal(0.001 * i, 0.2, w.shape).astype(np.float32) for i, w in enumerate(model.get_weights())]
+    )
     model.save_to_preset(str(tmp_path / "kh"))
     loaded = load_model(str(tmp_path / "kh"))
     x = inputs()

@@ -3,9 +3,9 @@ import math
 import keras
 import numpy as np
 
-from albert_tf.layers import (AlbertAttention, AlbertEmbedding, AlbertFeedForward,
-                              AlbertMaskedLMHead)
+from albert_tf.layers import AlbertAttention, AlbertEmbedding, AlbertFeedForward, AlbertMaskedLMHead
 from albert_tf.layers.activations import gelu_tanh
+
 from helpers import run_layer_test
 
 RNG = np.random.default_rng(0)
@@ -17,15 +17,21 @@ def hidden(seq_len, width=16, batch=2):
 
 def mask(seq_len, batch=2):
     m = np.ones((batch, seq_len), "int32")
-    m[1, seq_len // 2:] = 0  # second example is padded
+    m[1, seq_len // 2 :] = 0  # second example is padded
     return m
 
 
 def test_embedding_layer():
     run_layer_test(
         AlbertEmbedding,
-        dict(vocab_size=50, embedding_size=8, max_position_embeddings=16, type_vocab_size=2,
-             initializer_range=0.02, dropout=0.1),
+        dict(
+            vocab_size=50,
+            embedding_size=8,
+            max_position_embeddings=16,
+            type_vocab_size=2,
+            initializer_range=0.02,
+            dropout=0.1,
+        ),
         lambda s: (RNG.integers(0, 50, (2, s)).astype("int32"), RNG.integers(0, 2, (2, s)).astype("int32")),
         lambda s: (2, s, 8),
     )
@@ -34,8 +40,7 @@ def test_embedding_layer():
 def test_attention_layer():
     run_layer_test(
         AlbertAttention,
-        dict(hidden_size=16, num_attention_heads=4, initializer_range=0.02,
-             attention_dropout=0.1, output_dropout=0.1),
+        dict(hidden_size=16, num_attention_heads=4, initializer_range=0.02, attention_dropout=0.1, output_dropout=0.1),
         lambda s: (hidden(s), mask(s)),
         lambda s: (2, s, 16),
     )
@@ -44,8 +49,7 @@ def test_attention_layer():
 def test_feedforward_layer():
     run_layer_test(
         AlbertFeedForward,
-        dict(hidden_size=16, intermediate_size=32, hidden_act="gelu", initializer_range=0.02,
-             dropout=0.1),
+        dict(hidden_size=16, intermediate_size=32, hidden_act="gelu", initializer_range=0.02, dropout=0.1),
         lambda s: (hidden(s),),
         lambda s: (2, s, 16),
     )
@@ -69,9 +73,14 @@ def test_attention_masks_keys_with_the_original_additive_constant():
     out = keras.ops.convert_to_numpy(layer(x, m))
     # NumPy version of the original: logits/√D + (1-mask)·-10000 on keys.
     heads, size = 4, 4
+
     def proj(dense):
-        return (x @ dense.kernel.numpy().reshape(16, 16) + dense.bias.numpy().reshape(16)) \
-            .reshape(2, 6, heads, size).transpose(0, 2, 1, 3)
+        return (
+            (x @ dense.kernel.numpy().reshape(16, 16) + dense.bias.numpy().reshape(16))
+            .reshape(2, 6, heads, size)
+            .transpose(0, 2, 1, 3)
+        )
+
     q, k, v = proj(layer.query), proj(layer.key), proj(layer.value)
     logits = q @ k.transpose(0, 1, 3, 2) / math.sqrt(size) + (1 - m[:, None, None, :]) * -10000.0
     probs = np.exp(logits - logits.max(-1, keepdims=True))
@@ -96,8 +105,7 @@ def test_gelu_is_the_tanh_approximation():
 
 
 def test_layer_norm_epsilon_is_the_originals():
-    for layer in (AlbertAttention(16, 4, 0.02, 0.0, 0.0),
-                  AlbertFeedForward(16, 32, "gelu", 0.02, 0.0)):
+    for layer in (AlbertAttention(16, 4, 0.02, 0.0, 0.0), AlbertFeedForward(16, 32, "gelu", 0.02, 0.0)):
         assert layer.layer_norm.epsilon == 1e-12
 
 

@@ -10,14 +10,20 @@ import pytest
 
 from albert_tf.locking import LOCK_FILE, LockError, OutputDirLock
 
-HOLD = ("import sys, time\nfrom albert_tf.locking import OutputDirLock\n"
-        "with OutputDirLock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n")
+HOLD = (
+    "import sys, time\nfrom albert_tf.locking import OutputDirLock\n"
+    "with OutputDirLock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n"
+)
 
 
 def hold_lock(directory):
     """A process that holds the lock of `directory` until killed (returns once it holds it)."""
-    process = subprocess.Popen([sys.executable, "-c", HOLD, str(directory)], stdout=subprocess.PIPE, text=True,
-                               cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(directory)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
     assert process.stdout.readline().strip() == "held"  # blocks until the lock is taken: no timing involved
     return process
 
@@ -64,8 +70,13 @@ def test_two_pretraining_runs_on_one_output_dir(pretraining_data, tmp_path):
     holder = hold_lock(tmp_path)
     try:
         with pytest.raises(LockError, match=rf"pid {holder.pid}"):
-            pretrain(TrainSettings(output_dir=str(tmp_path), train_batch_size=8, max_seq_length=64, num_train_steps=1,
-                                   verbose=False), pretraining_data["config"], pretraining_data["data"])
+            pretrain(
+                TrainSettings(
+                    output_dir=str(tmp_path), train_batch_size=8, max_seq_length=64, num_train_steps=1, verbose=False
+                ),
+                pretraining_data["config"],
+                pretraining_data["data"],
+            )
         assert not (tmp_path / "checkpoints").exists()  # the first run's directory is untouched
     finally:
         holder.kill()
@@ -76,9 +87,15 @@ def test_two_pretraining_runs_on_one_output_dir(pretraining_data, tmp_path):
 def test_data_prep_refuses_a_busy_dir_and_cleans_the_staging_of_killed_runs(tmp_path, wikitext_spm, real_data):
     from data_prep.pipeline import Settings, run
 
-    settings = Settings(input_file=str(real_data / "wikitext2" / "test.txt"), output_dir=str(tmp_path / "out"),
-                        spm_model_file=wikitext_spm, input_format="wikitext", max_seq_length=64, dupe_factor=1,
-                        num_shards=1)
+    settings = Settings(
+        input_file=str(real_data / "wikitext2" / "test.txt"),
+        output_dir=str(tmp_path / "out"),
+        spm_model_file=wikitext_spm,
+        input_format="wikitext",
+        max_seq_length=64,
+        dupe_factor=1,
+        num_shards=1,
+    )
     holder = hold_lock(tmp_path / "out")
     try:
         with pytest.raises(LockError, match=rf"pid {holder.pid}"):

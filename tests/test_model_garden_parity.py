@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertBackbone
 from albert_tf.checkpoints import load_checkpoint, write_original_checkpoint
+
 from reference_numpy import random_original_checkpoint
 
 tf_keras = pytest.importorskip("tf_keras")
@@ -22,15 +23,20 @@ from official.nlp.modeling import networks  # noqa: E402
 def model_garden_encoder(cfg):
     """Built exactly as Model Garden's converter builds it."""
     return networks.AlbertEncoder(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
-        embedding_width=cfg.embedding_size, num_layers=cfg.num_hidden_layers,
-        num_attention_heads=cfg.num_attention_heads, intermediate_size=cfg.intermediate_size,
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.hidden_size,
+        embedding_width=cfg.embedding_size,
+        num_layers=cfg.num_hidden_layers,
+        num_attention_heads=cfg.num_attention_heads,
+        intermediate_size=cfg.intermediate_size,
         activation=tf_utils.get_activation(cfg.hidden_act),
         dropout_rate=cfg.hidden_dropout_prob,
         attention_dropout_rate=cfg.attention_probs_dropout_prob,
-        max_sequence_length=cfg.max_position_embeddings, type_vocab_size=cfg.type_vocab_size,
+        max_sequence_length=cfg.max_position_embeddings,
+        type_vocab_size=cfg.type_vocab_size,
         initializer=tf_keras.initializers.TruncatedNormal(stddev=cfg.initializer_range),
-        dict_outputs=True)
+        dict_outputs=True,
+    )
 
 
 @pytest.mark.parametrize("config_name", ["albert_tiny", "bert_like_tiny"])
@@ -52,7 +58,8 @@ def test_same_outputs_as_model_garden_from_one_checkpoint(tmp_path, config_name)
     mg_converter.convert_checkpoint(mg_cfg, mg_path, prefix, "encoder")
     encoder = model_garden_encoder(mg_cfg)
     tf.train.Checkpoint(encoder=encoder).restore(
-        tf.train.latest_checkpoint(str(tmp_path / "mg"))).assert_existing_objects_matched()
+        tf.train.latest_checkpoint(str(tmp_path / "mg"))
+    ).assert_existing_objects_matched()
 
     ours = AlbertBackbone.from_albert_config(str(config_path))
     load_checkpoint(ours, prefix)

@@ -7,8 +7,9 @@ from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
 from albert_tf.checkpoints import load_original_checkpoint, write_original_checkpoint
 from albert_tf.models.backbone import group_index
 from albert_tf.models.pretrainer import masked_lm_loss, sentence_order_loss
-from paths import CONFIGS
+
 from helpers import run_model_test
+from paths import CONFIGS
 from reference_numpy import albert_forward, random_original_checkpoint
 
 RNG = np.random.default_rng(1)
@@ -17,9 +18,9 @@ RNG = np.random.default_rng(1)
 def make_inputs(vocab_size, seq_len, batch=2, positions=None):
     ids = RNG.integers(5, vocab_size, (batch, seq_len)).astype("int32")
     mask = np.ones((batch, seq_len), "int32")
-    mask[1, seq_len - 2:] = 0
+    mask[1, seq_len - 2 :] = 0
     segments = np.zeros((batch, seq_len), "int32")
-    segments[:, seq_len // 2:] = 1
+    segments[:, seq_len // 2 :] = 1
     inputs = {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
     if positions:
         inputs["masked_lm_positions"] = RNG.integers(1, seq_len - 2, (batch, positions)).astype("int32")
@@ -40,9 +41,13 @@ def test_backbone_shared_checks(tmp_path):
         assert tuple(out["sequence_output"].shape) == (2, seq_len, config.hidden_size)
         assert tuple(out["pooled_output"].shape) == (2, config.hidden_size)
 
-    run_model_test(lambda dtype: AlbertBackbone.from_albert_config(config, dtype=dtype),
-                   lambda s: make_inputs(config.vocab_size, s), tmp_path,
-                   float32_outputs=["sequence_output"], check_outputs=check)
+    run_model_test(
+        lambda dtype: AlbertBackbone.from_albert_config(config, dtype=dtype),
+        lambda s: make_inputs(config.vocab_size, s),
+        tmp_path,
+        float32_outputs=["sequence_output"],
+        check_outputs=check,
+    )
 
 
 def test_pretrainer_shared_checks(tmp_path):
@@ -54,8 +59,11 @@ def test_pretrainer_shared_checks(tmp_path):
 
     run_model_test(
         lambda dtype: AlbertPretrainer(AlbertBackbone.from_albert_config(config, dtype=dtype)),
-        lambda s: make_inputs(config.vocab_size, s, positions=3), tmp_path,
-        float32_outputs=["mlm_logits", "sop_logits"], check_outputs=check)
+        lambda s: make_inputs(config.vocab_size, s, positions=3),
+        tmp_path,
+        float32_outputs=["mlm_logits", "sop_logits"],
+        check_outputs=check,
+    )
 
 
 @pytest.mark.parametrize("layers,groups,inner", [(4, 1, 1), (6, 3, 1), (3, 2, 2), (5, 2, 1)])
@@ -69,8 +77,14 @@ def test_forward_matches_the_original_math_for_any_groups(tmp_path, layers, grou
     inputs = make_inputs(config.vocab_size, 10, positions=4)
     backbone_out = model.backbone({k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")})
     out = model(inputs)
-    ref = albert_forward(values, config.to_dict(), inputs["input_ids"], inputs["input_mask"],
-                         inputs["segment_ids"], inputs["masked_lm_positions"])
+    ref = albert_forward(
+        values,
+        config.to_dict(),
+        inputs["input_ids"],
+        inputs["input_mask"],
+        inputs["segment_ids"],
+        inputs["masked_lm_positions"],
+    )
     for key in ("sequence_output", "pooled_output"):
         np.testing.assert_allclose(backbone_out[key], ref[key], atol=1e-4)
     for key in ("mlm_logits", "sop_logits"):
@@ -89,8 +103,7 @@ def test_group_routing_copies_the_float_expression():
     assert len(backbone.block_names) == 2 * 21
 
 
-@pytest.mark.parametrize("sharing,attention,ffn", [
-    ("all", 1, 1), ("attention", 1, 4), ("ffn", 4, 1), ("none", 4, 4)])
+@pytest.mark.parametrize("sharing,attention,ffn", [("all", 1, 1), ("attention", 1, 4), ("ffn", 4, 1), ("none", 4, 4)])
 def test_sharing_modes(sharing, attention, ffn):
     backbone = AlbertBackbone.from_albert_config(tiny(sharing=sharing))
     names = backbone.block_names
@@ -136,8 +149,7 @@ def test_losses_follow_the_original_normalisation():
     sop = RNG.standard_normal((4, 2)).astype("float32")
     labels = np.array([0, 1, 1, 0])
     lp = sop - np.log(np.exp(sop).sum(-1, keepdims=True))
-    np.testing.assert_allclose(sentence_order_loss(sop, labels),
-                               -lp[np.arange(4), labels].mean(), rtol=1e-6)
+    np.testing.assert_allclose(sentence_order_loss(sop, labels), -lp[np.arange(4), labels].mean(), rtol=1e-6)
 
 
 def test_sequence_longer_than_the_position_table_fails():
@@ -146,8 +158,9 @@ def test_sequence_longer_than_the_position_table_fails():
         backbone(make_inputs(8000, 9))
 
 
-@pytest.mark.parametrize("kind", ["classifier", "regression", "token_classifier", "multiple_choice", "span_qa",
-                                  "span_qa_v2"])
+@pytest.mark.parametrize(
+    "kind", ["classifier", "regression", "token_classifier", "multiple_choice", "span_qa", "span_qa_v2"]
+)
 def test_task_models(kind, tmp_path):
     from albert_tf.models.classifier import AlbertClassifier
     from albert_tf.models.multiple_choice import AlbertMultipleChoice
@@ -160,33 +173,42 @@ def test_task_models(kind, tmp_path):
 
     def factory(dtype):
         backbone = AlbertBackbone.from_albert_config(config, dtype=dtype)
-        return {"classifier": lambda: AlbertClassifier(backbone, 3, dtype=dtype),
-                "regression": lambda: AlbertClassifier(backbone, 1, dtype=dtype),
-                "token_classifier": lambda: AlbertTokenClassifier(backbone, 5, dtype=dtype),
-                "multiple_choice": lambda: AlbertMultipleChoice(backbone, dtype=dtype),
-                "span_qa": lambda: AlbertSpanQA(backbone, dtype=dtype),
-                "span_qa_v2": lambda: AlbertSpanQAv2(backbone, start_n_top=2, dtype=dtype)}[kind]()
+        return {
+            "classifier": lambda: AlbertClassifier(backbone, 3, dtype=dtype),
+            "regression": lambda: AlbertClassifier(backbone, 1, dtype=dtype),
+            "token_classifier": lambda: AlbertTokenClassifier(backbone, 5, dtype=dtype),
+            "multiple_choice": lambda: AlbertMultipleChoice(backbone, dtype=dtype),
+            "span_qa": lambda: AlbertSpanQA(backbone, dtype=dtype),
+            "span_qa_v2": lambda: AlbertSpanQAv2(backbone, start_n_top=2, dtype=dtype),
+        }[kind]()
 
     def make_inputs(seq_len):
         shape = (2, choices, seq_len) if choices else (2, seq_len)
         rng = np.random.default_rng(seq_len)
         mask = np.ones(shape, "int32")
-        mask[0, ..., seq_len // 2:] = 0
+        mask[0, ..., seq_len // 2 :] = 0
         segments = np.zeros(shape, "int32")
         segments[..., 3:] = 1  # span QA: a 2-piece question, then the context
-        return {"input_ids": rng.integers(0, 8000, shape).astype("int32"), "input_mask": mask,
-                "segment_ids": segments}
+        return {"input_ids": rng.integers(0, 8000, shape).astype("int32"), "input_mask": mask, "segment_ids": segments}
 
-    expected_shapes = {"classifier": {"logits": lambda s: (2, 3)}, "regression": {"logits": lambda s: (2, 1)},
-                       "token_classifier": {"logits": lambda s: (2, s, 5)},
-                       "multiple_choice": {"logits": lambda s: (2, 4)},
-                       "span_qa": {"start_logits": lambda s: (2, s), "end_logits": lambda s: (2, s)},
-                       "span_qa_v2": {"start_logits": lambda s: (2, s), "end_logits": lambda s: (2, 2, s),
-                                      "cls_logits": lambda s: (2,), "start_positions": lambda s: (2, 2)}}[kind]
+    expected_shapes = {
+        "classifier": {"logits": lambda s: (2, 3)},
+        "regression": {"logits": lambda s: (2, 1)},
+        "token_classifier": {"logits": lambda s: (2, s, 5)},
+        "multiple_choice": {"logits": lambda s: (2, 4)},
+        "span_qa": {"start_logits": lambda s: (2, s), "end_logits": lambda s: (2, s)},
+        "span_qa_v2": {
+            "start_logits": lambda s: (2, s),
+            "end_logits": lambda s: (2, 2, s),
+            "cls_logits": lambda s: (2,),
+            "start_positions": lambda s: (2, 2),
+        },
+    }[kind]
 
     def check(outputs, seq_len):
-        assert {name: tuple(outputs[name].shape) for name in expected_shapes} == \
-            {name: shape(seq_len) for name, shape in expected_shapes.items()}
+        assert {name: tuple(outputs[name].shape) for name in expected_shapes} == {
+            name: shape(seq_len) for name, shape in expected_shapes.items()
+        }
 
     float32_outputs = [name for name in expected_shapes if name != "start_positions"]
     run_model_test(factory, make_inputs, tmp_path, float32_outputs=float32_outputs, check_outputs=check)

@@ -1,9 +1,8 @@
 """LAMB, AdamW and the LR schedule against a NumPy transcription of the original rules."""
 
+import keras
 import numpy as np
 import pytest
-
-import keras
 
 from albert_tf.optimization import AdamWeightDecay, AlbertSchedule, Lamb, create_optimizer
 
@@ -29,10 +28,12 @@ class Toy(keras.layers.Layer):
 
     def build(self, _):
         rng = np.random.default_rng(0)
-        self.kernel = self.add_weight(name="kernel", shape=(3, 4), initializer=keras.initializers.Constant(
-            rng.normal(size=(3, 4))))
-        self.bias = self.add_weight(name="bias", shape=(4,), initializer=keras.initializers.Constant(
-            rng.normal(size=4)))
+        self.kernel = self.add_weight(
+            name="kernel", shape=(3, 4), initializer=keras.initializers.Constant(rng.normal(size=(3, 4)))
+        )
+        self.bias = self.add_weight(
+            name="bias", shape=(4,), initializer=keras.initializers.Constant(rng.normal(size=4))
+        )
         self.norm = keras.layers.LayerNormalization(name="layer_norm")
         self.norm.build((None, 4))
         self.zero = self.add_weight(name="zero_kernel", shape=(2, 2), initializer="zeros")
@@ -54,8 +55,9 @@ def test_updates_match_the_original_rule(optimizer_class, adapt):
             excluded = any(p in variable.path for p in EXCLUDE)
             state[id(variable)] = numpy_update(w, g, m, v, 0.05, decay=not excluded, adapt=adapt and not excluded)
     for variable in variables:
-        np.testing.assert_allclose(variable.numpy(), state[id(variable)][0], rtol=2e-5, atol=1e-6,
-                                   err_msg=variable.path)
+        np.testing.assert_allclose(
+            variable.numpy(), state[id(variable)][0], rtol=2e-5, atol=1e-6, err_msg=variable.path
+        )
     # The zero kernel: ‖w‖ = 0 at the first step, so the trust ratio is 1 there.
     assert np.abs(layer.zero.numpy()).sum() > 0
 
@@ -66,8 +68,7 @@ def test_exclusions_follow_variable_paths():
     optimizer = Lamb()
     variables = [layer.kernel, layer.bias, layer.norm.gamma, layer.norm.beta]
     flags = {v.path.split("/")[-1]: optimizer.decay_and_adaptation(v) for v in variables}
-    assert flags == {"kernel": (True, True), "bias": (False, False), "gamma": (False, False),
-                     "beta": (False, False)}
+    assert flags == {"kernel": (True, True), "bias": (False, False), "gamma": (False, False), "beta": (False, False)}
 
 
 def test_schedule_is_the_originals():

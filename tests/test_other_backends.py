@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertBackbone, AlbertPretrainer
+
 from paths import REPO
 
 FORWARD = textwrap.dedent("""
@@ -35,17 +36,33 @@ def test_forward_matches_tensorflow(tmp_path, backend):
     ids = rng.integers(5, 8000, (2, 12)).astype("int32")
     mask = np.ones_like(ids)
     mask[1, 9:] = 0
-    inputs = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids),
-              "masked_lm_positions": np.array([[1, 4, 7], [2, 3, 8]], "int32")}
+    inputs = {
+        "input_ids": ids,
+        "input_mask": mask,
+        "segment_ids": np.zeros_like(ids),
+        "masked_lm_positions": np.array([[1, 4, 7], [2, 3, 8]], "int32"),
+    }
     np.savez(tmp_path / "inputs.npz", **inputs)
     model.save_weights(str(tmp_path / "model.weights.h5"))
     expected = model(inputs)
 
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=str(REPO))
     result = subprocess.run(
-        [sys.executable, "-c", FORWARD, backend, config, str(tmp_path / "model.weights.h5"),
-         str(tmp_path / "inputs.npz"), str(tmp_path / "out.npz")],
-        capture_output=True, text=True, env=env, cwd=REPO)
+        [
+            sys.executable,
+            "-c",
+            FORWARD,
+            backend,
+            config,
+            str(tmp_path / "model.weights.h5"),
+            str(tmp_path / "inputs.npz"),
+            str(tmp_path / "out.npz"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     got = np.load(tmp_path / "out.npz")
     for key in ("mlm_logits", "sop_logits"):

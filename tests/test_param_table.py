@@ -7,6 +7,7 @@ import pytest
 
 from albert_tf.config import AlbertConfig
 from albert_tf.param_table import count_parameters
+
 from paths import CONFIGS, REPO
 
 # Released models, counted by running Google's graph (spec §1).
@@ -27,8 +28,7 @@ def test_released_models_count_exactly(name, version):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,paper,exact", [
-    ("bert_base", 108e6, 109_081_344), ("bert_large", 334e6, 334_607_360)])
+@pytest.mark.parametrize("name,paper,exact", [("bert_base", 108e6, 109_081_344), ("bert_large", 334e6, 334_607_360)])
 def test_bert_lands_at_the_papers_counts(name, paper, exact):
     counts = count_parameters(AlbertConfig.from_json_file(str(CONFIGS / f"{name}.json")))
     assert counts["backbone"] == exact
@@ -42,7 +42,11 @@ def test_cli_prints_table_and_json(tmp_path):
         shutil.copy(CONFIGS / f"{name}.json", tmp_path)
     run = lambda *flags: subprocess.run(  # noqa: E731
         [sys.executable, "-m", "albert_tf.param_table", f"--configs_dir={tmp_path}", *flags],
-        capture_output=True, text=True, cwd=REPO, check=True).stdout
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    ).stdout
     rows = json.loads(run("--json"))
     assert [r["config"] for r in rows] == ["albert_base_v2", "albert_tiny"]
     assert rows[0]["backbone"] == 11_683_584 and rows[0]["with_heads"] == 11_813_810

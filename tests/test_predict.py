@@ -11,8 +11,9 @@ import pytest
 from albert_tf.inputs.packing import encode_with_masks
 from albert_tf.predict import PredictError, fill_mask, run
 from albert_tf.tokenization import SentencePieceTokenizer
-from paths import REPO
+
 from interop_helpers import build, save_ours, train_toy_spm
+from paths import REPO
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +39,14 @@ def test_fill_mask_lists_top_k_for_each_mask_as_the_model_scores_them(pretrainer
     # The same packing as training: [CLS] ids [SEP], the masks at the mask id's positions.
     ids = [2] + encode_with_masks(tokenizer, "The capital of [MASK] is [MASK].") + [3]
     positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
-    logits = model({"input_ids": np.array([ids], np.int32), "input_mask": np.ones((1, len(ids)), np.int32),
-                    "segment_ids": np.zeros((1, len(ids)), np.int32),
-                    "masked_lm_positions": np.array([positions], np.int32)})["mlm_logits"].numpy()[0]
+    logits = model(
+        {
+            "input_ids": np.array([ids], np.int32),
+            "input_mask": np.ones((1, len(ids)), np.int32),
+            "segment_ids": np.zeros((1, len(ids)), np.int32),
+            "masked_lm_positions": np.array([positions], np.int32),
+        }
+    )["mlm_logits"].numpy()[0]
     for row, candidates in zip(logits, results):
         best = np.argsort(-row)[:3]
         assert [piece for piece, _ in candidates] == tokenizer.convert_ids_to_tokens(best)
@@ -61,13 +67,19 @@ def test_embeddings_of_a_file_in_batches_npy_and_json_lines(tmp_path, pretrainer
     model, directory = pretrainer_dir
     lines = ["the quick brown fox", "", "paris is the capital of france", "dog"]
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    run(directory, input_file=str(tmp_path / "in.txt"), output_file=str(tmp_path / "e.npy"), batch_size=3,
-        progress=True)
+    run(
+        directory, input_file=str(tmp_path / "in.txt"), output_file=str(tmp_path / "e.npy"), batch_size=3, progress=True
+    )
     assert "4/4" in capsys.readouterr().out  # the progress bar
     vectors = np.load(tmp_path / "e.npy")
     assert vectors.shape == (4, 64) and vectors.dtype == np.float32
-    run(directory, input_file=str(tmp_path / "in.txt"), output_file=str(tmp_path / "e.jsonl"), batch_size=1,
-        progress=False)
+    run(
+        directory,
+        input_file=str(tmp_path / "in.txt"),
+        output_file=str(tmp_path / "e.jsonl"),
+        batch_size=1,
+        progress=False,
+    )
     rows = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
     assert [row["text"] for row in rows] == lines
     # Batching and padding do not change a line's embedding.
@@ -102,12 +114,27 @@ def test_bad_requests_are_clear_errors(tmp_path, pretrainer_dir):
 @pytest.mark.slow
 def test_cli_prints_fillers_and_one_line_errors(pretrainer_dir):
     _, directory = pretrainer_dir
-    result = subprocess.run([sys.executable, "-m", "albert_tf.predict", f"--model_dir={directory}",
-                             "--text=no mask"], capture_output=True, text=True, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.predict", f"--model_dir={directory}", "--text=no mask"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == ["error: no [MASK] in the text (within the first 128 pieces)"], result.stderr
-    result = subprocess.run([sys.executable, "-m", "albert_tf.predict", f"--model_dir={directory}",
-                             "--text=the capital of [MASK]", "--top_k=2"], capture_output=True, text=True, cwd=REPO)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.predict",
+            f"--model_dir={directory}",
+            "--text=the capital of [MASK]",
+            "--top_k=2",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == "[MASK] 1:" and len(result.stdout.splitlines()) == 3

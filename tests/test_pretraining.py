@@ -18,15 +18,31 @@ SEQ = 64
 
 
 def cli(args, env=None, **kwargs):
-    return subprocess.Popen([sys.executable, "-m", "albert_tf.run_pretraining"] + args, cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "albert_tf.run_pretraining"] + args,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})},
+        **kwargs,
+    )
 
 
 def common_args(data, output_dir, steps, **extra):
-    args = {"input_file": data["data"], "albert_config_file": data["config"], "output_dir": output_dir,
-            "train_batch_size": 16, "num_train_steps": steps, "num_warmup_steps": 2, "learning_rate": 0.01,
-            "save_checkpoints_steps": 5, "log_every_steps": 5, "deterministic": True, "export": False}
+    args = {
+        "input_file": data["data"],
+        "albert_config_file": data["config"],
+        "output_dir": output_dir,
+        "train_batch_size": 16,
+        "num_train_steps": steps,
+        "num_warmup_steps": 2,
+        "learning_rate": 0.01,
+        "save_checkpoints_steps": 5,
+        "log_every_steps": 5,
+        "deterministic": True,
+        "export": False,
+    }
     args.update(extra)
     return [f"--{k}={v}" if not isinstance(v, bool) else (f"--{k}" if v else f"--no{k}") for k, v in args.items()]
 
@@ -46,8 +62,9 @@ def final_weights(output_dir):
     from albert_tf.models.pretrainer import AlbertPretrainer
 
     final = os.path.join(output_dir, "final")
-    model = AlbertPretrainer(AlbertBackbone.from_albert_config(AlbertConfig.from_json_file(
-        os.path.join(final, "albert_config.json"))))
+    model = AlbertPretrainer(
+        AlbertBackbone.from_albert_config(AlbertConfig.from_json_file(os.path.join(final, "albert_config.json")))
+    )
     load_checkpoint(model, final)
     return model.get_weights()
 
@@ -58,11 +75,22 @@ def test_tiny_albert_learns_on_wikitext(pretraining_data, tmp_path, optimizer):
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainSettings
 
-    settings = TrainSettings(output_dir=str(tmp_path), train_batch_size=32, max_seq_length=SEQ,
-                             num_train_steps=150, num_warmup_steps=15,
-                             learning_rate={"lamb": 0.01, "adamw": 0.002}[optimizer], optimizer=optimizer,
-                             save_checkpoints_steps=1000, do_eval=True, max_eval_steps=10, eval_batch_size=64,
-                             eval_at_start=True, log_every_steps=50, verbose=False)
+    settings = TrainSettings(
+        output_dir=str(tmp_path),
+        train_batch_size=32,
+        max_seq_length=SEQ,
+        num_train_steps=150,
+        num_warmup_steps=15,
+        learning_rate={"lamb": 0.01, "adamw": 0.002}[optimizer],
+        optimizer=optimizer,
+        save_checkpoints_steps=1000,
+        do_eval=True,
+        max_eval_steps=10,
+        eval_batch_size=64,
+        eval_at_start=True,
+        log_every_steps=50,
+        verbose=False,
+    )
     summary = pretrain(settings, pretraining_data["config"], pretraining_data["data"])
     before, after = summary["eval_start"], summary["eval"]
     assert after["masked_lm_loss"] < before["masked_lm_loss"] - 1.5, (before, after)
@@ -123,13 +151,15 @@ def test_two_local_workers_finish_with_identical_weights(pretraining_data, tmp_p
     ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     args = common_args(pretraining_data, str(tmp_path / "mw"), 6, strategy="multi_worker", deterministic=False)
-    workers = [cli(args, env={"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
-               for i in range(2)]
+    workers = [
+        cli(args, env={"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
+        for i in range(2)
+    ]
     results = [w.communicate(timeout=600) for w in workers]
     for worker, (_, err) in zip(workers, results):
         assert worker.returncode == 0, err[-4000:]
     # Each worker prints its summary JSON last (the chief after its progress output).
-    fingerprints = [json.loads(out[("\n" + out).rindex("\n{"):])["weights_sha256"] for out, _ in results]
+    fingerprints = [json.loads(out[("\n" + out).rindex("\n{") :])["weights_sha256"] for out, _ in results]
     assert fingerprints[0] == fingerprints[1]
     summary = json.loads((tmp_path / "mw" / "train_summary.json").read_text())
     assert summary["end_step"] == 6 and summary["replicas"] == 2
@@ -144,10 +174,23 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainSettings
 
-    settings = TrainSettings(output_dir=str(tmp_path), train_batch_size=16, max_seq_length=SEQ, num_train_steps=4,
-                             num_warmup_steps=1, grad_accum_steps=2, save_checkpoints_steps=2, verbose=False)
-    summary = pretrain(settings, pretraining_data["config"], pretraining_data["data"],
-                       spm_model_file=pretraining_data["spm"], strategy_name="mirrored")
+    settings = TrainSettings(
+        output_dir=str(tmp_path),
+        train_batch_size=16,
+        max_seq_length=SEQ,
+        num_train_steps=4,
+        num_warmup_steps=1,
+        grad_accum_steps=2,
+        save_checkpoints_steps=2,
+        verbose=False,
+    )
+    summary = pretrain(
+        settings,
+        pretraining_data["config"],
+        pretraining_data["data"],
+        spm_model_file=pretraining_data["spm"],
+        strategy_name="mirrored",
+    )
     summary["outputs"].update(export_pretraining_run(str(tmp_path), version=4, max_seq_length=SEQ))
     assert summary["end_step"] == 4
     backbone_dir = summary["outputs"]["saved_model_backbone"]
@@ -155,67 +198,111 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
     loaded = tf.saved_model.load(backbone_dir)
     serve = loaded.signatures["serving_default"]
     assert sorted(serve.structured_input_signature[1]) == ["input_ids", "input_mask", "segment_ids"]
-    out = serve(input_ids=tf.constant([[2, 50, 3]]), input_mask=tf.ones((1, 3), tf.int32),
-                segment_ids=tf.zeros((1, 3), tf.int32))
+    out = serve(
+        input_ids=tf.constant([[2, 50, 3]]),
+        input_mask=tf.ones((1, 3), tf.int32),
+        segment_ids=tf.zeros((1, 3), tf.int32),
+    )
     assert out["sequence_output"].shape == (1, 3, 64) and out["pooled_output"].shape == (1, 64)
     assets = sorted(os.listdir(os.path.join(backbone_dir, "assets")))
     assert assets == ["albert_config.json", "serving_config.json", "spm.model", "tokenizer.json"]
     pretrainer = tf.saved_model.load(summary["outputs"]["saved_model_pretrainer"]).signatures["serving_default"]
-    logits = pretrainer(input_ids=tf.constant([[2, 50, 4, 3]]), input_mask=tf.ones((1, 4), tf.int32),
-                        segment_ids=tf.zeros((1, 4), tf.int32), masked_lm_positions=tf.constant([[2]]))
+    logits = pretrainer(
+        input_ids=tf.constant([[2, 50, 4, 3]]),
+        input_mask=tf.ones((1, 4), tf.int32),
+        segment_ids=tf.zeros((1, 4), tf.int32),
+        masked_lm_positions=tf.constant([[2]]),
+    )
     assert logits["mlm_logits"].shape == (1, 1, 4000) and logits["sop_logits"].shape == (1, 2)
 
 
 def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     from albert_tf.inputs.pretraining import DataError
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainSettings, TrainingError
+    from albert_tf.pretraining.settings import TrainingError, TrainSettings
     from albert_tf.tokenization import TokenizerError
 
-    settings = TrainSettings(output_dir=str(tmp_path / "out"), train_batch_size=8, max_seq_length=SEQ,
-                             num_train_steps=2, verbose=False)
+    settings = TrainSettings(
+        output_dir=str(tmp_path / "out"), train_batch_size=8, max_seq_length=SEQ, num_train_steps=2, verbose=False
+    )
     with pytest.raises(DataError, match="matches no file"):
         pretrain(settings, pretraining_data["config"], str(tmp_path / "nothing*.tfrecord"))
     other_length = TrainSettings(output_dir=str(tmp_path / "out"), max_seq_length=128, num_train_steps=2)
     with pytest.raises(DataError, match=r"sequence length 64 \(--max_seq_length is 128\)"):
         pretrain(other_length, pretraining_data["config"], pretraining_data["data"])
     with pytest.raises(TokenizerError, match=r"--spm_model_file .*missing.model: cannot be read \(No such file"):
-        pretrain(settings, pretraining_data["config"], pretraining_data["data"],
-                 spm_model_file=str(tmp_path / "missing.model"))
+        pretrain(
+            settings,
+            pretraining_data["config"],
+            pretraining_data["data"],
+            spm_model_file=str(tmp_path / "missing.model"),
+        )
     with pytest.raises(DataError, match=r"vocabulary of 4000 pieces \(the config's vocab_size is 8000\)"):
         pretrain(settings, str(CONFIGS / "albert_tiny.json"), pretraining_data["data"])
     small = json.loads(open(pretraining_data["config"]).read())
     small["hidden_size"] = 32
     (tmp_path / "small.json").write_text(json.dumps(small))
     first = tmp_path / "first"
-    pretrain(TrainSettings(output_dir=str(first), train_batch_size=8, max_seq_length=SEQ, num_train_steps=1,
-                           verbose=False), pretraining_data["config"], pretraining_data["data"])
+    pretrain(
+        TrainSettings(output_dir=str(first), train_batch_size=8, max_seq_length=SEQ, num_train_steps=1, verbose=False),
+        pretraining_data["config"],
+        pretraining_data["data"],
+    )
     with pytest.raises(TrainingError, match="does not fit"):
-        pretrain(TrainSettings(output_dir=str(tmp_path / "second"), train_batch_size=8, max_seq_length=SEQ,
-                               num_train_steps=1, verbose=False), str(tmp_path / "small.json"),
-                 pretraining_data["data"], init_checkpoint=str(first / "final"))
+        pretrain(
+            TrainSettings(
+                output_dir=str(tmp_path / "second"),
+                train_batch_size=8,
+                max_seq_length=SEQ,
+                num_train_steps=1,
+                verbose=False,
+            ),
+            str(tmp_path / "small.json"),
+            pretraining_data["data"],
+            init_checkpoint=str(first / "final"),
+        )
     with pytest.raises(TrainingError, match="must divide"):
-        pretrain(TrainSettings(output_dir=str(tmp_path / "third"), train_batch_size=10, grad_accum_steps=4,
-                               max_seq_length=SEQ, num_train_steps=1), pretraining_data["config"],
-                 pretraining_data["data"])
+        pretrain(
+            TrainSettings(
+                output_dir=str(tmp_path / "third"),
+                train_batch_size=10,
+                grad_accum_steps=4,
+                max_seq_length=SEQ,
+                num_train_steps=1,
+            ),
+            pretraining_data["config"],
+            pretraining_data["data"],
+        )
     assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
 
 
 @pytest.mark.parametrize("learning_rate", [1e10, 1e38])
-def test_exploding_run_keeps_only_good_checkpoints_and_resumes_with_a_lower_rate(pretraining_data, tmp_path,
-                                                                                  learning_rate):
+def test_exploding_run_keeps_only_good_checkpoints_and_resumes_with_a_lower_rate(
+    pretraining_data, tmp_path, learning_rate
+):
     import tensorflow as tf
 
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainSettings, TrainingError
+    from albert_tf.pretraining.settings import TrainingError, TrainSettings
 
     def settings(lr):
-        return TrainSettings(output_dir=str(tmp_path), train_batch_size=8, max_seq_length=SEQ, num_train_steps=6,
-                             num_warmup_steps=0, optimizer="adamw", learning_rate=lr, save_checkpoints_steps=1,
-                             verbose=False)
+        return TrainSettings(
+            output_dir=str(tmp_path),
+            train_batch_size=8,
+            max_seq_length=SEQ,
+            num_train_steps=6,
+            num_warmup_steps=0,
+            optimizer="adamw",
+            learning_rate=lr,
+            save_checkpoints_steps=1,
+            verbose=False,
+        )
 
-    with pytest.raises(TrainingError, match=r"(loss is (nan|inf)|weights are not finite) at step \d+.*"
-                                            r"lower --learning_rate") as raised:
+    with pytest.raises(
+        TrainingError,
+        match=r"(loss is (nan|inf)|weights are not finite) at step \d+.*"
+        r"lower --learning_rate",
+    ) as raised:
         pretrain(settings(learning_rate), pretraining_data["config"], pretraining_data["data"])
     checkpoint_dir = os.path.join(tmp_path, "checkpoints")
     latest = tf.train.latest_checkpoint(checkpoint_dir)
@@ -232,8 +319,13 @@ def test_exploding_run_keeps_only_good_checkpoints_and_resumes_with_a_lower_rate
 
 
 def test_cli_errors_have_no_traceback(tmp_path, pretraining_data):
-    process = cli([f"--input_file={tmp_path}/none*.tfrecord", f"--albert_config_file={pretraining_data['config']}",
-                   f"--output_dir={tmp_path}/out"])
+    process = cli(
+        [
+            f"--input_file={tmp_path}/none*.tfrecord",
+            f"--albert_config_file={pretraining_data['config']}",
+            f"--output_dir={tmp_path}/out",
+        ]
+    )
     out, err = process.communicate(timeout=300)
     assert process.returncode != 0
     assert "matches no file" in err and "Traceback" not in err

@@ -9,10 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from paths import REPO
 from albert_tf.tokenization import SentencePieceTokenizer
-from data_prep.pipeline import DataPrepError, Settings, run
 from data_prep.documents import read_documents
+from data_prep.pipeline import DataPrepError, Settings, run
+
+from paths import REPO
 
 pytestmark = pytest.mark.realdata
 SEQ = 128
@@ -32,8 +33,14 @@ def read_dataset(directory):
 
 
 def make_settings(tmp_path, spm_model, input_file, **overrides):
-    values = dict(input_file=str(input_file), output_dir=str(tmp_path / "out"), spm_model_file=spm_model,
-                  max_seq_length=SEQ, dupe_factor=2, num_shards=3)
+    values = dict(
+        input_file=str(input_file),
+        output_dir=str(tmp_path / "out"),
+        spm_model_file=spm_model,
+        max_seq_length=SEQ,
+        dupe_factor=2,
+        num_shards=3,
+    )
     values.update(overrides)
     return Settings(**values)
 
@@ -71,7 +78,7 @@ def test_layout_and_specials(wikitext_dataset, wikitext_spm):
         assert (ids[row, n:] == 0).all() and (segments[row, n:] == 0).all()
         seps = np.flatnonzero(ids[row, :n] == tok.sep_id)
         assert len(seps) == 2 and seps[0] >= 2 and seps[1] - seps[0] >= 2  # both segments non-empty
-        assert (segments[row, :seps[0] + 1] == 0).all() and (segments[row, seps[0] + 1:n] == 1).all()
+        assert (segments[row, : seps[0] + 1] == 0).all() and (segments[row, seps[0] + 1 : n] == 1).all()
         assert data["token_boundary"][row, 0] == 1 and data["token_boundary"][row, seps].all()
     weights = data["masked_lm_weights"] > 0
     positions = np.where(weights, data["masked_lm_positions"], 0)
@@ -126,12 +133,12 @@ def test_sop_labels_and_swapped_pairs_are_consecutive_text(wikitext_dataset, wik
     for d, doc in enumerate(read_documents(str(real_data / "wikitext2" / "valid.txt"), "wikitext")):
         stream = [t for sentence in doc for t in tok.encode(sentence)]
         for i in range(len(stream) - 5):
-            index.setdefault(tuple(stream[i:i + 6]), []).append((d, i))
+            index.setdefault(tuple(stream[i : i + 6]), []).append((d, i))
     ids, checked, gaps = originals(data), collections.Counter(), {0: [], 1: []}
     for row in range(len(ids)):
         n = data["input_mask"][row].sum()
         sep = int(np.flatnonzero(ids[row, :n] == 3)[0])
-        first, second = ids[row, 1:sep], ids[row, sep + 1:n - 1]
+        first, second = ids[row, 1:sep], ids[row, sep + 1 : n - 1]
         if len(first) < 6 or len(second) < 6:
             continue
         # Where each segment starts and ends in the corpus (6-grams that occur once only).
@@ -150,7 +157,9 @@ def test_sop_labels_and_swapped_pairs_are_consecutive_text(wikitext_dataset, wik
     for label in (0, 1):
         gap = np.array(gaps[label])
         assert gap.min() >= 0 and np.median(gap) < SEQ / 4 and (gap == 0).mean() > 0.08, (
-            label, np.percentile(gap, [25, 50, 90]))
+            label,
+            np.percentile(gap, [25, 50, 90]),
+        )
     assert checked[0] > 1000 and checked[1] > 1000, checked
 
 
@@ -171,10 +180,22 @@ def test_same_bytes_whatever_the_number_of_workers(tmp_path, wikitext_spm, real_
     for workers in (1, 2):
         out = tmp_path / f"w{workers}"
         result = subprocess.run(
-            [sys.executable, "-m", "data_prep.create_pretraining_data", f"--input_file={shakespeare}",
-             f"--output_dir={out}", f"--spm_model_file={wikitext_spm}", f"--max_seq_length={SEQ}",
-             "--dupe_factor=2", "--num_shards=2", f"--direct_num_workers={workers}"],
-            cwd=REPO, capture_output=True, text=True)
+            [
+                sys.executable,
+                "-m",
+                "data_prep.create_pretraining_data",
+                f"--input_file={shakespeare}",
+                f"--output_dir={out}",
+                f"--spm_model_file={wikitext_spm}",
+                f"--max_seq_length={SEQ}",
+                "--dupe_factor=2",
+                "--num_shards=2",
+                f"--direct_num_workers={workers}",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         outputs.append({p: (out / p).read_bytes() for p in sorted(os.listdir(out)) if p.startswith("part-")})
     assert list(outputs[0]) == ["part-00000-of-00002.tfrecord", "part-00001-of-00002.tfrecord"]
@@ -184,10 +205,19 @@ def test_same_bytes_whatever_the_number_of_workers(tmp_path, wikitext_spm, real_
 
 def test_korean_jsonl_and_nsp_mode(tmp_path, korean_spm, korean_reviews):
     corpus = tmp_path / "reviews.jsonl"
-    corpus.write_text("\n".join(json.dumps({"text": "\n".join(movie)}, ensure_ascii=False)
-                                for movie in korean_reviews), encoding="utf-8")
-    settings = make_settings(tmp_path, korean_spm, corpus, input_format="jsonl", max_seq_length=64,
-                             random_next_sentence=True, negative_pool_documents=8)
+    corpus.write_text(
+        "\n".join(json.dumps({"text": "\n".join(movie)}, ensure_ascii=False) for movie in korean_reviews),
+        encoding="utf-8",
+    )
+    settings = make_settings(
+        tmp_path,
+        korean_spm,
+        corpus,
+        input_format="jsonl",
+        max_seq_length=64,
+        random_next_sentence=True,
+        negative_pool_documents=8,
+    )
     metadata = run(settings)
     assert metadata["task"] == "nsp"
     _, data = read_dataset(tmp_path / "out")
@@ -211,8 +241,7 @@ def test_bad_inputs_give_clear_errors_and_keep_existing_data(tmp_path, wikitext_
     # One-sentence documents, a sentence longer than the sequence, invalid UTF-8.
     odd = tmp_path / "odd.txt"
     long_sentence = " ".join(["word"] * 400) + "."
-    odd.write_bytes(("Only one sentence here.\n\n" + long_sentence + "\n\nCaf").encode()
-                    + b"\xe9 cr\xe8me.\nSecond.\n")
+    odd.write_bytes(("Only one sentence here.\n\n" + long_sentence + "\n\nCaf").encode() + b"\xe9 cr\xe8me.\nSecond.\n")
     metadata = run(make_settings(tmp_path, wikitext_spm, odd, num_shards=1))
     assert metadata["counts"]["replaced_utf8"] == {str(odd): 2}
     _, data = read_dataset(tmp_path / "out")
@@ -233,17 +262,30 @@ def test_bad_inputs_give_clear_errors_and_keep_existing_data(tmp_path, wikitext_
     import sentencepiece as spm
 
     plain = str(tmp_path / "plain")
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(["a plain model %d" % i for i in range(100)]),
-                                   model_prefix=plain, vocab_size=30, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["a plain model %d" % i for i in range(100)]),
+        model_prefix=plain,
+        vocab_size=30,
+        minloglevel=2,
+    )
     with pytest.raises(DataPrepError, match=r"plain\.model.*\[CLS\]"):
         run(make_settings(tmp_path, plain + ".model", odd, output_dir=str(tmp_path / "other")))
 
 
 def test_cli_reports_errors_without_traceback(tmp_path, wikitext_spm):
     result = subprocess.run(
-        [sys.executable, "-m", "data_prep.create_pretraining_data", f"--input_file={tmp_path}/none*.txt",
-         f"--output_dir={tmp_path}/out", f"--spm_model_file={wikitext_spm}"],
-        cwd=REPO, capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "data_prep.create_pretraining_data",
+            f"--input_file={tmp_path}/none*.txt",
+            f"--output_dir={tmp_path}/out",
+            f"--spm_model_file={wikitext_spm}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode != 0
     assert "none*.txt" in result.stderr and "matches no file" in result.stderr
     assert "Traceback" not in result.stderr

@@ -13,8 +13,15 @@ SEQ = 64
 def settings(output_dir, steps=2, **extra):
     from albert_tf.pretraining.settings import TrainSettings
 
-    values = dict(output_dir=str(output_dir), train_batch_size=8, max_seq_length=SEQ, num_train_steps=steps,
-                  num_warmup_steps=0, save_checkpoints_steps=2, verbose=False)
+    values = dict(
+        output_dir=str(output_dir),
+        train_batch_size=8,
+        max_seq_length=SEQ,
+        num_train_steps=steps,
+        num_warmup_steps=0,
+        save_checkpoints_steps=2,
+        verbose=False,
+    )
     values.update(extra)
     return TrainSettings(**values)
 
@@ -38,14 +45,13 @@ def test_a_corrupt_record_names_its_shard_and_keeps_the_checkpoints(pretraining_
     victim = shards(data_copy)[1]
     raw = bytearray(victim.read_bytes())
     for offset in range(len(raw) // 20, len(raw) - 16, len(raw) // 20):  # same size, broken records all along
-        raw[offset:offset + 8] = b"\xff" * 8
+        raw[offset : offset + 8] = b"\xff" * 8
     victim.write_bytes(bytes(raw))
     with pytest.raises(DataError, match=rf"{victim.name}: checksum differs"):
         pretrain(settings(tmp_path / "verified", verify_data=True), pretraining_data["config"], str(data_copy))
     assert not (tmp_path / "verified" / "checkpoints").exists()  # refused before training
     with pytest.raises(DataError, match=rf"{victim.name}: corrupt record .*checkpoints are intact"):
-        pretrain(settings(tmp_path / "run", steps=400, shuffle_buffer=10), pretraining_data["config"],
-                 str(data_copy))
+        pretrain(settings(tmp_path / "run", steps=400, shuffle_buffer=10), pretraining_data["config"], str(data_copy))
 
 
 def test_a_truncated_shard_or_edited_metadata_is_refused_before_training(pretraining_data, data_copy, tmp_path):
@@ -55,8 +61,11 @@ def test_a_truncated_shard_or_edited_metadata_is_refused_before_training(pretrai
     metadata = json.loads((data_copy / "metadata.json").read_text())
     metadata["max_seq_length"] = 128
     (data_copy / "metadata.json").write_text(json.dumps(metadata))
-    with pytest.raises(DataError, match=r"part-00000-of-00003.tfrecord: its records do not match .*"
-                                        r"max_seq_length 64 \(metadata.json says 128\)"):
+    with pytest.raises(
+        DataError,
+        match=r"part-00000-of-00003.tfrecord: its records do not match .*"
+        r"max_seq_length 64 \(metadata.json says 128\)",
+    ):
         pretrain(settings(tmp_path / "a", max_seq_length=128), pretraining_data["config"], str(data_copy))
     shutil.copy(os.path.join(pretraining_data["data"], "metadata.json"), data_copy / "metadata.json")
     victim = shards(data_copy)[2]
@@ -99,8 +108,7 @@ def test_an_unreadable_latest_checkpoint_falls_back_to_the_previous_one(pretrain
     checkpoint_dir = tmp_path / "checkpoints"
     data_file = next(checkpoint_dir.glob("ckpt-4.data-*"))
     data_file.write_bytes(data_file.read_bytes()[:100])  # a kill or a full disk mid-copy
-    summary = pretrain(settings(tmp_path, steps=6, verbose=True), pretraining_data["config"],
-                       pretraining_data["data"])
+    summary = pretrain(settings(tmp_path, steps=6, verbose=True), pretraining_data["config"], pretraining_data["data"])
     assert summary["start_step"] == 2 and summary["end_step"] == 6
     out = capsys.readouterr().out
     assert "resumed from" in out and "ckpt-2 at step 2 (unreadable, skipped: ckpt-4" in out

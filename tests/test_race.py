@@ -29,12 +29,12 @@ def test_packing_follows_the_original(real_data, wikitext_spm):
     for j, option in enumerate(blank.options):
         ids = features["input_ids"][0, j][features["input_mask"][0, j] == 1].tolist()
         qa = tokenizer.encode(blank.question.replace("_", option))[-12:]
-        assert ids[-len(qa) - 1:] == qa + [tokenizer.sep_id]
+        assert ids[-len(qa) - 1 :] == qa + [tokenizer.sep_id]
         assert ids[0] == tokenizer.cls_id and len(ids) == 96  # the article fills the rest, cut at its end
         article = tokenizer.encode(blank.article)
-        assert ids[1:96 - len(qa) - 2] == article[:96 - len(qa) - 3]
+        assert ids[1 : 96 - len(qa) - 2] == article[: 96 - len(qa) - 3]
         segments = features["segment_ids"][0, j]
-        assert segments[:96 - len(qa) - 1].sum() == 0 and segments[96 - len(qa) - 1:].all()
+        assert segments[: 96 - len(qa) - 1].sum() == 0 and segments[96 - len(qa) - 1 :].all()
     # A question side longer than the sequence keeps its end and leaves the article out.
     short = race.encode_examples([blank], tokenizer, max_seq_length=8, max_qa_length=128)
     ids = short["input_ids"][0, 0].tolist()
@@ -53,11 +53,20 @@ def test_runner_trains_evaluates_and_reports_levels(real_data, pretraining_data,
             for f in chosen:
                 shutil.copy(f, data / split / level / f.name)
     (data / "dev" / "high" / "broken.txt").write_text("{not json")
-    settings = RaceSettings(output_dir=str(tmp_path / "out"), data_dir=str(data),
-                            spm_model_file=pretraining_data["spm"],
-                            albert_config_file=pretraining_data["config"], max_qa_length=24, max_seq_length=64,
-                            train_batch_size=8, eval_batch_size=8, learning_rate=1e-4, train_step=4,
-                            save_checkpoints_steps=2, verbose=False)
+    settings = RaceSettings(
+        output_dir=str(tmp_path / "out"),
+        data_dir=str(data),
+        spm_model_file=pretraining_data["spm"],
+        albert_config_file=pretraining_data["config"],
+        max_qa_length=24,
+        max_seq_length=64,
+        train_batch_size=8,
+        eval_batch_size=8,
+        learning_rate=1e-4,
+        train_step=4,
+        save_checkpoints_steps=2,
+        verbose=False,
+    )
     summary = run(settings)
     assert summary["dev_skipped"] == 1 and [h["global_step"] for h in summary["history"]] == [2, 4]
     assert {"accuracy", "accuracy_middle", "accuracy_high"} <= set(summary["eval"])

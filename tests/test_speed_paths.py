@@ -30,7 +30,7 @@ def tiny(**overrides):
 def pretraining_batch(config, batch=2, seq_len=12, positions=3):
     ids = RNG.integers(5, config.vocab_size, (batch, seq_len)).astype("int32")
     mask = np.ones((batch, seq_len), "int32")
-    mask[1, seq_len - 3:] = 0
+    mask[1, seq_len - 3 :] = 0
     return {
         "input_ids": ids,
         "input_mask": mask,
@@ -72,8 +72,9 @@ def twin_pretrainers(config, dtype=None):
 
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
 def test_remat_gives_the_same_loss_and_gradients(dropout):
-    config = tiny(num_hidden_groups=2, inner_group_num=2, hidden_dropout_prob=dropout,
-                  attention_probs_dropout_prob=dropout)
+    config = tiny(
+        num_hidden_groups=2, inner_group_num=2, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout
+    )
     plain, remat = twin_pretrainers(config)
     assert all(layer.remat for layer in remat.backbone.layers if hasattr(layer, "remat"))
     features = {k: tf.constant(v) for k, v in pretraining_batch(config).items()}
@@ -99,18 +100,16 @@ def test_remat_is_in_the_config_and_off_in_inference():
     assert clone.remat and clone.get_config() == backbone.get_config()
     assert AlbertBackbone.from_albert_config(config).get_config()["remat"] is False
     clone.set_weights(backbone.get_weights())
-    inputs = {k: v for k, v in pretraining_batch(config).items()
-              if k in ("input_ids", "input_mask", "segment_ids")}
-    np.testing.assert_array_equal(clone(inputs)["sequence_output"],
-                                  backbone(inputs)["sequence_output"])
+    inputs = {k: v for k, v in pretraining_batch(config).items() if k in ("input_ids", "input_mask", "segment_ids")}
+    np.testing.assert_array_equal(clone(inputs)["sequence_output"], backbone(inputs)["sequence_output"])
 
 
 def test_remat_under_mixed_precision():
     config = tiny()
     plain, remat = twin_pretrainers(config, dtype="mixed_bfloat16")
     features = {k: tf.constant(v) for k, v in pretraining_batch(config).items()}
-    (loss, grads), = loss_and_gradients(plain, features)
-    (remat_loss, remat_grads), = loss_and_gradients(remat, features)
+    ((loss, grads),) = loss_and_gradients(plain, features)
+    ((remat_loss, remat_grads),) = loss_and_gradients(remat, features)
     np.testing.assert_allclose(remat_loss, loss, rtol=1e-6)
     for g, r in zip(grads, remat_grads):
         np.testing.assert_allclose(r, g, rtol=1e-5, atol=1e-7)
@@ -131,20 +130,21 @@ def test_fused_qkv_matches_three_projections(dtype):
         for projection in (layer.query, layer.key, layer.value):
             projection.bias.assign(np.linspace(-1, 1, 32, dtype="float32").reshape(4, 8))
     tolerance = 1e-6 if dtype == "float32" else 2e-2
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(fused(x, mask)),
-                               keras.ops.convert_to_numpy(plain(x, mask)),
-                               atol=tolerance, rtol=0)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(fused(x, mask)), keras.ops.convert_to_numpy(plain(x, mask)), atol=tolerance, rtol=0
+    )
 
 
 def test_xla_serving_default_matches_the_graph_one(tmp_path):
     from albert_tf.export import _random_inputs, export_saved_model
 
     model = AlbertPretrainer(AlbertBackbone.from_albert_config(tiny()))
-    paths = {jit: export_saved_model(model, str(tmp_path / f"jit_{jit}"), version=1, warmup=False,
-                                     jit_compile=jit) for jit in (False, True)}
+    paths = {
+        jit: export_saved_model(model, str(tmp_path / f"jit_{jit}"), version=1, warmup=False, jit_compile=jit)
+        for jit in (False, True)
+    }
     inputs = {k: tf.constant(v) for k, v in _random_inputs(model, 3, 10).items()}
-    outputs = {jit: tf.saved_model.load(path).signatures["serving_default"](**inputs)
-               for jit, path in paths.items()}
+    outputs = {jit: tf.saved_model.load(path).signatures["serving_default"](**inputs) for jit, path in paths.items()}
     assert sorted(outputs[True]) == sorted(outputs[False])
     for name, value in outputs[False].items():
         np.testing.assert_allclose(outputs[True][name].numpy(), value.numpy(), atol=1e-5, rtol=0)

@@ -43,8 +43,10 @@ def test_threshold_search_matches_brute_force(real_data):
     threshold, f1 = squad.best_threshold(examples, predictions, null_diff)
     # The original's sweep counts questions one at a time (ties split), so no threshold
     # applied as the original (answer below it) does better; the one it picks may do worse.
-    brute = max(squad.evaluate(examples, squad.apply_threshold(predictions, null_diff, t))["f1"]
-                for t in [-100.0, 100.0] + sorted(set(null_diff.values())))
+    brute = max(
+        squad.evaluate(examples, squad.apply_threshold(predictions, null_diff, t))["f1"]
+        for t in [-100.0, 100.0] + sorted(set(null_diff.values()))
+    )
     assert brute <= f1 + 1e-9
     assert threshold in set(null_diff.values()) | {0.0}
     assert squad.evaluate(examples, squad.apply_threshold(predictions, null_diff, threshold))["f1"] <= f1 + 1e-9
@@ -57,13 +59,18 @@ def test_answers_align_to_pieces(real_data, wikitext_spm):
     tokenizer = SentencePieceTokenizer(wikitext_spm)
     examples, report = squad.read_examples(str(real_data / "squad_v1.1" / "dev-v1.1.json"), is_training=True)
     assert report["skipped"] == 0
-    features = squad.convert_examples(examples[:1500], tokenizer, max_seq_length=128, doc_stride=64,
-                                      max_query_length=32, is_training=True)
+    features = squad.convert_examples(
+        examples[:1500], tokenizer, max_seq_length=128, doc_stride=64, max_query_length=32, is_training=True
+    )
     located = [f for f in features if f.start_position]
     assert len({f.example_index for f in located}) >= 0.97 * 1500  # long contexts: some answers span windows
-    same = sum(squad.normalize_answer(squad._answer_text(examples[f.example_index], tokenizer, f,
-                                                         f.start_position, f.end_position))
-               == squad.normalize_answer(examples[f.example_index].answer_text) for f in located)
+    same = sum(
+        squad.normalize_answer(
+            squad._answer_text(examples[f.example_index], tokenizer, f, f.start_position, f.end_position)
+        )
+        == squad.normalize_answer(examples[f.example_index].answer_text)
+        for f in located
+    )
     # The rest are answers inside one piece ("gold" of "golden"): no piece span can be exact.
     assert same / len(located) > 0.98
     for feature in features[:200]:
@@ -90,8 +97,12 @@ def test_answerability_head_masks_and_decodes_real_windows(real_data, wikitext_s
 
     # Plant logits: every window points at its gold span (or none), the first beam start is the gold one.
     n, seq, k = len(features), 128, 3
-    outputs = {"start_logits": np.where(p_mask == 1, -1e30, 0.0), "end_logits": np.zeros((n, k, seq)),
-               "start_positions": np.tile(np.arange(1, k + 1), (n, 1)), "cls_logits": np.zeros(n)}
+    outputs = {
+        "start_logits": np.where(p_mask == 1, -1e30, 0.0),
+        "end_logits": np.zeros((n, k, seq)),
+        "start_positions": np.tile(np.arange(1, k + 1), (n, 1)),
+        "cls_logits": np.zeros(n),
+    }
     for i, feature in enumerate(features):
         if feature.start_position:
             outputs["start_logits"][i, feature.start_position] = 10.0
@@ -105,8 +116,9 @@ def test_answerability_head_masks_and_decodes_real_windows(real_data, wikitext_s
         located = [i for i in windows if features[i].start_position]
         if located:
             f = features[located[0]]
-            assert predictions[example.qas_id] == squad._answer_text(example, tokenizer, f, f.start_position,
-                                                                     f.end_position)
+            assert predictions[example.qas_id] == squad._answer_text(
+                example, tokenizer, f, f.start_position, f.end_position
+            )
         assert all(len(entry["text"]) for entry in nbest[example.qas_id]) or not located
     answered = {e.qas_id for e in examples if not e.is_impossible}
     thresholded = squad.apply_threshold(predictions, null_odds, 0.0)
@@ -140,8 +152,9 @@ def squad_slice(real_data, tmp_path, name, source, paragraphs):
     return str(path)
 
 
-@pytest.mark.parametrize("version,source", [("1.1", "squad_v1.1/dev-v1.1.json"),
-                                            ("2.0", "squad_v2.0/dev-v2.0.Normans-Rhine.json")])
+@pytest.mark.parametrize(
+    "version,source", [("1.1", "squad_v1.1/dev-v1.1.json"), ("2.0", "squad_v2.0/dev-v2.0.Normans-Rhine.json")]
+)
 def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_path, version, source):
     from albert_tf.run_squad import SquadSettings, run
     from albert_tf.tasks import squad
@@ -149,11 +162,23 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
     train = squad_slice(real_data, tmp_path, "train.json", real_data / source, slice(0, 20))
     dev = squad_slice(real_data, tmp_path, "dev.json", real_data / source, slice(20, 30))
     settings = SquadSettings(
-        output_dir=str(tmp_path / "out"), version=version, train_file=train, predict_file=dev,
-        spm_model_file=pretraining_data["spm"], albert_config_file=pretraining_data["config"],
-        init_checkpoint=str(tmp_path / "init"), doc_stride=32, max_query_length=24, max_seq_length=96,
-        train_batch_size=16, eval_batch_size=32, learning_rate=1e-4, train_step=4, save_checkpoints_steps=2,
-        verbose=False)
+        output_dir=str(tmp_path / "out"),
+        version=version,
+        train_file=train,
+        predict_file=dev,
+        spm_model_file=pretraining_data["spm"],
+        albert_config_file=pretraining_data["config"],
+        init_checkpoint=str(tmp_path / "init"),
+        doc_stride=32,
+        max_query_length=24,
+        max_seq_length=96,
+        train_batch_size=16,
+        eval_batch_size=32,
+        learning_rate=1e-4,
+        train_step=4,
+        save_checkpoints_steps=2,
+        verbose=False,
+    )
     from albert_tf import AlbertBackbone
     from albert_tf.checkpoints import save_model_dir
     from albert_tf.finetuning import load_best
@@ -182,13 +207,13 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
 
         assert isinstance(best, AlbertSpanQAv2)
         # The fine-tuned head exports (the export verifies its signatures against Keras).
-        export_saved_model(best, str(tmp_path / "served"), spm_model_file=pretraining_data["spm"], max_seq_length=96,
-                           warmup=False)
+        export_saved_model(
+            best, str(tmp_path / "served"), spm_model_file=pretraining_data["spm"], max_seq_length=96, warmup=False
+        )
         null_odds = json.load(open(tmp_path / "out" / "null_odds.json"))
         assert set(null_odds) == set(predictions)
         threshold = summary["null_score_diff_threshold"]
-        assert predictions == squad.apply_threshold(
-            {q: e[0]["text"] for q, e in nbest.items()}, null_odds, threshold)
+        assert predictions == squad.apply_threshold({q: e[0]["text"] for q, e in nbest.items()}, null_odds, threshold)
         assert "NoAns_exact" in summary["eval"]
         chosen = max(summary["history"], key=lambda h: h["f1"])  # the checkpoint best/ holds
         spans_only = squad.evaluate(dev_examples, {q: e[0]["text"] for q, e in nbest.items()})

@@ -3,8 +3,7 @@
 import pytest
 import sentencepiece as spm
 
-from albert_tf.tokenization import (SentencePieceTokenizer, TokenizerError, encode_pieces,
-                                    preprocess_text)
+from albert_tf.tokenization import SentencePieceTokenizer, TokenizerError, encode_pieces, preprocess_text
 from data_prep.documents import read_documents
 from data_prep.train_sentencepiece import train_sentencepiece
 
@@ -33,8 +32,7 @@ def test_albert_ids_and_vocab(wikitext_spm):
 def test_python_tokenizer_matches_sentencepiece_except_digit_commas(wikitext_spm, real_data):
     tok = SentencePieceTokenizer(wikitext_spm)
     raw = spm.SentencePieceProcessor(model_file=wikitext_spm)
-    sentences = [s for doc in read_documents(str(real_data / "wikitext2" / "test.txt"), "wikitext")
-                 for s in doc]
+    sentences = [s for doc in read_documents(str(real_data / "wikitext2" / "test.txt"), "wikitext") for s in doc]
     resplit = 0
     for sentence in sentences:
         text = preprocess_text(sentence)
@@ -98,10 +96,12 @@ def test_tf_text_twin_gives_identical_ids_on_korean(korean_spm, korean_reviews):
 def test_model_without_albert_symbols_is_refused(tmp_path):
     prefix = str(tmp_path / "plain")
     lines = [f"plain sentence number {i} about nothing" for i in range(200)]
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=prefix, vocab_size=40,
-                                   minloglevel=2)
-    with pytest.raises(TokenizerError, match=r"plain\.model.*missing control symbols \[CLS\], \[SEP\], "
-                                             r"\[MASK\].*pad id is -1"):
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=prefix, vocab_size=40, minloglevel=2)
+    with pytest.raises(
+        TokenizerError,
+        match=r"plain\.model.*missing control symbols \[CLS\], \[SEP\], "
+        r"\[MASK\].*pad id is -1",
+    ):
         SentencePieceTokenizer(prefix + ".model")
     with pytest.raises(TokenizerError, match="not a SentencePiece model"):
         SentencePieceTokenizer(model_proto=b"not a model")
@@ -123,14 +123,33 @@ def test_train_sentencepiece_cli_uncased_and_cased(tmp_path):
     for cased in (False, True):
         prefix = tmp_path / f"m{int(cased)}"
         result = subprocess.run(
-            [sys.executable, "-m", "data_prep.train_sentencepiece", f"--input={corpus}",
-             f"--model_prefix={prefix}", "--vocab_size=60"] + (["--cased"] if cased else []),
-            cwd=REPO, capture_output=True, text=True)
+            [
+                sys.executable,
+                "-m",
+                "data_prep.train_sentencepiece",
+                f"--input={corpus}",
+                f"--model_prefix={prefix}",
+                "--vocab_size=60",
+            ]
+            + (["--cased"] if cased else []),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
         assert result.returncode == 0, result.stderr
         pieces = SentencePieceTokenizer(f"{prefix}.model", do_lower_case=not cased).pieces()
         assert any(any(c.isupper() for c in p) for p in pieces[13:]) == cased  # after the specials
-    missing = subprocess.run([sys.executable, "-m", "data_prep.train_sentencepiece",
-                              f"--input={tmp_path}/nothing*.txt", f"--model_prefix={tmp_path}/x"],
-                             cwd=REPO, capture_output=True, text=True)
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "data_prep.train_sentencepiece",
+            f"--input={tmp_path}/nothing*.txt",
+            f"--model_prefix={tmp_path}/x",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert missing.returncode != 0
     assert "nothing*.txt" in missing.stderr and "Traceback" not in missing.stderr

@@ -16,12 +16,43 @@ def _toy(tmp_path, tokens):
 def test_python_tokenizer_follows_bert_rules(tmp_path):
     from albert_tf.tokenization import WordPieceTokenizer
 
-    vocab = _toy(tmp_path, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "runn", "##ing",
-                            ",", "!", "cafe", "Café", "中", "国", "a", "##a"])
+    vocab = _toy(
+        tmp_path,
+        [
+            "[PAD]",
+            "[UNK]",
+            "[CLS]",
+            "[SEP]",
+            "[MASK]",
+            "un",
+            "##aff",
+            "##able",
+            "runn",
+            "##ing",
+            ",",
+            "!",
+            "cafe",
+            "Café",
+            "中",
+            "国",
+            "a",
+            "##a",
+        ],
+    )
     uncased = WordPieceTokenizer(vocab)
     # Accents stripped and lowercased; punctuation and CJK characters split; greedy longest match.
-    assert uncased.tokenize(" UNaffable\trunning,Café!中国 ") == \
-        ["un", "##aff", "##able", "runn", "##ing", ",", "cafe", "!", "中", "国"]
+    assert uncased.tokenize(" UNaffable\trunning,Café!中国 ") == [
+        "un",
+        "##aff",
+        "##able",
+        "runn",
+        "##ing",
+        ",",
+        "cafe",
+        "!",
+        "中",
+        "国",
+    ]
     # A word with an unmatchable piece is one [UNK]; control characters vanish, U+3000 is a space.
     assert uncased.tokenize("unxable un\u200baff\x07able\u3000aa") == ["[UNK]", "un", "##aff", "##able", "a", "##a"]
     assert uncased.tokenize("a" * 200) == ["a"] + ["##a"] * 199 and uncased.tokenize("a" * 201) == ["[UNK]"]
@@ -82,15 +113,29 @@ def test_vocab_builder_cli(real_data, tmp_path):
     import sys
 
     from albert_tf.tokenization import WordPieceTokenizer
+
     from paths import REPO
 
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join((real_data / "wikitext2" / "test.txt").read_text(encoding="utf-8")
-                                .splitlines()[:800]), encoding="utf-8")
+    corpus.write_text(
+        "\n".join((real_data / "wikitext2" / "test.txt").read_text(encoding="utf-8").splitlines()[:800]),
+        encoding="utf-8",
+    )
     out = tmp_path / "vocab" / "vocab.txt"
-    result = subprocess.run([sys.executable, "-m", "data_prep.build_wordpiece_vocab", f"--input={corpus}",
-                             "--input_format=wikitext", f"--output_file={out}", "--vocab_size=1000"],
-                            cwd=REPO, capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "data_prep.build_wordpiece_vocab",
+            f"--input={corpus}",
+            "--input_format=wikitext",
+            f"--output_file={out}",
+            "--vocab_size=1000",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     tokens = out.read_text(encoding="utf-8").splitlines()
     assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(set(tokens)) == len(tokens)
@@ -100,8 +145,18 @@ def test_vocab_builder_cli(real_data, tmp_path):
     assert tok.unk_id not in ids and len(ids) >= 9
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    result = subprocess.run([sys.executable, "-m", "data_prep.build_wordpiece_vocab", f"--input={empty}",
-                             f"--output_file={tmp_path / 'v2.txt'}"], cwd=REPO, capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "data_prep.build_wordpiece_vocab",
+            f"--input={empty}",
+            f"--output_file={tmp_path / 'v2.txt'}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode != 0 and "no text" in result.stderr and not (tmp_path / "v2.txt").exists()
 
 
@@ -117,24 +172,35 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
 
     from albert_tf.export import export_pretraining_run, export_saved_model
     from albert_tf.loading import load_model
-    from albert_tf.run_classifier import ClassifierSettings, run as run_classifier
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.tokenization import WordPieceTokenizer
     from albert_tf.pretraining.settings import TrainSettings
-    from data_prep.pipeline import Settings, run as create_data
-    from paths import CONFIGS
+    from albert_tf.run_classifier import ClassifierSettings
+    from albert_tf.run_classifier import run as run_classifier
+    from albert_tf.tokenization import WordPieceTokenizer
+    from data_prep.pipeline import Settings
+    from data_prep.pipeline import run as create_data
     from tests.test_pretraining_data import read_dataset
+
+    from paths import CONFIGS
 
     tokenizer = WordPieceTokenizer(wordpiece_vocab, do_lower_case=False)
     # Corpus: one document per Chinese sentence pair, per 20 Korean reviews, per 40 WikiText sentences.
     chinese, korean, english = (wordpiece_corpus[k] for k in ("chinese", "korean", "english"))
-    documents = [chinese[i:i + 2] for i in range(0, len(chinese), 2)]
-    documents += [korean[i:i + 20] for i in range(0, 600, 20)] + [english[i:i + 40] for i in range(0, 400, 40)]
+    documents = [chinese[i : i + 2] for i in range(0, len(chinese), 2)]
+    documents += [korean[i : i + 20] for i in range(0, 600, 20)] + [english[i : i + 40] for i in range(0, 400, 40)]
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n\n".join("\n".join(d) for d in documents), encoding="utf-8")
-    metadata = create_data(Settings(input_file=str(corpus), output_dir=str(tmp_path / "data"),
-                                    vocab_file=wordpiece_vocab,
-                                    do_lower_case=False, max_seq_length=64, dupe_factor=2, num_shards=2))
+    metadata = create_data(
+        Settings(
+            input_file=str(corpus),
+            output_dir=str(tmp_path / "data"),
+            vocab_file=wordpiece_vocab,
+            do_lower_case=False,
+            max_seq_length=64,
+            dupe_factor=2,
+            num_shards=2,
+        )
+    )
     assert metadata["vocab_type"] == "wordpiece" and metadata["vocab_sha256"] == tokenizer.model_sha256
     _, data = read_dataset(tmp_path / "data")
     ids = data["input_ids"].copy()
@@ -158,46 +224,74 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     config = json.loads((CONFIGS / "albert_tiny.json").read_text())
     config.update(hidden_act="relu", vocab_size=tokenizer.vocab_size)
     (tmp_path / "albert_config.json").write_text(json.dumps(config))
-    settings = TrainSettings(output_dir=str(tmp_path / "pretrain"), train_batch_size=8, max_seq_length=64,
-                             num_train_steps=3, num_warmup_steps=1, save_checkpoints_steps=3, verbose=False)
-    summary = pretrain(settings, str(tmp_path / "albert_config.json"), str(tmp_path / "data"),
-                       vocab_file=wordpiece_vocab)
+    settings = TrainSettings(
+        output_dir=str(tmp_path / "pretrain"),
+        train_batch_size=8,
+        max_seq_length=64,
+        num_train_steps=3,
+        num_warmup_steps=1,
+        save_checkpoints_steps=3,
+        verbose=False,
+    )
+    summary = pretrain(
+        settings, str(tmp_path / "albert_config.json"), str(tmp_path / "data"), vocab_file=wordpiece_vocab
+    )
     summary["outputs"].update(export_pretraining_run(settings.output_dir, version=3, max_seq_length=64))
     served = tf.saved_model.load(summary["outputs"]["saved_model_pretrainer"])
     assert "vocab.txt" in os.listdir(os.path.join(summary["outputs"]["saved_model_pretrainer"], "assets"))
     text = "ALBERT是一种轻量级的[MASK]模型。"
     out = served.signatures["serve_text"](text_a=tf.constant([text]))
-    expected = [tokenizer.cls_id] + tokenizer.encode("ALBERT是一种轻量级的") + [tokenizer.mask_id] + \
-        tokenizer.encode("模型。") + [tokenizer.sep_id]
+    expected = (
+        [tokenizer.cls_id]
+        + tokenizer.encode("ALBERT是一种轻量级的")
+        + [tokenizer.mask_id]
+        + tokenizer.encode("模型。")
+        + [tokenizer.sep_id]
+    )
     assert out["input_ids"].numpy()[0].tolist() == expected
 
     # Fine-tuning: NSMC reviews as a two-class GLUE-format task (rating ≥ 8 is positive).
     reviews = json.loads((real_data / "nsmc" / "raw" / "10001.json").read_text(encoding="utf-8"))
-    rows = [(r["review"].replace("\t", " ").strip(), int(int(r["rating"]) >= 8))
-            for r in reviews if r["review"].strip()]
+    rows = [
+        (r["review"].replace("\t", " ").strip(), int(int(r["rating"]) >= 8)) for r in reviews if r["review"].strip()
+    ]
     glue = tmp_path / "nsmc"
     glue.mkdir()
     for split, chosen in (("train", rows[:48]), ("dev", rows[48:80])):
-        (glue / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in chosen),
-                                           encoding="utf-8")
-    tuned = run_classifier(ClassifierSettings(
-        output_dir=str(tmp_path / "tuned"), task_name="sst-2", data_dir=str(glue),
-        init_checkpoint=str(tmp_path / "pretrain"), do_lower_case=False, vocab_file=wordpiece_vocab,
-        max_seq_length=64, train_batch_size=8, eval_batch_size=16, train_step=4, save_checkpoints_steps=2,
-        verbose=False))
+        (glue / f"{split}.tsv").write_text(
+            "sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in chosen), encoding="utf-8"
+        )
+    tuned = run_classifier(
+        ClassifierSettings(
+            output_dir=str(tmp_path / "tuned"),
+            task_name="sst-2",
+            data_dir=str(glue),
+            init_checkpoint=str(tmp_path / "pretrain"),
+            do_lower_case=False,
+            vocab_file=wordpiece_vocab,
+            max_seq_length=64,
+            train_batch_size=8,
+            eval_batch_size=16,
+            train_step=4,
+            save_checkpoints_steps=2,
+            verbose=False,
+        )
+    )
     assert tuned["eval"]["num_examples"] == 32
     loaded = load_model(str(tmp_path / "tuned" / "best"))
     assert loaded.vocab_file.endswith("vocab.txt") and loaded.spm_model_file is None
     assert loaded.model.backbone.albert_config.hidden_act == "relu"
-    path = export_saved_model(loaded.model, str(tmp_path / "export"), vocab_file=loaded.vocab_file,
-                              do_lower_case=False, max_seq_length=64)
+    path = export_saved_model(
+        loaded.model, str(tmp_path / "export"), vocab_file=loaded.vocab_file, do_lower_case=False, max_seq_length=64
+    )
     classifier = tf.saved_model.load(path).signatures["serve_text"]
     review = rows[-1][0]
     result = classifier(text_a=tf.constant([review, "這部電影非常好看"]))
     packed = [tokenizer.cls_id] + tokenizer.encode(review)[:62] + [tokenizer.sep_id]
-    assert result["input_ids"].numpy()[0][:len(packed)].tolist() == packed
-    logits = loaded.model.predict({k: result[k].numpy() for k in ("input_ids", "input_mask", "segment_ids")},
-                                  verbose=0)["logits"]
+    assert result["input_ids"].numpy()[0][: len(packed)].tolist() == packed
+    logits = loaded.model.predict(
+        {k: result[k].numpy() for k in ("input_ids", "input_mask", "segment_ids")}, verbose=0
+    )["logits"]
     np.testing.assert_allclose(result["logits"].numpy(), logits, atol=1e-5)
     assert set(result["label"].numpy().tolist()) <= {0, 1}
 
@@ -210,8 +304,10 @@ def test_cased_model_keeps_its_case_through_fine_tuning_and_export_without_flags
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the text signatures' ops)
 
-    from albert_tf.run_classifier import ClassifierSettings, run as run_classifier
+    from albert_tf.run_classifier import ClassifierSettings
+    from albert_tf.run_classifier import run as run_classifier
     from albert_tf.tokenization import WordPieceTokenizer
+
     from paths import CONFIGS, REPO
 
     cased = WordPieceTokenizer(wordpiece_vocab, do_lower_case=False)
@@ -225,16 +321,38 @@ def test_cased_model_keeps_its_case_through_fine_tuning_and_export_without_flags
     rows = [(f"Row {i} in Seoul", i % 2) for i in range(24)]
     for split in ("train", "dev"):
         (glue / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
-    run_classifier(ClassifierSettings(
-        output_dir=str(tmp_path / "tuned"), task_name="sst-2", data_dir=str(glue),
-        albert_config_file=str(tmp_path / "albert_config.json"), vocab_file=wordpiece_vocab, do_lower_case=False,
-        max_seq_length=32, train_batch_size=8, eval_batch_size=8, train_step=2, save_checkpoints_steps=2,
-        verbose=False))
+    run_classifier(
+        ClassifierSettings(
+            output_dir=str(tmp_path / "tuned"),
+            task_name="sst-2",
+            data_dir=str(glue),
+            albert_config_file=str(tmp_path / "albert_config.json"),
+            vocab_file=wordpiece_vocab,
+            do_lower_case=False,
+            max_seq_length=32,
+            train_batch_size=8,
+            eval_batch_size=8,
+            train_step=2,
+            save_checkpoints_steps=2,
+            verbose=False,
+        )
+    )
     saved = json.loads((tmp_path / "tuned" / "best" / "tokenizer.json").read_text())
     assert saved["kind"] == "wordpiece" and saved["do_lower_case"] is False
-    result = subprocess.run([sys.executable, "-m", "albert_tf.export", f"--model_dir={tmp_path / 'tuned'}",
-                             f"--output_dir={tmp_path / 'served'}", "--max_seq_length=32"],
-                            cwd=REPO, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.export",
+            f"--model_dir={tmp_path / 'tuned'}",
+            f"--output_dir={tmp_path / 'served'}",
+            "--max_seq_length=32",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     served = tf.saved_model.load(str(tmp_path / "served" / "1"))
     ids = served.signatures["serve_text"](text_a=tf.constant([text]))["input_ids"].numpy()[0].tolist()

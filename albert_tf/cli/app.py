@@ -23,7 +23,7 @@ def _verbosity_from_argv(argv) -> int:
     for index, arg in enumerate(argv):
         for prefix in ("--verbosity=", "-v="):
             if arg.startswith(prefix):
-                return _int(arg[len(prefix):])
+                return _int(arg[len(prefix) :])
         if arg in ("-v", "--verbosity") and index + 1 < len(argv):
             return _int(argv[index + 1])
     return -1

@@ -15,11 +15,16 @@ Settings = TypeVar("Settings")
 def define_vocabulary_flags(default_help: str = "", lower_case_flag: bool = True) -> None:
     """--spm_model_file / --vocab_file (at most one) and, where the command tokenizes, --do_lower_case."""
     flags.DEFINE_string("spm_model_file", None, "SentencePiece model (or --vocab_file)." + default_help)
-    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt (Chinese models), instead of --spm_model_file."
-                        + default_help)
+    flags.DEFINE_string(
+        "vocab_file", None, "WordPiece vocab.txt (Chinese models), instead of --spm_model_file." + default_help
+    )
     if lower_case_flag:
-        flags.DEFINE_bool("do_lower_case", None, "Lowercase. Default: the setting saved with the model "
-                          "(tokenizer.json), else True (the released English models are uncased).")
+        flags.DEFINE_bool(
+            "do_lower_case",
+            None,
+            "Lowercase. Default: the setting saved with the model "
+            "(tokenizer.json), else True (the released English models are uncased).",
+        )
 
 
 def define_model_flags(init_help: str = "Google's TF1 checkpoint, our model dir, run dir or .keras.") -> None:
@@ -27,8 +32,7 @@ def define_model_flags(init_help: str = "Google's TF1 checkpoint, our model dir,
     flags.DEFINE_string("init_checkpoint", None, init_help)
 
 
-def define_finetune_flags(defaults, head_dropout: bool = True, do_train: bool = False,
-                          schedule: str = "steps") -> None:
+def define_finetune_flags(defaults, head_dropout: bool = True, do_train: bool = False, schedule: str = "steps") -> None:
     """The flags of every fine-tuning runner, with that runner's defaults (a `FineTuneSettings`).
 
     Args:
@@ -55,16 +59,25 @@ def define_finetune_flags(defaults, head_dropout: bool = True, do_train: bool = 
     else:
         flags.DEFINE_integer("train_step", defaults.train_step, "Optimizer steps.")
         flags.DEFINE_integer("warmup_step", defaults.warmup_step, "Linear warmup steps.")
-    flags.DEFINE_integer("save_checkpoints_steps", defaults.save_checkpoints_steps,
-                         "Evaluate (and keep the best) every N steps.")
+    flags.DEFINE_integer(
+        "save_checkpoints_steps", defaults.save_checkpoints_steps, "Evaluate (and keep the best) every N steps."
+    )
     flags.DEFINE_enum("optimizer", defaults.optimizer, ["adamw", "lamb"], "As the original.")
     if head_dropout:
         flags.DEFINE_float("dropout", defaults.dropout, "Head dropout (0.1 in the original; the README's v2 RACE: 0).")
     flags.DEFINE_integer("seed", defaults.seed, "Seed of head init and data order.")
-    flags.DEFINE_integer("grad_accum_steps", defaults.grad_accum_steps, "Micro-batches per optimizer step (their "
-                         "gradients averaged: the same update as one --train_batch_size batch, less memory).")
-    flags.DEFINE_bool("remat", defaults.remat, "Recompute each layer application in the backward pass: much less "
-                      "activation memory for some extra compute (large models on small GPUs).")
+    flags.DEFINE_integer(
+        "grad_accum_steps",
+        defaults.grad_accum_steps,
+        "Micro-batches per optimizer step (their "
+        "gradients averaged: the same update as one --train_batch_size batch, less memory).",
+    )
+    flags.DEFINE_bool(
+        "remat",
+        defaults.remat,
+        "Recompute each layer application in the backward pass: much less "
+        "activation memory for some extra compute (large models on small GPUs).",
+    )
 
 
 def settings_from_flags(cls: Type[Settings], **overrides) -> Settings:

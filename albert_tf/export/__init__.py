@@ -19,6 +19,16 @@ from albert_tf.export.tflite import QUANTIZATIONS, TFLITE_NAMES, export_tflite, 
 from albert_tf.export.verify import reference_text_inputs
 from albert_tf.export.warmup import WARMUP_FILE
 
-__all__ = ["ExportError", "QUANTIZATIONS", "TFLITE_NAMES", "WARMUP_FILE", "export_pretraining_run",
-           "export_saved_model", "export_tflite", "next_version", "reference_text_inputs", "run_tflite",
-           "tokenizer_test_vectors"]
+__all__ = [
+    "ExportError",
+    "QUANTIZATIONS",
+    "TFLITE_NAMES",
+    "WARMUP_FILE",
+    "export_pretraining_run",
+    "export_saved_model",
+    "export_tflite",
+    "next_version",
+    "reference_text_inputs",
+    "run_tflite",
+    "tokenizer_test_vectors",
+]

@@ -16,8 +16,9 @@ def backbone_of(model):
     return getattr(model, "backbone", model)
 
 
-def python_tokenizer(model, tokenizer, spm_model_file: Optional[str], vocab_file: Optional[str],
-                     do_lower_case: Optional[bool]):
+def python_tokenizer(
+    model, tokenizer, spm_model_file: Optional[str], vocab_file: Optional[str], do_lower_case: Optional[bool]
+):
     """The export's tokenizer (given, or from the files), None for an ids-only export; sized as the model."""
     from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
@@ -39,7 +40,7 @@ def random_inputs(model, batch: int, seq: int, predictions: int = 3, seed: int =
             result[name] = rng.integers(5, vocab, shape).astype("int32")
         elif name == "input_mask":
             mask = np.ones(shape, "int32")
-            mask[0, ..., seq // 2:] = 0
+            mask[0, ..., seq // 2 :] = 0
             result[name] = mask
         elif name == "segment_ids":
             result[name] = (np.arange(seq) >= seq // 3).astype("int32") * np.ones(shape, "int32")

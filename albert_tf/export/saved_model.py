@@ -39,10 +39,19 @@ def next_version(export_base: str) -> int:
     return max(versions, default=0) + 1
 
 
-def export_saved_model(model, export_base: str, version: Optional[int] = None,
-                       spm_model_file: Optional[str] = None, do_lower_case: Optional[bool] = None,
-                       max_seq_length: int = 128, top_k: int = 5, warmup: bool = True,
-                       vocab_file: Optional[str] = None, tokenizer=None, jit_compile: bool = False) -> str:
+def export_saved_model(
+    model,
+    export_base: str,
+    version: Optional[int] = None,
+    spm_model_file: Optional[str] = None,
+    do_lower_case: Optional[bool] = None,
+    max_seq_length: int = 128,
+    top_k: int = 5,
+    warmup: bool = True,
+    vocab_file: Optional[str] = None,
+    tokenizer=None,
+    jit_compile: bool = False,
+) -> str:
     """Exports `model` to `export_base/<version>`; returns that path.
 
     Args:
@@ -63,8 +72,10 @@ def export_saved_model(model, export_base: str, version: Optional[int] = None,
     """
     config = backbone_of(model).albert_config
     if max_seq_length > config.max_position_embeddings or max_seq_length < 3:
-        raise ExportError(f"--max_seq_length {max_seq_length}: must be in [3, max_position_embeddings="
-                          f"{config.max_position_embeddings}]")
+        raise ExportError(
+            f"--max_seq_length {max_seq_length}: must be in [3, max_position_embeddings="
+            f"{config.max_position_embeddings}]"
+        )
     vocab_tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
     with OutputDirLock(export_base):
         version = next_version(export_base) if version is None else version
@@ -77,8 +88,9 @@ def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, 
     in_graph = vocab_tokenizer.to_tf() if vocab_tokenizer is not None else None
     special_ids = vocab_tokenizer.special_ids if vocab_tokenizer is not None else None
     with staged_dir(os.path.join(export_base, str(version))) as staging:
-        endpoints = ServingEndpoints(model, in_graph, special_ids, max_seq_length=max_seq_length, top_k=top_k,
-                                     jit_compile=jit_compile)
+        endpoints = ServingEndpoints(
+            model, in_graph, special_ids, max_seq_length=max_seq_length, top_k=top_k, jit_compile=jit_compile
+        )
         signatures = sorted(endpoints.signatures())
         shutil.rmtree(staging)  # the archive writes a new directory
         endpoints.archive().write_out(staging, verbose=False)
@@ -89,11 +101,18 @@ def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, 
         if vocab_tokenizer is not None:
             vocab_tokenizer.save(assets)
         with open(os.path.join(assets, SERVING_CONFIG), "w") as f:
-            json.dump({"model_class": type(model).__name__, "signatures": signatures,
-                       "vocab_type": vocab_tokenizer.kind if vocab_tokenizer else None,
-                       "do_lower_case": vocab_tokenizer.do_lower_case if vocab_tokenizer else None,
-                       "max_seq_length": max_seq_length, "top_k": top_k}, f,
-                      indent=2)
+            json.dump(
+                {
+                    "model_class": type(model).__name__,
+                    "signatures": signatures,
+                    "vocab_type": vocab_tokenizer.kind if vocab_tokenizer else None,
+                    "do_lower_case": vocab_tokenizer.do_lower_case if vocab_tokenizer else None,
+                    "max_seq_length": max_seq_length,
+                    "top_k": top_k,
+                },
+                f,
+                indent=2,
+            )
         if warmup:
             write_warmup_requests(staging, model, signatures, max_seq_length)
         verify.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)

@@ -26,7 +26,6 @@ Example:
 from typing import Callable, Dict, Optional, Tuple
 
 import keras
-
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -55,8 +54,15 @@ class ServingEndpoints:
             longest text). Same outputs to float rounding.
     """
 
-    def __init__(self, model, tokenizer=None, special_ids: Optional[Dict[str, int]] = None,
-                 max_seq_length: int = 128, top_k: int = 5, jit_compile: bool = False):
+    def __init__(
+        self,
+        model,
+        tokenizer=None,
+        special_ids: Optional[Dict[str, int]] = None,
+        max_seq_length: int = 128,
+        top_k: int = 5,
+        jit_compile: bool = False,
+    ):
         self.model = model
         self.jit_compile = jit_compile
         # A nested XLA function: it is saved with the signature and compiled where it is loaded.
@@ -74,8 +80,11 @@ class ServingEndpoints:
     def takes_text(self) -> bool:
         """Text signatures need a tokenizer and rank-2 token inputs (not multiple choice)."""
         extra = set(self.input_specs) - set(TOKEN_INPUTS)
-        return (self.tokenizer is not None and extra <= {MLM_POSITIONS}
-                and all(len(self.input_specs[n].shape) == 2 for n in TOKEN_INPUTS))
+        return (
+            self.tokenizer is not None
+            and extra <= {MLM_POSITIONS}
+            and all(len(self.input_specs[n].shape) == 2 for n in TOKEN_INPUTS)
+        )
 
     def signatures(self) -> Dict[str, Tuple[Callable, list]]:
         """{signature name: (function, input signature)}."""
@@ -110,8 +119,10 @@ class ServingEndpoints:
         # TF Serving's columnar `inputs` lets the two columns differ in length; tf-text's
         # ops would then abort or crash the server. Fail the request instead (InvalidArgument).
         same_rows = tf.debugging.assert_equal(
-            tf.size(text_a), tf.size(text_b),
-            message="serve_text_pair: text_a and text_b must have the same number of rows (one text_b per text_a)")
+            tf.size(text_a),
+            tf.size(text_b),
+            message="serve_text_pair: text_a and text_b must have the same number of rows (one text_b per text_a)",
+        )
         with tf.control_dependencies([same_rows]):
             text_a, text_b = tf.identity(text_a), tf.identity(text_b)
         return self._serve_segments([text_a, text_b])
@@ -132,8 +143,7 @@ class ServingEndpoints:
 
     def _ids(self, texts):
         """Ragged ids of a batch of texts; literal `[MASK]`s become mask ids for the MLM model."""
-        texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
-                                             replacement_char=0xFFFD)
+        texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
         # No segment keeps more than max_seq_length ids: the tokenizer stops there (exactly).
         if MLM_POSITIONS not in self.input_specs:
             return self.tokenizer(texts, max_ids=self.max_seq_length)
@@ -149,7 +159,8 @@ class ServingEndpoints:
         budget = self.max_seq_length - 1 - len(segments)
         segments = tf_text.RoundRobinTrimmer(budget).trim(segments)
         ids, segment_ids = tf_text.combine_segments(
-            segments, start_of_sequence_id=self.special_ids["cls"], end_of_segment_id=self.special_ids["sep"])
+            segments, start_of_sequence_id=self.special_ids["cls"], end_of_segment_id=self.special_ids["sep"]
+        )
         inputs = {
             "input_ids": tf.cast(ids.to_tensor(0), tf.int32),
             "input_mask": tf.ones_like(ids, tf.int32).to_tensor(0),

@@ -21,8 +21,11 @@ from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_files
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8")
-TFLITE_NAMES = {"none": "albert_float32.tflite", "float16": "albert_float16.tflite",
-                "dynamic_int8": "albert_dynamic_int8.tflite"}
+TFLITE_NAMES = {
+    "none": "albert_float32.tflite",
+    "float16": "albert_float16.tflite",
+    "dynamic_int8": "albert_dynamic_int8.tflite",
+}
 TEST_VECTOR_TEXTS = (
     "Hello, World! ALBERT is a lite BERT.",
     "  multiple   spaces\tand\ttabs\n",
@@ -65,16 +68,31 @@ def tokenizer_test_vectors(python_tokenizer, max_seq_length: int) -> List[Dict]:
     """Texts with the preprocessed text, pieces and packed ids an app's tokenizer must reproduce."""
     vectors = []
     for text in TEST_VECTOR_TEXTS:
-        ids, _ = pack_segments(python_tokenizer.encode(text), None, max_seq_length,
-                               python_tokenizer.cls_id, python_tokenizer.sep_id)
-        vectors.append({"text": text, "preprocessed": python_tokenizer.preprocess(text),
-                        "pieces": python_tokenizer.tokenize(text), "input_ids": ids})
+        ids, _ = pack_segments(
+            python_tokenizer.encode(text), None, max_seq_length, python_tokenizer.cls_id, python_tokenizer.sep_id
+        )
+        vectors.append(
+            {
+                "text": text,
+                "preprocessed": python_tokenizer.preprocess(text),
+                "pieces": python_tokenizer.tokenize(text),
+                "input_ids": ids,
+            }
+        )
     return vectors
 
 
-def export_tflite(model, output_dir: str, quantize: str = "none", max_seq_length: int = 128,
-                  max_predictions_per_seq: int = 20, spm_model_file: Optional[str] = None,
-                  do_lower_case: Optional[bool] = None, vocab_file: Optional[str] = None, tokenizer=None) -> str:
+def export_tflite(
+    model,
+    output_dir: str,
+    quantize: str = "none",
+    max_seq_length: int = 128,
+    max_predictions_per_seq: int = 20,
+    spm_model_file: Optional[str] = None,
+    do_lower_case: Optional[bool] = None,
+    vocab_file: Optional[str] = None,
+    tokenizer=None,
+) -> str:
     """Writes `output_dir/albert_<variant>.tflite` (builtin ops only) and its side files; returns its path.
 
     The float32 file must match the Keras model within 1e-4; quantized files
@@ -85,19 +103,23 @@ def export_tflite(model, output_dir: str, quantize: str = "none", max_seq_length
         raise ExportError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZATIONS)}")
     config = backbone_of(model).albert_config
     if max_seq_length > config.max_position_embeddings:
-        raise ExportError(f"--max_seq_length {max_seq_length} exceeds max_position_embeddings "
-                          f"{config.max_position_embeddings}")
+        raise ExportError(
+            f"--max_seq_length {max_seq_length} exceeds max_position_embeddings {config.max_position_embeddings}"
+        )
     tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
     with OutputDirLock(output_dir), staged_files(output_dir) as staging:
         staged = os.path.join(staging, TFLITE_NAMES[quantize])
         signature = tflite_input_signature(model, max_seq_length, max_predictions_per_seq)
         try:
-            model.export(staged, format="litert", input_signature=signature, verbose=False,
-                         **converter_options(quantize))
+            model.export(
+                staged, format="litert", input_signature=signature, verbose=False, **converter_options(quantize)
+            )
         except Exception as error:  # noqa: BLE001  (the converter's ConverterError lives in private modules)
             raise ExportError(f"TFLite conversion failed: {str(error).splitlines()[0]}") from None
-        inputs = {name: np.resize(value, signature[0][name].shape) for name, value in
-                  random_inputs(model, 1, max_seq_length, max_predictions_per_seq).items()}
+        inputs = {
+            name: np.resize(value, signature[0][name].shape)
+            for name, value in random_inputs(model, 1, max_seq_length, max_predictions_per_seq).items()
+        }
         got = run_tflite(staged, inputs)
         if quantize == "none":
             compare_outputs(model(inputs, training=False), got, 1e-4, staged)
@@ -107,8 +129,15 @@ def export_tflite(model, output_dir: str, quantize: str = "none", max_seq_length
         if tokenizer is not None:
             tokenizer.save(staging)
             with open(os.path.join(staging, "tokenizer_test_vectors.json"), "w") as f:
-                json.dump({"vocab_type": tokenizer.kind, "do_lower_case": tokenizer.do_lower_case,
-                           "max_seq_length": max_seq_length,
-                           "vectors": tokenizer_test_vectors(tokenizer, max_seq_length)}, f,
-                          ensure_ascii=False, indent=1)
+                json.dump(
+                    {
+                        "vocab_type": tokenizer.kind,
+                        "do_lower_case": tokenizer.do_lower_case,
+                        "max_seq_length": max_seq_length,
+                        "vectors": tokenizer_test_vectors(tokenizer, max_seq_length),
+                    },
+                    f,
+                    ensure_ascii=False,
+                    indent=1,
+                )
     return os.path.join(output_dir, TFLITE_NAMES[quantize])

@@ -23,11 +23,12 @@ def truncated_lengths(len_a: int, len_b: int, budget: int) -> Tuple[int, int]:
     return len_a, len_b
 
 
-def pack_segments(ids_a: Sequence[int], ids_b: Optional[Sequence[int]], max_seq_length: int,
-                  cls_id: int, sep_id: int) -> Tuple[List[int], List[int]]:
+def pack_segments(
+    ids_a: Sequence[int], ids_b: Optional[Sequence[int]], max_seq_length: int, cls_id: int, sep_id: int
+) -> Tuple[List[int], List[int]]:
     """(input_ids, segment_ids) of `[CLS] a [SEP] (b [SEP])`, truncated to `max_seq_length`, unpadded."""
     if ids_b is None:
-        ids_a = list(ids_a)[:max_seq_length - 2]
+        ids_a = list(ids_a)[: max_seq_length - 2]
         return [cls_id] + ids_a + [sep_id], [0] * (len(ids_a) + 2)
     len_a, len_b = truncated_lengths(len(ids_a), len(ids_b), max_seq_length - 3)
     input_ids = [cls_id] + list(ids_a[:len_a]) + [sep_id] + list(ids_b[:len_b]) + [sep_id]

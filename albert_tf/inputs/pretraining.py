@@ -16,8 +16,15 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
-from albert_tf.pretraining_data import (LABELS, MODEL_INPUTS, SHARD_PATTERN, DataError, PretrainingData, feature_spec,
-                                        is_shard_name)
+from albert_tf.pretraining_data import (
+    LABELS,
+    MODEL_INPUTS,
+    SHARD_PATTERN,
+    DataError,
+    PretrainingData,
+    feature_spec,
+    is_shard_name,
+)
 
 _DTYPES = {"int64": tf.int64, "float": tf.float32}
 
@@ -32,8 +39,10 @@ class PretrainingInput:
 
 def feature_description(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, tf.io.FixedLenFeature]:
     """`tf.io.parse_example` spec of the original features."""
-    return {name: tf.io.FixedLenFeature([f["length"]], _DTYPES[f["dtype"]])
-            for name, f in feature_spec(max_seq_length, max_predictions_per_seq).items()}
+    return {
+        name: tf.io.FixedLenFeature([f["length"]], _DTYPES[f["dtype"]])
+        for name, f in feature_spec(max_seq_length, max_predictions_per_seq).items()
+    }
 
 
 def decode_batch(serialized: tf.Tensor, spec: Dict[str, tf.io.FixedLenFeature]) -> Dict[str, tf.Tensor]:
@@ -90,11 +99,13 @@ def _check_record_lengths(source: PretrainingInput) -> None:
     for path in source.files:
         for record in tf.data.TFRecordDataset(path).take(1):
             feature = tf.train.Example.FromString(record.numpy()).features.feature
-            found = {"max_seq_length": len(feature["input_ids"].int64_list.value) if "input_ids" in feature else None,
-                     "max_predictions_per_seq": len(feature["masked_lm_positions"].int64_list.value)
-                     if "masked_lm_positions" in feature else None}
-            expected = {"max_seq_length": data.max_seq_length,
-                        "max_predictions_per_seq": data.max_predictions_per_seq}
+            found = {
+                "max_seq_length": len(feature["input_ids"].int64_list.value) if "input_ids" in feature else None,
+                "max_predictions_per_seq": len(feature["masked_lm_positions"].int64_list.value)
+                if "masked_lm_positions" in feature
+                else None,
+            }
+            expected = {"max_seq_length": data.max_seq_length, "max_predictions_per_seq": data.max_predictions_per_seq}
             wrong = [f"{k} {found[k]} (metadata.json says {expected[k]})" for k in found if found[k] != expected[k]]
             if wrong:
                 raise DataError(f"{path}: its records do not match {data.directory}/metadata.json: " + "; ".join(wrong))
@@ -114,9 +125,15 @@ def find_corrupt_shard(source: PretrainingInput) -> str:
     return ", ".join(corrupt) or "one of " + ", ".join(source.files[:3])
 
 
-def pretraining_dataset(source: PretrainingInput, batch_size: int, is_training: bool = True,
-                        seed: int = 12345, input_context: Optional[tf.distribute.InputContext] = None,
-                        shuffle_buffer: int = 100, skip_batches: int = 0) -> tf.data.Dataset:
+def pretraining_dataset(
+    source: PretrainingInput,
+    batch_size: int,
+    is_training: bool = True,
+    seed: int = 12345,
+    input_context: Optional[tf.distribute.InputContext] = None,
+    shuffle_buffer: int = 100,
+    skip_batches: int = 0,
+) -> tf.data.Dataset:
     """Batches of (model inputs, labels) from pretraining TFRecords.
 
     As the original input_fn for training: file order shuffled, repeated,
@@ -144,8 +161,12 @@ def pretraining_dataset(source: PretrainingInput, batch_size: int, is_training: 
         dataset = dataset.shard(pipelines, pipeline_id)
     if is_training:
         dataset = dataset.shuffle(len(files), seed=seed).repeat()
-        dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(4, len(files)),
-                                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        dataset = dataset.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=min(4, len(files)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
     else:
         dataset = tf.data.TFRecordDataset(dataset).repeat()
     if pipelines > 1 and not by_file:
@@ -155,8 +176,11 @@ def pretraining_dataset(source: PretrainingInput, batch_size: int, is_training: 
     dataset = dataset.batch(batch_size, drop_remainder=True)
     if skip_batches:
         dataset = dataset.skip(skip_batches)
-    dataset = dataset.map(lambda records: _to_inputs_and_labels(decode_batch(records, spec)),
-                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    dataset = dataset.map(
+        lambda records: _to_inputs_and_labels(decode_batch(records, spec)),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 

@@ -24,7 +24,8 @@ FORMATS = (ALBERT_TF, ORIGINAL, HF, KERAS_HUB)
 
 def detect_format(path: str) -> Optional[str]:
     """One of `FORMATS` for what `path` holds, or None."""
-    from albert_tf import checkpoints, loading as model_files
+    from albert_tf import checkpoints
+    from albert_tf import loading as model_files
 
     if keras_hub.is_preset_dir(path):
         return KERAS_HUB
@@ -32,13 +33,14 @@ def detect_format(path: str) -> Optional[str]:
         return HF
     if path.endswith(".keras") and os.path.isfile(path):
         return ALBERT_TF
-    if os.path.isdir(path) and (os.path.isfile(os.path.join(path, model_files.KERAS_MODEL_FILE))
-                                or any(os.path.isdir(os.path.join(path, s)) for s in model_files.RUN_SUBDIRS)):
+    if os.path.isdir(path) and (
+        os.path.isfile(os.path.join(path, model_files.KERAS_MODEL_FILE))
+        or any(os.path.isdir(os.path.join(path, s)) for s in model_files.RUN_SUBDIRS)
+    ):
         return ALBERT_TF
     if checkpoints.find_keras_weights(path)[0] is not None:
         return ALBERT_TF
-    if os.path.exists(path + ".index") or (os.path.isdir(path)
-                                           and os.path.isfile(os.path.join(path, "checkpoint"))):
+    if os.path.exists(path + ".index") or (os.path.isdir(path) and os.path.isfile(os.path.join(path, "checkpoint"))):
         return ORIGINAL
     return None
 

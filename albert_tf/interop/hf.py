@@ -38,8 +38,19 @@ import numpy as np
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import REQUIRED_FIELDS, AlbertConfig, ConfigError
 from albert_tf.interop import tables
-from albert_tf.interop.tables import (BACKBONE, EYE, FLAT_HEADS, IDENTITY, MODEL, SAME,
-                                      T_HEADS_IN, T_HEADS_OUT, TRANSPOSED, ZEROS, TensorMapping)
+from albert_tf.interop.tables import (
+    BACKBONE,
+    EYE,
+    FLAT_HEADS,
+    IDENTITY,
+    MODEL,
+    SAME,
+    T_HEADS_IN,
+    T_HEADS_OUT,
+    TRANSPOSED,
+    ZEROS,
+    TensorMapping,
+)
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -52,38 +63,67 @@ TRANSFORMERS_VERSION = "5.23.0"  # the version whose save_pretrained output we w
 LAYER_NORM_EPS = 1e-12
 
 # HF's `hidden_act` <-> ours. HF `gelu` is the exact (erf) GELU; `gelu_new` the tanh form.
-HF_TO_OUR_ACTIVATION = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu": "gelu_exact",
-                        "relu": "relu", "tanh": "tanh", "linear": "linear"}
-OUR_TO_HF_ACTIVATION = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh",
-                        "linear": "linear"}
+HF_TO_OUR_ACTIVATION = {
+    "gelu_new": "gelu",
+    "gelu_pytorch_tanh": "gelu",
+    "gelu": "gelu_exact",
+    "relu": "relu",
+    "tanh": "tanh",
+    "linear": "linear",
+}
+OUR_TO_HF_ACTIVATION = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh", "linear": "linear"}
 # HF's AlbertConfig defaults, used for fields a config.json leaves out (as transformers does).
-HF_DEFAULTS = {"vocab_size": 30000, "embedding_size": 128, "hidden_size": 4096, "num_hidden_layers": 12,
-               "num_hidden_groups": 1, "num_attention_heads": 64, "intermediate_size": 16384,
-               "inner_group_num": 1, "hidden_act": "gelu_new", "hidden_dropout_prob": 0.0,
-               "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 512,
-               "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
-               "classifier_dropout_prob": 0.1}
+HF_DEFAULTS = {
+    "vocab_size": 30000,
+    "embedding_size": 128,
+    "hidden_size": 4096,
+    "num_hidden_layers": 12,
+    "num_hidden_groups": 1,
+    "num_attention_heads": 64,
+    "intermediate_size": 16384,
+    "inner_group_num": 1,
+    "hidden_act": "gelu_new",
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02,
+    "layer_norm_eps": 1e-12,
+    "classifier_dropout_prob": 0.1,
+}
 # Tensors a file may hold that are no weights: buffers, and the tied decoder (checked separately).
 IGNORED = (r"(^|\.)position_ids$", r"(^|\.)token_type_ids$")
-TIED = {"predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
-        "predictions.decoder.bias": "predictions.bias"}
+TIED = {
+    "predictions.decoder.weight": "albert.embeddings.word_embeddings.weight",
+    "predictions.decoder.bias": "predictions.bias",
+}
 
-ARCHITECTURES = ("AlbertModel", "AlbertForPreTraining", "AlbertForMaskedLM",
-                 "AlbertForSequenceClassification", "AlbertForQuestionAnswering",
-                 "AlbertForMultipleChoice", "AlbertForTokenClassification")
+ARCHITECTURES = (
+    "AlbertModel",
+    "AlbertForPreTraining",
+    "AlbertForMaskedLM",
+    "AlbertForSequenceClassification",
+    "AlbertForQuestionAnswering",
+    "AlbertForMultipleChoice",
+    "AlbertForTokenClassification",
+)
 NO_POOLER = ("AlbertForMaskedLM", "AlbertForQuestionAnswering", "AlbertForTokenClassification")
-HEAD_LAYER = {"AlbertForSequenceClassification": ("classifier", "classifier"),
-              "AlbertForQuestionAnswering": ("qa_outputs", "span_scorer"),
-              "AlbertForMultipleChoice": ("classifier", "choice_scorer"),
-              "AlbertForTokenClassification": ("classifier", "tagger")}
+HEAD_LAYER = {
+    "AlbertForSequenceClassification": ("classifier", "classifier"),
+    "AlbertForQuestionAnswering": ("qa_outputs", "span_scorer"),
+    "AlbertForMultipleChoice": ("classifier", "choice_scorer"),
+    "AlbertForTokenClassification": ("classifier", "tagger"),
+}
 
 
 # ---- the name table ---------------------------------------------------------------------
 def _pair(peer, weight, layout=SAME, scope=BACKBONE, optional=False, bias_layout=SAME):
     """`<peer>.weight`/`.bias` <-> `<weight>/kernel`/`bias` (or gamma/beta for LayerNorm)."""
     kernel, bias = ("gamma", "beta") if weight.endswith("layer_norm") else ("kernel", "bias")
-    return [TensorMapping(f"{peer}.weight", f"{weight}/{kernel}", scope, layout, optional),
-            TensorMapping(f"{peer}.bias", f"{weight}/{bias}", scope, bias_layout, optional)]
+    return [
+        TensorMapping(f"{peer}.weight", f"{weight}/{kernel}", scope, layout, optional),
+        TensorMapping(f"{peer}.bias", f"{weight}/{bias}", scope, bias_layout, optional),
+    ]
 
 
 def group_of_layer(config: AlbertConfig, layer: int) -> int:
@@ -93,29 +133,28 @@ def group_of_layer(config: AlbertConfig, layer: int) -> int:
 
 def name_table(config: AlbertConfig, architecture: str) -> List[TensorMapping]:
     """Every tensor of `architecture` for `config`, with the weight of ours it maps to."""
-    groups = tables.check_contiguous_groups(config, "HF transformers",
-                                            lambda layer: group_of_layer(config, layer))
+    groups = tables.check_contiguous_groups(config, "HF transformers", lambda layer: group_of_layer(config, layer))
     p = "" if architecture == "AlbertModel" else "albert."
     table = [
         TensorMapping(f"{p}embeddings.word_embeddings.weight", "embeddings/word_embeddings/embeddings"),
         TensorMapping(f"{p}embeddings.position_embeddings.weight", "embeddings/position_embeddings"),
-        TensorMapping(f"{p}embeddings.token_type_embeddings.weight",
-                      "embeddings/token_type_embeddings/embeddings"),
+        TensorMapping(f"{p}embeddings.token_type_embeddings.weight", "embeddings/token_type_embeddings/embeddings"),
         *_pair(f"{p}embeddings.LayerNorm", "embeddings/layer_norm"),
     ]
     projection = f"{p}encoder.embedding_hidden_mapping_in"
     if config.embedding_size != config.hidden_size:
         table += _pair(projection, "embedding_projection", TRANSPOSED)
     else:  # HF always has the projection; ours has none when E = H
-        table += [TensorMapping(f"{projection}.weight", IDENTITY, layout=EYE),
-                  TensorMapping(f"{projection}.bias", IDENTITY, layout=ZEROS)]
+        table += [
+            TensorMapping(f"{projection}.weight", IDENTITY, layout=EYE),
+            TensorMapping(f"{projection}.bias", IDENTITY, layout=ZEROS),
+        ]
     for group, layer in sorted(groups.items()):
         for inner in range(config.inner_group_num):
             attention, ffn = tables.block_weights(config, layer, inner)
             base = f"{p}encoder.albert_layer_groups.{group}.albert_layers.{inner}"
             for part in ("query", "key", "value"):
-                table += _pair(f"{base}.attention.{part}", f"{attention}/{part}", T_HEADS_OUT,
-                               bias_layout=FLAT_HEADS)
+                table += _pair(f"{base}.attention.{part}", f"{attention}/{part}", T_HEADS_OUT, bias_layout=FLAT_HEADS)
             table += _pair(f"{base}.attention.dense", f"{attention}/output_dense", T_HEADS_IN)
             table += _pair(f"{base}.attention.LayerNorm", f"{attention}/layer_norm")
             table += _pair(f"{base}.ffn", f"{ffn}/intermediate", TRANSPOSED)
@@ -126,8 +165,9 @@ def name_table(config: AlbertConfig, architecture: str) -> List[TensorMapping]:
         table += _pair("predictions.dense", "mlm_head/transform", TRANSPOSED, MODEL)
         table += _pair("predictions.LayerNorm", "mlm_head/layer_norm", SAME, MODEL)
         table += [TensorMapping("predictions.bias", "mlm_head/output_bias", MODEL)]
-        table += _pair("sop_classifier.classifier", "sop_head", TRANSPOSED, MODEL,
-                       optional=architecture == "AlbertForMaskedLM")
+        table += _pair(
+            "sop_classifier.classifier", "sop_head", TRANSPOSED, MODEL, optional=architecture == "AlbertForMaskedLM"
+        )
     elif architecture in HEAD_LAYER:
         peer, ours = HEAD_LAYER[architecture]
         table += _pair(peer, ours, TRANSPOSED, MODEL)
@@ -135,18 +175,28 @@ def name_table(config: AlbertConfig, architecture: str) -> List[TensorMapping]:
 
 
 # ---- config ---------------------------------------------------------------------------------
-def hf_config(config: AlbertConfig, architecture: str, num_labels: Optional[int] = None,
-              classifier_dropout: float = 0.1) -> Dict:
+def hf_config(
+    config: AlbertConfig, architecture: str, num_labels: Optional[int] = None, classifier_dropout: float = 0.1
+) -> Dict:
     """config.json as transformers writes it for ALBERT (v5)."""
     if config.hidden_act not in OUR_TO_HF_ACTIVATION:
         raise ConfigError(f"hidden_act {config.hidden_act!r} has no HF equivalent")
     values = {name: getattr(config, name) for name in REQUIRED_FIELDS}
-    values.update({
-        "architectures": [architecture], "model_type": "albert", "dtype": "float32",
-        "hidden_act": OUR_TO_HF_ACTIVATION[config.hidden_act], "layer_norm_eps": LAYER_NORM_EPS,
-        "classifier_dropout_prob": classifier_dropout, "pad_token_id": 0, "bos_token_id": 2,
-        "eos_token_id": 3, "tie_word_embeddings": True, "transformers_version": TRANSFORMERS_VERSION,
-    })
+    values.update(
+        {
+            "architectures": [architecture],
+            "model_type": "albert",
+            "dtype": "float32",
+            "hidden_act": OUR_TO_HF_ACTIVATION[config.hidden_act],
+            "layer_norm_eps": LAYER_NORM_EPS,
+            "classifier_dropout_prob": classifier_dropout,
+            "pad_token_id": 0,
+            "bos_token_id": 2,
+            "eos_token_id": 3,
+            "tie_word_embeddings": True,
+            "transformers_version": TRANSFORMERS_VERSION,
+        }
+    )
     if num_labels is not None:
         values["id2label"] = {str(i): f"LABEL_{i}" for i in range(num_labels)}
         values["label2id"] = {f"LABEL_{i}": i for i in range(num_labels)}
@@ -200,8 +250,8 @@ def is_hf_dir(path: str) -> bool:
 
 def read_safetensors(directory: str) -> Dict[str, np.ndarray]:
     """{name: float32 array} of `model.safetensors` (or its shards); refuses pickles."""
-    from safetensors.numpy import load_file
     from safetensors import SafetensorError
+    from safetensors.numpy import load_file
 
     single = os.path.join(directory, WEIGHTS_FILE)
     index = os.path.join(directory, WEIGHTS_INDEX_FILE)
@@ -216,9 +266,10 @@ def read_safetensors(directory: str) -> Dict[str, np.ndarray]:
             raise CheckpointError(
                 f"{os.path.join(directory, pickles[0])}: a PyTorch pickle; it is not read because "
                 "unpickling can run arbitrary code. Convert it to safetensors first: "
-                "python -c \"from transformers import AutoModel as M; "
+                'python -c "from transformers import AutoModel as M; '
                 f"M.from_pretrained('{directory}').save_pretrained('{directory}_safetensors')\" "
-                "(transformers writes model.safetensors by default)")
+                "(transformers writes model.safetensors by default)"
+            )
         raise CheckpointError(f"{directory}: no {WEIGHTS_FILE} (or {WEIGHTS_INDEX_FILE})")
     values = {}
     for name in files:
@@ -237,13 +288,15 @@ def _untie(values: Dict[str, np.ndarray], source: str):
         if decoder in values:
             tied = values.get(tied_to)
             if tied is not None and not np.array_equal(values[decoder], tied):
-                raise CheckpointError(f"{source}: {decoder} differs from {tied_to}; an untied "
-                                      "MLM decoder has no equivalent in ALBERT")
+                raise CheckpointError(
+                    f"{source}: {decoder} differs from {tied_to}; an untied MLM decoder has no equivalent in ALBERT"
+                )
             del values[decoder]
 
 
-def build_model(config: AlbertConfig, architecture: str, values: Dict[str, np.ndarray],
-                dropout: float, num_choices: int = 4):
+def build_model(
+    config: AlbertConfig, architecture: str, values: Dict[str, np.ndarray], dropout: float, num_choices: int = 4
+):
     """Our model for `architecture`, its head sized from the tensors."""
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.classifier import AlbertClassifier
@@ -272,12 +325,11 @@ def load_hf_dir(directory: str):
     config, architecture, dropout = read_hf_config(os.path.join(directory, CONFIG_FILE))
     values = read_safetensors(directory)
     if architecture == "AlbertModel" and any(k.startswith("albert.") for k in values):
-        values = {k[len("albert."):]: v for k, v in values.items()}  # an encoder saved from a task model
+        values = {k[len("albert.") :]: v for k, v in values.items()}  # an encoder saved from a task model
     _untie(values, directory)
     model = build_model(config, architecture, values, dropout)
     backbone = getattr(model, "backbone", model)
-    report = tables.import_tensors(model, backbone, name_table(config, architecture), values,
-                                   directory, IGNORED)
+    report = tables.import_tensors(model, backbone, name_table(config, architecture), values, directory, IGNORED)
     return model, report
 
 
@@ -289,23 +341,41 @@ def find_spm(directory: str) -> Optional[str]:
 # ---- export ---------------------------------------------------------------------------------
 def architecture_of(model) -> str:
     """The HF architecture our model maps to, or a CheckpointError saying why none does."""
-    names = {"AlbertBackbone": "AlbertModel", "AlbertPretrainer": "AlbertForPreTraining",
-             "AlbertClassifier": "AlbertForSequenceClassification",
-             "AlbertSpanQA": "AlbertForQuestionAnswering", "AlbertMultipleChoice": "AlbertForMultipleChoice",
-             "AlbertTokenClassifier": "AlbertForTokenClassification"}
+    names = {
+        "AlbertBackbone": "AlbertModel",
+        "AlbertPretrainer": "AlbertForPreTraining",
+        "AlbertClassifier": "AlbertForSequenceClassification",
+        "AlbertSpanQA": "AlbertForQuestionAnswering",
+        "AlbertMultipleChoice": "AlbertForMultipleChoice",
+        "AlbertTokenClassifier": "AlbertForTokenClassification",
+    }
     name = type(model).__name__
     if name not in names:
-        raise CheckpointError(f"{name} has no HF transformers equivalent (its heads differ); "
-                              f"convertible: {', '.join(sorted(names))}")
+        raise CheckpointError(
+            f"{name} has no HF transformers equivalent (its heads differ); convertible: {', '.join(sorted(names))}"
+        )
     return names[name]
 
 
 def tokenizer_files(do_lower_case: bool = True) -> Dict[str, Dict]:
     """tokenizer_config.json and special_tokens_map.json for HF's AlbertTokenizer."""
-    special = {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "<unk>", "sep_token": "[SEP]",
-               "pad_token": "<pad>", "cls_token": "[CLS]", "mask_token": "[MASK]"}
-    config = {**special, "do_lower_case": do_lower_case, "keep_accents": False, "remove_space": True,
-              "model_max_length": 512, "tokenizer_class": "AlbertTokenizer"}
+    special = {
+        "bos_token": "[CLS]",
+        "eos_token": "[SEP]",
+        "unk_token": "<unk>",
+        "sep_token": "[SEP]",
+        "pad_token": "<pad>",
+        "cls_token": "[CLS]",
+        "mask_token": "[MASK]",
+    }
+    config = {
+        **special,
+        "do_lower_case": do_lower_case,
+        "keep_accents": False,
+        "remove_space": True,
+        "model_max_length": 512,
+        "tokenizer_class": "AlbertTokenizer",
+    }
     return {TOKENIZER_CONFIG_FILE: config, SPECIAL_TOKENS_FILE: special}
 
 
@@ -323,12 +393,17 @@ def save_hf_dir(model, directory: str, spm_model_file: Optional[str] = None) -> 
     config = backbone.albert_config
     table = [m for m in name_table(config, architecture) if not m.optional]
     task = model.get_config() if model is not backbone else {}
-    num_labels = task.get("num_classes") if architecture in (
-        "AlbertForSequenceClassification", "AlbertForTokenClassification") else None
-    _write_json(os.path.join(directory, CONFIG_FILE),
-                hf_config(config, architecture, num_labels, task.get("dropout", 0.1)))
-    save_file(tables.export_tensors(model, backbone, table), os.path.join(directory, WEIGHTS_FILE),
-              metadata={"format": "pt"})
+    num_labels = (
+        task.get("num_classes")
+        if architecture in ("AlbertForSequenceClassification", "AlbertForTokenClassification")
+        else None
+    )
+    _write_json(
+        os.path.join(directory, CONFIG_FILE), hf_config(config, architecture, num_labels, task.get("dropout", 0.1))
+    )
+    save_file(
+        tables.export_tensors(model, backbone, table), os.path.join(directory, WEIGHTS_FILE), metadata={"format": "pt"}
+    )
     if spm_model_file:
         shutil.copyfile(spm_model_file, os.path.join(directory, SPM_FILE))
         for name, values in tokenizer_files().items():

@@ -55,8 +55,10 @@ INITIALIZER_RANGE = 0.02  # keras-hub's fixed initializer
 
 def _dense(path, weight, scope=BACKBONE, optional=False):
     kernel, bias = ("gamma", "beta") if weight.endswith("layer_norm") else ("kernel", "bias")
-    return [TensorMapping(f"{path}/vars/0", f"{weight}/{kernel}", scope, optional=optional),
-            TensorMapping(f"{path}/vars/1", f"{weight}/{bias}", scope, optional=optional)]
+    return [
+        TensorMapping(f"{path}/vars/0", f"{weight}/{kernel}", scope, optional=optional),
+        TensorMapping(f"{path}/vars/1", f"{weight}/{bias}", scope, optional=optional),
+    ]
 
 
 def _suffix(index):
@@ -70,8 +72,10 @@ def group_of_layer(config: AlbertConfig, layer: int) -> int:
 
 def _check(config: AlbertConfig):
     if config.num_hidden_layers % config.num_hidden_groups:
-        raise ConfigError(f"num_hidden_layers={config.num_hidden_layers} is not divisible by "
-                          f"num_hidden_groups={config.num_hidden_groups}, which keras-hub requires")
+        raise ConfigError(
+            f"num_hidden_layers={config.num_hidden_layers} is not divisible by "
+            f"num_hidden_groups={config.num_hidden_groups}, which keras-hub requires"
+        )
     if config.hidden_act != "gelu":
         raise ConfigError(f"hidden_act {config.hidden_act!r}: keras-hub's ALBERT has only the tanh GELU")
     return tables.check_contiguous_groups(config, "keras-hub", lambda l: group_of_layer(config, l))
@@ -89,8 +93,10 @@ def name_table(config: AlbertConfig) -> List[TensorMapping]:
     if config.embedding_size != config.hidden_size:
         table += _dense("layers/dense", "embedding_projection")
     else:
-        table += [TensorMapping("layers/dense/vars/0", IDENTITY, layout=EYE),
-                  TensorMapping("layers/dense/vars/1", IDENTITY, layout=ZEROS)]
+        table += [
+            TensorMapping("layers/dense/vars/0", IDENTITY, layout=EYE),
+            TensorMapping("layers/dense/vars/1", IDENTITY, layout=ZEROS),
+        ]
     for group, layer in sorted(groups.items()):
         for inner in range(config.inner_group_num):
             attention, ffn = tables.block_weights(config, layer, inner)
@@ -109,10 +115,12 @@ def name_table(config: AlbertConfig) -> List[TensorMapping]:
 def task_table(task: str) -> List[TensorMapping]:
     """The `task.weights.h5` datasets of `masked_lm` or `classifier`."""
     if task == "masked_lm":
-        return [*_dense("layers/masked_lm_head/_intermediate_dense", "mlm_head/transform", MODEL),
-                *_dense("layers/masked_lm_head/_intermediate_layer_norm", "mlm_head/layer_norm", MODEL),
-                TensorMapping("layers/masked_lm_head/vars/0", "mlm_head/output_bias", MODEL),
-                *_dense("sop_head", "sop_head", MODEL, optional=True)]  # keras-hub has none
+        return [
+            *_dense("layers/masked_lm_head/_intermediate_dense", "mlm_head/transform", MODEL),
+            *_dense("layers/masked_lm_head/_intermediate_layer_norm", "mlm_head/layer_norm", MODEL),
+            TensorMapping("layers/masked_lm_head/vars/0", "mlm_head/output_bias", MODEL),
+            *_dense("sop_head", "sop_head", MODEL, optional=True),
+        ]  # keras-hub has none
     return _dense("layers/dense", "classifier", MODEL)
 
 
@@ -128,37 +136,67 @@ def _dtype_policy(name):
 def backbone_config(config: AlbertConfig) -> Dict:
     """config.json of the keras-hub AlbertBackbone for `config`."""
     _check(config)
-    return _serialized("keras_hub.src.models.albert.albert_backbone", "AlbertBackbone", BACKBONE_CLASS, {
-        "name": "albert_backbone", "trainable": True, "dtype": _dtype_policy("float32"),
-        "vocabulary_size": config.vocab_size, "num_layers": config.num_hidden_layers,
-        "num_heads": config.num_attention_heads, "num_groups": config.num_hidden_groups,
-        "num_inner_repetitions": config.inner_group_num, "embedding_dim": config.embedding_size,
-        "hidden_dim": config.hidden_size, "intermediate_dim": config.intermediate_size,
-        "dropout": config.hidden_dropout_prob, "max_sequence_length": config.max_position_embeddings,
-        "num_segments": config.type_vocab_size})
+    return _serialized(
+        "keras_hub.src.models.albert.albert_backbone",
+        "AlbertBackbone",
+        BACKBONE_CLASS,
+        {
+            "name": "albert_backbone",
+            "trainable": True,
+            "dtype": _dtype_policy("float32"),
+            "vocabulary_size": config.vocab_size,
+            "num_layers": config.num_hidden_layers,
+            "num_heads": config.num_attention_heads,
+            "num_groups": config.num_hidden_groups,
+            "num_inner_repetitions": config.inner_group_num,
+            "embedding_dim": config.embedding_size,
+            "hidden_dim": config.hidden_size,
+            "intermediate_dim": config.intermediate_size,
+            "dropout": config.hidden_dropout_prob,
+            "max_sequence_length": config.max_position_embeddings,
+            "num_segments": config.type_vocab_size,
+        },
+    )
 
 
 def read_backbone_config(path: str) -> AlbertConfig:
     """Our AlbertConfig from a preset's config.json."""
     values = _read_json(path)
     if values.get("registered_name") != BACKBONE_CLASS:
-        raise ConfigError(f"{path}: field 'registered_name' is {values.get('registered_name')!r}, "
-                          f"expected {BACKBONE_CLASS!r}")
+        raise ConfigError(
+            f"{path}: field 'registered_name' is {values.get('registered_name')!r}, expected {BACKBONE_CLASS!r}"
+        )
     c = values.get("config", {})
-    names = {"vocab_size": "vocabulary_size", "num_hidden_layers": "num_layers",
-             "num_attention_heads": "num_heads", "num_hidden_groups": "num_groups",
-             "inner_group_num": "num_inner_repetitions", "embedding_size": "embedding_dim",
-             "hidden_size": "hidden_dim", "intermediate_size": "intermediate_dim",
-             "max_position_embeddings": "max_sequence_length", "type_vocab_size": "num_segments"}
-    defaults = {"num_groups": 1, "num_inner_repetitions": 1, "dropout": 0.0,
-                "max_sequence_length": 512, "num_segments": 2}
+    names = {
+        "vocab_size": "vocabulary_size",
+        "num_hidden_layers": "num_layers",
+        "num_attention_heads": "num_heads",
+        "num_hidden_groups": "num_groups",
+        "inner_group_num": "num_inner_repetitions",
+        "embedding_size": "embedding_dim",
+        "hidden_size": "hidden_dim",
+        "intermediate_size": "intermediate_dim",
+        "max_position_embeddings": "max_sequence_length",
+        "type_vocab_size": "num_segments",
+    }
+    defaults = {
+        "num_groups": 1,
+        "num_inner_repetitions": 1,
+        "dropout": 0.0,
+        "max_sequence_length": 512,
+        "num_segments": 2,
+    }
     missing = [theirs for theirs in names.values() if theirs not in c and theirs not in defaults]
     if missing:
         raise ConfigError(f"{path}: missing field(s) in 'config': {', '.join(missing)}")
     ours = {mine: c.get(theirs, defaults.get(theirs)) for mine, theirs in names.items()}
     dropout = c.get("dropout", 0.0)
-    ours.update(hidden_act="gelu", hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
-                initializer_range=INITIALIZER_RANGE)
+    ours.update(
+        hidden_act="gelu",
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        initializer_range=INITIALIZER_RANGE,
+    )
     return AlbertConfig.from_dict(ours, source=path)
 
 
@@ -190,18 +228,25 @@ def read_h5(path: str) -> Dict[str, np.ndarray]:
     values = {}
     try:
         with h5py.File(path, "r") as f:
+
             def visit(name, obj):
                 if isinstance(obj, h5py.Dataset):
                     value = np.asarray(obj[()])
                     values[name] = value.astype(np.float32) if value.dtype.kind == "f" else value
+
             f.visititems(visit)
     except OSError as e:
         raise CheckpointError(f"{path}: not a readable .weights.h5 file ({e})") from None
     return values
 
 
-def write_h5(path: str, values: Dict[str, np.ndarray], layer_names: Dict[str, str], model_name: str,
-             learning_rate: Optional[float] = None):
+def write_h5(
+    path: str,
+    values: Dict[str, np.ndarray],
+    layer_names: Dict[str, str],
+    model_name: str,
+    learning_rate: Optional[float] = None,
+):
     """Writes datasets at their paths; `layer_names` gives each layer group's `vars` name attribute.
 
     A task file also holds the untrained optimizer of keras-hub's default
@@ -226,30 +271,42 @@ def write_h5(path: str, values: Dict[str, np.ndarray], layer_names: Dict[str, st
 
 def _backbone_layer_names(config: AlbertConfig) -> Dict[str, str]:
     """The layer groups keras-hub's backbone file has (weightless ones too) and their names."""
-    names = {"layers/input_layer": "token_ids", "layers/input_layer_1": "segment_ids",
-             "layers/input_layer_2": "padding_mask", "layers/reversible_embedding": "token_embedding",
-             "layers/position_embedding": "position_embedding", "layers/embedding": "segment_embedding",
-             "layers/add": "embeddings_add", "layers/layer_normalization": "embeddings_layer_norm",
-             "layers/dropout": "embeddings_dropout", "layers/dense": "embedding_projection",
-             "layers/dense_1": "pooled_dense"}
+    names = {
+        "layers/input_layer": "token_ids",
+        "layers/input_layer_1": "segment_ids",
+        "layers/input_layer_2": "padding_mask",
+        "layers/reversible_embedding": "token_embedding",
+        "layers/position_embedding": "position_embedding",
+        "layers/embedding": "segment_embedding",
+        "layers/add": "embeddings_add",
+        "layers/layer_normalization": "embeddings_layer_norm",
+        "layers/dropout": "embeddings_dropout",
+        "layers/dense": "embedding_projection",
+        "layers/dense_1": "pooled_dense",
+    }
     count = 0
     for group in range(config.num_hidden_groups):
         for inner in range(config.inner_group_num):
             base = f"layers/transformer_encoder{_suffix(count)}"
             names[base] = f"group_{group}_inner_layer_{inner}"
             attention = f"{base}/_self_attention_layer"
-            names.update({
-                attention: "self_attention_layer", f"{attention}/query_dense": "query",
-                f"{attention}/key_dense": "key", f"{attention}/value_dense": "value",
-                f"{attention}/output_dense": "attention_output",
-                f"{attention}/_softmax": f"softmax{_suffix(count)}",
-                f"{attention}/_dropout_layer": f"dropout{_suffix(count)}",
-                f"{base}/_self_attention_layer_norm": "self_attention_layer_norm",
-                f"{base}/_self_attention_dropout": "self_attention_dropout",
-                f"{base}/_feedforward_intermediate_dense": "feedforward_intermediate_dense",
-                f"{base}/_feedforward_output_dense": "feedforward_output_dense",
-                f"{base}/_feedforward_layer_norm": "feedforward_layer_norm",
-                f"{base}/_feedforward_dropout": "feedforward_dropout"})
+            names.update(
+                {
+                    attention: "self_attention_layer",
+                    f"{attention}/query_dense": "query",
+                    f"{attention}/key_dense": "key",
+                    f"{attention}/value_dense": "value",
+                    f"{attention}/output_dense": "attention_output",
+                    f"{attention}/_softmax": f"softmax{_suffix(count)}",
+                    f"{attention}/_dropout_layer": f"dropout{_suffix(count)}",
+                    f"{base}/_self_attention_layer_norm": "self_attention_layer_norm",
+                    f"{base}/_self_attention_dropout": "self_attention_dropout",
+                    f"{base}/_feedforward_intermediate_dense": "feedforward_intermediate_dense",
+                    f"{base}/_feedforward_output_dense": "feedforward_output_dense",
+                    f"{base}/_feedforward_layer_norm": "feedforward_layer_norm",
+                    f"{base}/_feedforward_dropout": "feedforward_dropout",
+                }
+            )
             count += 1
     return names
 
@@ -257,9 +314,12 @@ def _backbone_layer_names(config: AlbertConfig) -> Dict[str, str]:
 # keras-hub's default `compile()` learning rates (AlbertMaskedLM, AlbertTextClassifier).
 TASK_LEARNING_RATE = {"masked_lm": 5e-5, "classifier": 1e-5}
 TASK_LAYER_NAMES = {
-    "masked_lm": {"layers/input_layer_3": "mask_positions", "layers/masked_lm_head": "mlm_head",
-                  "layers/masked_lm_head/_intermediate_dense": "intermediate_dense",
-                  "layers/masked_lm_head/_intermediate_layer_norm": "intermediate_layer_norm"},
+    "masked_lm": {
+        "layers/input_layer_3": "mask_positions",
+        "layers/masked_lm_head": "mlm_head",
+        "layers/masked_lm_head/_intermediate_dense": "intermediate_dense",
+        "layers/masked_lm_head/_intermediate_layer_norm": "intermediate_layer_norm",
+    },
     "classifier": {"layers/dense": "logits", "layers/dropout": "output_dropout"},
 }
 
@@ -277,11 +337,15 @@ def _task_of(directory: str):
         return "masked_lm", config
     if registered in CLASSIFIER_CLASSES:
         if config.get("activation") not in (None, "linear"):
-            raise ConfigError(f"{path}: field 'activation' is {config.get('activation')!r}; only a "
-                              "linear (logits) classifier maps to AlbertClassifier")
+            raise ConfigError(
+                f"{path}: field 'activation' is {config.get('activation')!r}; only a "
+                "linear (logits) classifier maps to AlbertClassifier"
+            )
         return "classifier", config
-    raise ConfigError(f"{path}: task {registered!r} has no albert_tf equivalent "
-                      f"(supported: {MASKED_LM_CLASS}, {', '.join(CLASSIFIER_CLASSES)})")
+    raise ConfigError(
+        f"{path}: task {registered!r} has no albert_tf equivalent "
+        f"(supported: {MASKED_LM_CLASS}, {', '.join(CLASSIFIER_CLASSES)})"
+    )
 
 
 def load_preset(directory: str):
@@ -296,8 +360,7 @@ def load_preset(directory: str):
     if not os.path.isfile(weights):
         raise CheckpointError(f"{directory}: no {WEIGHTS_FILE}")
     values = {f"backbone:{k}": v for k, v in read_h5(weights).items()}
-    table = [TensorMapping(f"backbone:{m.peer}", m.weight, m.scope, m.layout, m.optional)
-             for m in name_table(config)]
+    table = [TensorMapping(f"backbone:{m.peer}", m.weight, m.scope, m.layout, m.optional) for m in name_table(config)]
     backbone = AlbertBackbone.from_albert_config(config)
     model = backbone
     if task is not None:
@@ -305,8 +368,7 @@ def load_preset(directory: str):
         if not os.path.isfile(task_weights):
             raise CheckpointError(f"{directory}: {TASK_FILE} without {TASK_WEIGHTS_FILE}")
         values.update({f"task:{k}": v for k, v in read_h5(task_weights).items()})
-        table += [TensorMapping(f"task:{m.peer}", m.weight, m.scope, m.layout, m.optional)
-                  for m in task_table(task)]
+        table += [TensorMapping(f"task:{m.peer}", m.weight, m.scope, m.layout, m.optional) for m in task_table(task)]
         if task == "masked_lm":
             model = AlbertPretrainer(backbone)
         else:
@@ -332,8 +394,10 @@ def task_of_model(model) -> Optional[str]:
         return "masked_lm"
     if name == "AlbertClassifier":
         return "classifier"
-    raise CheckpointError(f"{name} has no keras-hub equivalent (keras-hub's ALBERT tasks are "
-                          "AlbertMaskedLM and AlbertTextClassifier); convert its backbone instead")
+    raise CheckpointError(
+        f"{name} has no keras-hub equivalent (keras-hub's ALBERT tasks are "
+        "AlbertMaskedLM and AlbertTextClassifier); convert its backbone instead"
+    )
 
 
 def _write_json(path, values):
@@ -350,38 +414,75 @@ def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> 
     config = backbone.albert_config
     backbone_json = backbone_config(config)
     _write_json(os.path.join(directory, CONFIG_FILE), backbone_json)
-    _write_json(os.path.join(directory, METADATA_FILE), {
-        "keras_version": keras.version(), "keras_hub_version": KERAS_HUB_VERSION,
-        "parameter_count": int(sum(np.prod(w.shape) for w in backbone.weights)),
-        "tasks": ["MaskedLM", "TextClassifier"]})
-    write_h5(os.path.join(directory, WEIGHTS_FILE),
-             tables.export_tensors(model, backbone, name_table(config)),
-             _backbone_layer_names(config), "albert_backbone")
+    _write_json(
+        os.path.join(directory, METADATA_FILE),
+        {
+            "keras_version": keras.version(),
+            "keras_hub_version": KERAS_HUB_VERSION,
+            "parameter_count": int(sum(np.prod(w.shape) for w in backbone.weights)),
+            "tasks": ["MaskedLM", "TextClassifier"],
+        },
+    )
+    write_h5(
+        os.path.join(directory, WEIGHTS_FILE),
+        tables.export_tensors(model, backbone, name_table(config)),
+        _backbone_layer_names(config),
+        "albert_backbone",
+    )
     if task is not None:
         head = [m for m in task_table(task) if not m.optional]
         if task == "masked_lm":
-            task_json = _serialized("keras_hub.src.models.albert.albert_masked_lm", "AlbertMaskedLM",
-                                    MASKED_LM_CLASS, {"backbone": backbone_json, "preprocessor": None,
-                                                      "name": "albert_masked_lm"})
+            task_json = _serialized(
+                "keras_hub.src.models.albert.albert_masked_lm",
+                "AlbertMaskedLM",
+                MASKED_LM_CLASS,
+                {"backbone": backbone_json, "preprocessor": None, "name": "albert_masked_lm"},
+            )
             name = "albert_masked_lm"
         else:
             values = model.get_config()
             task_json = _serialized(
-                "keras_hub.src.models.albert.albert_text_classifier", "AlbertTextClassifier",
-                CLASSIFIER_CLASSES[0], {"backbone": backbone_json, "preprocessor": None,
-                                        "name": "albert_text_classifier", "num_classes": values["num_classes"],
-                                        "activation": "linear", "dropout": values["dropout"]})
+                "keras_hub.src.models.albert.albert_text_classifier",
+                "AlbertTextClassifier",
+                CLASSIFIER_CLASSES[0],
+                {
+                    "backbone": backbone_json,
+                    "preprocessor": None,
+                    "name": "albert_text_classifier",
+                    "num_classes": values["num_classes"],
+                    "activation": "linear",
+                    "dropout": values["dropout"],
+                },
+            )
             name = "albert_text_classifier"
         _write_json(os.path.join(directory, TASK_FILE), task_json)
-        write_h5(os.path.join(directory, TASK_WEIGHTS_FILE), tables.export_tensors(model, backbone, head),
-                 TASK_LAYER_NAMES[task], name, TASK_LEARNING_RATE[task])
+        write_h5(
+            os.path.join(directory, TASK_WEIGHTS_FILE),
+            tables.export_tensors(model, backbone, head),
+            TASK_LAYER_NAMES[task],
+            name,
+            TASK_LEARNING_RATE[task],
+        )
     if spm_model_file:
         asset = os.path.join(directory, VOCABULARY_ASSET)
         os.makedirs(os.path.dirname(asset), exist_ok=True)
         shutil.copyfile(spm_model_file, asset)
-        _write_json(os.path.join(directory, TOKENIZER_FILE), _serialized(
-            "keras_hub.src.models.albert.albert_tokenizer", "AlbertTokenizer", "keras_hub>AlbertTokenizer",
-            {"name": "albert_tokenizer", "trainable": True, "dtype": _dtype_policy("int32"),
-             "config_file": TOKENIZER_FILE, "proto": None, "sequence_length": None,
-             "add_bos": False, "add_eos": False}))
+        _write_json(
+            os.path.join(directory, TOKENIZER_FILE),
+            _serialized(
+                "keras_hub.src.models.albert.albert_tokenizer",
+                "AlbertTokenizer",
+                "keras_hub>AlbertTokenizer",
+                {
+                    "name": "albert_tokenizer",
+                    "trainable": True,
+                    "dtype": _dtype_policy("int32"),
+                    "config_file": TOKENIZER_FILE,
+                    "proto": None,
+                    "sequence_length": None,
+                    "add_bos": False,
+                    "add_eos": False,
+                },
+            ),
+        )
     return sorted(os.listdir(directory))

@@ -33,7 +33,12 @@ from albert_tf.config import AlbertConfig, ConfigError
 from albert_tf.models.backbone import block_name, block_slot
 
 SAME, TRANSPOSED, T_HEADS_OUT, T_HEADS_IN, FLAT_HEADS = (
-    "same", "transposed", "t_heads_out", "t_heads_in", "flat_heads")
+    "same",
+    "transposed",
+    "t_heads_out",
+    "t_heads_in",
+    "flat_heads",
+)
 BACKBONE, MODEL = "backbone", "model"  # what a weight path is resolved from
 IDENTITY = "identity"  # peer-only tensor: the E→H projection peers keep when E = H
 EYE, ZEROS = "eye", "zeros"  # its layouts: identity kernel [H, H] / zero bias [H]
@@ -62,8 +67,7 @@ def block_weights(config: AlbertConfig, layer_index: int, inner: int):
     """(attention layer name, ffn layer name) of ours used at `layer_index`, `inner`."""
     names = []
     for component in ("attention", "ffn"):
-        slot = block_slot(component, layer_index, config.num_hidden_layers,
-                          config.num_hidden_groups, config.sharing)
+        slot = block_slot(component, layer_index, config.num_hidden_layers, config.num_hidden_groups, config.sharing)
         names.append(block_name(slot, inner, component))
     return tuple(names)
 
@@ -71,8 +75,10 @@ def block_weights(config: AlbertConfig, layer_index: int, inner: int):
 def check_contiguous_groups(config: AlbertConfig, peer: str, peer_group_of_layer) -> Dict[int, int]:
     """{peer group: first layer using it}; raises unless the peer routes layers as we do."""
     if config.sharing != "all":
-        raise ConfigError(f"sharing={config.sharing!r}: {peer} has no such layout (it shares "
-                          "attention and FFN together); only sharing='all' converts")
+        raise ConfigError(
+            f"sharing={config.sharing!r}: {peer} has no such layout (it shares "
+            "attention and FFN together); only sharing='all' converts"
+        )
     groups = {}
     for layer in range(config.num_hidden_layers):
         ours = int(layer / config.num_hidden_layers * config.num_hidden_groups)
@@ -81,11 +87,14 @@ def check_contiguous_groups(config: AlbertConfig, peer: str, peer_group_of_layer
             raise ConfigError(
                 f"num_hidden_layers={config.num_hidden_layers}, num_hidden_groups="
                 f"{config.num_hidden_groups}: {peer} routes layer {layer} to group {theirs}, "
-                f"we route it to group {ours}; no exact conversion")
+                f"we route it to group {ours}; no exact conversion"
+            )
         groups.setdefault(theirs, layer)
     if sorted(groups) != list(range(config.num_hidden_groups)):
-        raise ConfigError(f"num_hidden_groups={config.num_hidden_groups}: some groups are used by "
-                          f"no layer; {peer} would hold weights we cannot place")
+        raise ConfigError(
+            f"num_hidden_groups={config.num_hidden_groups}: some groups are used by "
+            f"no layer; {peer} would hold weights we cannot place"
+        )
     return groups
 
 
@@ -139,8 +148,9 @@ class ImportReport:
     ignored: List[str]
 
 
-def import_tensors(model, backbone, table: List[TensorMapping], values: Dict[str, np.ndarray],
-                   source: str, ignored: Iterable[str] = ()) -> ImportReport:
+def import_tensors(
+    model, backbone, table: List[TensorMapping], values: Dict[str, np.ndarray], source: str, ignored: Iterable[str] = ()
+) -> ImportReport:
     """Assigns `values` to `model` through `table`, or raises one error listing every problem.
 
     Every peer tensor must be mapped (or match an `ignored` regex), every
@@ -163,10 +173,13 @@ def import_tensors(model, backbone, table: List[TensorMapping], values: Dict[str
             value = values.get(mapping.peer)
             if value is None:
                 problems.append(f"tensor {mapping.peer} is missing")
-            elif (value.shape != identity_value(mapping.layout, hidden).shape
-                  or not np.array_equal(value, identity_value(mapping.layout, hidden))):
-                problems.append(f"tensor {mapping.peer} is not the identity/zero that "
-                                "embedding_size == hidden_size needs (we have no projection then)")
+            elif value.shape != identity_value(mapping.layout, hidden).shape or not np.array_equal(
+                value, identity_value(mapping.layout, hidden)
+            ):
+                problems.append(
+                    f"tensor {mapping.peer} is not the identity/zero that "
+                    "embedding_size == hidden_size needs (we have no projection then)"
+                )
             continue
         variable = resolve(backbone if mapping.scope == BACKBONE else model, mapping.weight)
         expected = peer_shape(tuple(variable.shape), mapping.layout)
@@ -175,22 +188,26 @@ def import_tensors(model, backbone, table: List[TensorMapping], values: Dict[str
                 filled.append(mapping.peer)
                 assignments.append((variable, np.zeros(variable.shape, np.float32)))
             else:
-                problems.append(f"model weight {variable.path} {list(variable.shape)} has no "
-                                f"tensor {mapping.peer} {list(expected)}")
+                problems.append(
+                    f"model weight {variable.path} {list(variable.shape)} has no tensor {mapping.peer} {list(expected)}"
+                )
             continue
         value = values[mapping.peer]
         if tuple(value.shape) != tuple(expected):
-            problems.append(f"tensor {mapping.peer} has shape {list(value.shape)}, "
-                            f"the model expects {list(expected)}")
+            problems.append(f"tensor {mapping.peer} has shape {list(value.shape)}, the model expects {list(expected)}")
             continue
         assignments.append((variable, to_ours(value, mapping.layout, tuple(variable.shape))))
     if not problems:
         covered = {id(v) for v, _ in assignments}
-        problems = [f"model weight {w.path} {list(w.shape)} is not in the name table"
-                    for w in model.weights if id(w) not in covered]
+        problems = [
+            f"model weight {w.path} {list(w.shape)} is not in the name table"
+            for w in model.weights
+            if id(w) not in covered
+        ]
     if problems:
-        raise CheckpointError(f"{source}: does not fit the model ({len(problems)} problem(s)):\n  "
-                              + "\n  ".join(problems))
+        raise CheckpointError(
+            f"{source}: does not fit the model ({len(problems)} problem(s)):\n  " + "\n  ".join(problems)
+        )
     for variable, value in assignments:
         variable.assign(value.astype(variable.dtype))
     return ImportReport(len(assignments), filled, skipped)

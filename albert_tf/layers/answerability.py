@@ -39,8 +39,9 @@ class AlbertAnswerabilityHead(keras.layers.Layer):
     (2, 1, 6)
     """
 
-    def __init__(self, hidden_size, start_n_top=5, dropout=0.1, initializer_range=0.02,
-                 layer_norm_epsilon=1e-12, **kwargs):
+    def __init__(
+        self, hidden_size, start_n_top=5, dropout=0.1, initializer_range=0.02, layer_norm_epsilon=1e-12, **kwargs
+    ):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.start_n_top = start_n_top
@@ -49,9 +50,14 @@ class AlbertAnswerabilityHead(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
 
         def dense(units, name, activation=None, use_bias=True):
-            return keras.layers.Dense(units, activation=activation, use_bias=use_bias, name=name,
-                                      kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
-                                      dtype=self.dtype_policy)
+            return keras.layers.Dense(
+                units,
+                activation=activation,
+                use_bias=use_bias,
+                name=name,
+                kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+                dtype=self.dtype_policy,
+            )
 
         self.start_dense = dense(1, "start_dense")
         self.end_dense_0 = dense(hidden_size, "end_dense_0", activation="tanh")
@@ -92,18 +98,29 @@ class AlbertAnswerabilityHead(keras.layers.Layer):
         features = ops.concatenate([expected_start, sequence_output[:, 0]], -1)
         answer_hidden = self.answer_dropout(self.answer_dense_0(features), training=training)
         cls_logits = ops.cast(ops.squeeze(self.answer_dense_1(answer_hidden), -1), "float32")
-        return {"start_logits": start_logits, "end_logits": end_logits, "start_positions": starts,
-                "cls_logits": cls_logits}
+        return {
+            "start_logits": start_logits,
+            "end_logits": end_logits,
+            "start_positions": starts,
+            "cls_logits": cls_logits,
+        }
 
     def compute_output_spec(self, sequence_output, p_mask, start_positions=None, training=None):
         b, s = sequence_output.shape[0], sequence_output.shape[1]
         k = self.start_n_top if start_positions is None else start_positions.shape[1]
-        return {"start_logits": keras.KerasTensor((b, s), "float32"),
-                "end_logits": keras.KerasTensor((b, k, s), "float32"),
-                "start_positions": keras.KerasTensor((b, k), "int32"),
-                "cls_logits": keras.KerasTensor((b,), "float32")}
+        return {
+            "start_logits": keras.KerasTensor((b, s), "float32"),
+            "end_logits": keras.KerasTensor((b, k, s), "float32"),
+            "start_positions": keras.KerasTensor((b, k), "int32"),
+            "cls_logits": keras.KerasTensor((b,), "float32"),
+        }
 
     def get_config(self):
-        return {**super().get_config(), "hidden_size": self.hidden_size, "start_n_top": self.start_n_top,
-                "dropout": self.dropout_rate, "initializer_range": self.initializer_range,
-                "layer_norm_epsilon": self.layer_norm_epsilon}
+        return {
+            **super().get_config(),
+            "hidden_size": self.hidden_size,
+            "start_n_top": self.start_n_top,
+            "dropout": self.dropout_rate,
+            "initializer_range": self.initializer_range,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+        }

@@ -96,12 +96,8 @@ class AlbertAttention(keras.layers.Layer):
         self.attention_dropout_layer = keras.layers.Dropout(
             attention_dropout, name="attention_dropout", dtype=self.dtype_policy
         )
-        self.output_dropout_layer = keras.layers.Dropout(
-            output_dropout, name="output_dropout", dtype=self.dtype_policy
-        )
-        self.layer_norm = layer_norm(
-            layer_norm_epsilon, "layer_norm", self.dtype_policy
-        )
+        self.output_dropout_layer = keras.layers.Dropout(output_dropout, name="output_dropout", dtype=self.dtype_policy)
+        self.layer_norm = layer_norm(layer_norm_epsilon, "layer_norm", self.dtype_policy)
 
     def _initializer(self):
         return keras.initializers.TruncatedNormal(stddev=self.initializer_range)
@@ -110,9 +106,7 @@ class AlbertAttention(keras.layers.Layer):
         hidden_shape = tuple(hidden_shape)
         for projection in (self.query, self.key, self.value):
             projection.build(hidden_shape)
-        self.output_dense.build(
-            hidden_shape[:2] + (self.num_attention_heads, self.head_size)
-        )
+        self.output_dense.build(hidden_shape[:2] + (self.num_attention_heads, self.head_size))
         self.layer_norm.build(hidden_shape)
         self.built = True
 
@@ -133,15 +127,9 @@ class AlbertAttention(keras.layers.Layer):
         # on the 2-core AVX2 CPU it was not faster (bench/levers.py, README);
         # kept for accelerators, where one wide GEMM usually is.
         projections = (self.query, self.key, self.value)
-        kernel = ops.concatenate(
-            [ops.cast(p.kernel, self.compute_dtype) for p in projections], axis=1
-        )
-        bias = ops.concatenate(
-            [ops.cast(p.bias, self.compute_dtype) for p in projections], axis=0
-        )
-        fused = ops.einsum(
-            "bsh,hnd->bsnd", ops.cast(hidden, self.compute_dtype), kernel
-        ) + bias
+        kernel = ops.concatenate([ops.cast(p.kernel, self.compute_dtype) for p in projections], axis=1)
+        bias = ops.concatenate([ops.cast(p.bias, self.compute_dtype) for p in projections], axis=0)
+        fused = ops.einsum("bsh,hnd->bsnd", ops.cast(hidden, self.compute_dtype), kernel) + bias
         return ops.split(fused, 3, axis=2)
 
     def _attend(self, hidden, input_mask, training):

@@ -65,13 +65,9 @@ class AlbertEmbedding(keras.layers.Layer):
             name="token_type_embeddings",
             dtype=self.dtype_policy,
         )
-        self.layer_norm = layer_norm(
-            layer_norm_epsilon, "layer_norm", self.dtype_policy
-        )
+        self.layer_norm = layer_norm(layer_norm_epsilon, "layer_norm", self.dtype_policy)
         # Applied to the float32 LayerNorm output; keeps it float32.
-        self.dropout_layer = keras.layers.Dropout(
-            dropout, name="dropout", dtype=float32_policy(self.dtype_policy)
-        )
+        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout", dtype=float32_policy(self.dtype_policy))
 
     def _initializer(self):
         return keras.initializers.TruncatedNormal(stddev=self.initializer_range)
@@ -99,11 +95,7 @@ class AlbertEmbedding(keras.layers.Layer):
             (0, 0),
             (seq_length, self.embedding_size),
         )
-        x = (
-            self.word_embeddings(input_ids)
-            + self.token_type_embeddings(segment_ids)
-            + positions[None, :, :]
-        )
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(segment_ids) + positions[None, :, :]
         x = self.layer_norm(x)
         if self.dropout > 0:
             x = self.dropout_layer(x, training=training)

@@ -64,12 +64,8 @@ class AlbertFeedForward(keras.layers.Layer):
             name="output",
             dtype=self.dtype_policy,
         )
-        self.dropout_layer = keras.layers.Dropout(
-            dropout, name="dropout", dtype=self.dtype_policy
-        )
-        self.layer_norm = layer_norm(
-            layer_norm_epsilon, "layer_norm", self.dtype_policy
-        )
+        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout", dtype=self.dtype_policy)
+        self.layer_norm = layer_norm(layer_norm_epsilon, "layer_norm", self.dtype_policy)
 
     def build(self, input_shape):
         input_shape = tuple(input_shape)
@@ -80,9 +76,7 @@ class AlbertFeedForward(keras.layers.Layer):
 
     def call(self, inputs, training=None):
         if self.remat and training:
-            return recompute_in_backward(
-                lambda x: self._feed_forward(x, training), (self.dropout_layer,), inputs
-            )
+            return recompute_in_backward(lambda x: self._feed_forward(x, training), (self.dropout_layer,), inputs)
         return self._feed_forward(inputs, training)
 
     def _feed_forward(self, inputs, training):

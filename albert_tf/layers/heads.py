@@ -55,22 +55,16 @@ class AlbertMaskedLMHead(keras.layers.Layer):
         self.transform = keras.layers.Dense(
             self.embedding_size,
             activation=get_activation(hidden_act),
-            kernel_initializer=keras.initializers.TruncatedNormal(
-                stddev=initializer_range
-            ),
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
             name="transform",
             dtype=self.dtype_policy,
         )
-        self.layer_norm = layer_norm(
-            layer_norm_epsilon, "layer_norm", self.dtype_policy
-        )
+        self.layer_norm = layer_norm(layer_norm_epsilon, "layer_norm", self.dtype_policy)
 
     def build(self, sequence_output_shape, masked_lm_positions_shape=None):
         self.transform.build(tuple(sequence_output_shape))
         self.layer_norm.build(tuple(sequence_output_shape)[:-1] + (self.embedding_size,))
-        self.output_bias = self.add_weight(
-            name="output_bias", shape=(self.vocab_size,), initializer="zeros"
-        )
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,), initializer="zeros")
         self.built = True
 
     def call(self, sequence_output, masked_lm_positions):

@@ -17,6 +17,4 @@ def float32_policy(policy):
 
 def layer_norm(epsilon, name, policy):
     """A LayerNormalization over the last axis, in float32 when mixed."""
-    return keras.layers.LayerNormalization(
-        epsilon=epsilon, name=name, dtype=float32_policy(policy)
-    )
+    return keras.layers.LayerNormalization(epsilon=epsilon, name=name, dtype=float32_policy(policy))

@@ -137,7 +137,10 @@ class AlbertBackbone(keras.Model):
 
         def block(component, layer_index, inner_index):
             slot = block_slot(
-                component, layer_index, num_hidden_layers, num_hidden_groups,
+                component,
+                layer_index,
+                num_hidden_layers,
+                num_hidden_groups,
                 sharing,
             )
             name = block_name(slot, inner_index, component)

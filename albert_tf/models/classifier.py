@@ -36,8 +36,9 @@ class AlbertClassifier(TaskModel):
 
         # === Layers ===
         dropout_layer = keras.layers.Dropout(dropout, name="classifier_dropout", dtype=policy)
-        output_layer = keras.layers.Dense(num_classes, kernel_initializer=head_initializer(backbone),
-                                          name="classifier", dtype=policy)
+        output_layer = keras.layers.Dense(
+            num_classes, kernel_initializer=head_initializer(backbone), name="classifier", dtype=policy
+        )
 
         # === Functional model ===
         inputs = dict(backbone.input)

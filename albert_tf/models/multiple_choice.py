@@ -66,13 +66,16 @@ class AlbertMultipleChoice(TaskModel):
         # === Layers ===
         to_batch = ChoicesToBatch(name="choices_to_batch", dtype=policy)
         dropout_layer = keras.layers.Dropout(dropout, name="choice_dropout", dtype=policy)
-        output_layer = keras.layers.Dense(1, kernel_initializer=head_initializer(backbone),
-                                          name="choice_scorer", dtype=policy)
+        output_layer = keras.layers.Dense(
+            1, kernel_initializer=head_initializer(backbone), name="choice_scorer", dtype=policy
+        )
         to_choices = ScoresToChoices(num_choices, name="scores_to_choices", dtype=policy)
 
         # === Functional model ===
-        inputs = {name: keras.Input(shape=(num_choices, None), dtype="int32", name=name)
-                  for name in ("input_ids", "input_mask", "segment_ids")}
+        inputs = {
+            name: keras.Input(shape=(num_choices, None), dtype="int32", name=name)
+            for name in ("input_ids", "input_mask", "segment_ids")
+        }
         pooled = backbone({name: to_batch(tensor) for name, tensor in inputs.items()})["pooled_output"]
         logits = ops.cast(to_choices(output_layer(dropout_layer(pooled))), "float32")
         super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)

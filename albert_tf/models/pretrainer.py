@@ -50,24 +50,16 @@ class AlbertPretrainer(keras.Model):
         )
         sop_head = keras.layers.Dense(
             2,
-            kernel_initializer=keras.initializers.TruncatedNormal(
-                stddev=config.initializer_range
-            ),
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range),
             name="sop_head",
             dtype=policy,
         )
 
         # === Functional model ===
         inputs = dict(backbone.input)
-        inputs["masked_lm_positions"] = keras.Input(
-            shape=(None,), dtype="int32", name="masked_lm_positions"
-        )
-        backbone_outputs = backbone(
-            {k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")}
-        )
-        mlm_logits = mlm_head(
-            backbone_outputs["sequence_output"], inputs["masked_lm_positions"]
-        )
+        inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
+        backbone_outputs = backbone({k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")})
+        mlm_logits = mlm_head(backbone_outputs["sequence_output"], inputs["masked_lm_positions"])
         sop_logits = ops.cast(sop_head(backbone_outputs["pooled_output"]), "float32")
         super().__init__(
             inputs=inputs,
@@ -90,9 +82,7 @@ class AlbertPretrainer(keras.Model):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(
-            config["backbone"]
-        )
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
         return cls(**config)
 
 

@@ -44,8 +44,9 @@ class AlbertSpanQA(TaskModel):
         policy = backbone.dtype_policy
 
         # === Layers ===
-        output_layer = keras.layers.Dense(2, kernel_initializer=head_initializer(backbone), name="span_scorer",
-                                          dtype=policy)
+        output_layer = keras.layers.Dense(
+            2, kernel_initializer=head_initializer(backbone), name="span_scorer", dtype=policy
+        )
         split = SplitLogits(name="split_logits", dtype=policy)
 
         # === Functional model ===

@@ -67,10 +67,15 @@ class AlbertSpanQAv2(TaskModel):
 
         # === Layers ===
         position_mask = ContextPositionMask(name="context_position_mask", dtype=backbone.dtype_policy)
-        head = AlbertAnswerabilityHead(config.hidden_size, start_n_top=start_n_top, dropout=dropout,
-                                       initializer_range=config.initializer_range,
-                                       layer_norm_epsilon=LAYER_NORM_EPSILON, name="answerability_head",
-                                       dtype=backbone.dtype_policy)
+        head = AlbertAnswerabilityHead(
+            config.hidden_size,
+            start_n_top=start_n_top,
+            dropout=dropout,
+            initializer_range=config.initializer_range,
+            layer_norm_epsilon=LAYER_NORM_EPSILON,
+            name="answerability_head",
+            dtype=backbone.dtype_policy,
+        )
 
         # === Functional model ===
         inputs = dict(backbone.input)

@@ -37,8 +37,9 @@ class AlbertTokenClassifier(TaskModel):
 
         # === Layers ===
         dropout_layer = keras.layers.Dropout(dropout, name="tagger_dropout", dtype=policy)
-        output_layer = keras.layers.Dense(num_classes, kernel_initializer=head_initializer(backbone),
-                                          name="tagger", dtype=policy)
+        output_layer = keras.layers.Dense(
+            num_classes, kernel_initializer=head_initializer(backbone), name="tagger", dtype=policy
+        )
 
         # === Functional model ===
         inputs = dict(backbone.input)

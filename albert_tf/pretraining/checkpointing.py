@@ -46,9 +46,12 @@ class CheckpointPolicy:
         self.say = say
         self.checkpoint_dir = os.path.join(self.settings.output_dir, CHECKPOINT_DIR)
         self.checkpoint = tf.train.Checkpoint(**loop.trackables())
-        self.manager = tf.train.CheckpointManager(self.checkpoint, self._checkpoint_dir_for_this_task(),
-                                                  max_to_keep=self.settings.keep_checkpoint_max,
-                                                  checkpoint_name="ckpt")
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint,
+            self._checkpoint_dir_for_this_task(),
+            max_to_keep=self.settings.keep_checkpoint_max,
+            checkpoint_name="ckpt",
+        )
         self.unconfirmed: Optional[str] = None  # saved, but no finite loss has been computed from it yet
 
     def _checkpoint_dir_for_this_task(self) -> str:
@@ -83,8 +86,10 @@ class CheckpointPolicy:
             break
         else:
             if candidates:
-                raise TrainingError(f"{self.checkpoint_dir}: no checkpoint can be restored: {'; '.join(skipped)}. "
-                                    "Use a new --output_dir to start again")
+                raise TrainingError(
+                    f"{self.checkpoint_dir}: no checkpoint can be restored: {'; '.join(skipped)}. "
+                    "Use a new --output_dir to start again"
+                )
             message = self._warm_start()
         self.loop.ensure_iterator()
         return message
@@ -100,7 +105,8 @@ class CheckpointPolicy:
             if changed:
                 raise TrainingError(
                     f"{self.settings.output_dir} was trained with another config ({', '.join(changed)} differ: "
-                    f"{recorded}); resume with that config, or use a new --output_dir")
+                    f"{recorded}); resume with that config, or use a new --output_dir"
+                )
         else:
             os.makedirs(self.checkpoint_dir, exist_ok=True)
             with open(recorded, "w") as f:
@@ -111,8 +117,11 @@ class CheckpointPolicy:
             return "initialized from scratch"
         model = self.loop.model
         # --init_from_group0: every group starts from the checkpoint's group 0 (the paper's way to grow G).
-        load = (checkpoints_lib.load_group0_into_all_groups if self.settings.init_from_group0
-                else checkpoints_lib.load_checkpoint)
+        load = (
+            checkpoints_lib.load_group0_into_all_groups
+            if self.settings.init_from_group0
+            else checkpoints_lib.load_checkpoint
+        )
         try:
             load(model, self.init_checkpoint)
         except checkpoints_lib.CheckpointError as error:
@@ -125,14 +134,17 @@ class CheckpointPolicy:
         """Writes the checkpoint of `step` (unconfirmed until a finite loss follows); with `do_eval`, keeps the best."""
         if not self.loop.weights_are_finite():
             self.discard_unconfirmed()
-            raise TrainingError(f"the weights are not finite at step {step}; nothing saved. Last good checkpoint: "
-                                f"{self.latest() or '(none yet)'}; lower --learning_rate")
+            raise TrainingError(
+                f"the weights are not finite at step {step}; nothing saved. Last good checkpoint: "
+                f"{self.latest() or '(none yet)'}; lower --learning_rate"
+            )
         try:
             self.unconfirmed = self.manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as error:
             raise TrainingError(
                 f"saving the checkpoint of step {step} failed ({type(error).__name__}: {error}); "
-                f"the previous checkpoint {self.latest()} is intact") from None
+                f"the previous checkpoint {self.latest()} is intact"
+            ) from None
         if self.settings.do_eval and step != self.settings.num_train_steps:
             self.evaluate_and_keep_best()
 
@@ -174,8 +186,10 @@ class CheckpointPolicy:
                 checkpoints_lib.save_model_dir(self.loop.plain_copy(), staging)
                 with open(os.path.join(staging, "best.json"), "w") as f:
                     json.dump(metrics, f, indent=2)
-        self.say("eval at step {global_step}: masked_lm_accuracy {masked_lm_accuracy:.4f}, "
-                 "sentence_order_accuracy {sentence_order_accuracy:.4f}, loss {loss:.4f}".format(**metrics))
+        self.say(
+            "eval at step {global_step}: masked_lm_accuracy {masked_lm_accuracy:.4f}, "
+            "sentence_order_accuracy {sentence_order_accuracy:.4f}, loss {loss:.4f}".format(**metrics)
+        )
         return metrics
 
     def write_final(self, tokenizer=None) -> Optional[str]:

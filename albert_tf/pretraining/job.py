@@ -15,8 +15,8 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.locking import OutputDirLock
 from albert_tf.inputs.pretraining import PretrainingInput, resolve_input
+from albert_tf.locking import OutputDirLock
 from albert_tf.pretraining.checkpointing import CheckpointPolicy
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainingError, TrainSettings
@@ -42,10 +42,18 @@ def data_tokenizer(train_input: PretrainingInput, spm_model_file: Optional[str],
     return tokenizer
 
 
-def pretrain(settings: TrainSettings, albert_config_file: str, input_file: Union[str, PretrainingInput], *,
-             eval_file: Optional[Union[str, PretrainingInput]] = None, init_checkpoint: Optional[str] = None,
-             spm_model_file: Optional[str] = None, vocab_file: Optional[str] = None,
-             strategy_name: str = "default", tpu: Optional[str] = None) -> dict:
+def pretrain(
+    settings: TrainSettings,
+    albert_config_file: str,
+    input_file: Union[str, PretrainingInput],
+    *,
+    eval_file: Optional[Union[str, PretrainingInput]] = None,
+    init_checkpoint: Optional[str] = None,
+    spm_model_file: Optional[str] = None,
+    vocab_file: Optional[str] = None,
+    strategy_name: str = "default",
+    tpu: Optional[str] = None,
+) -> dict:
     """Pretrains; returns the summary (also written to `output_dir/train_summary.json`).
 
     Args:
@@ -58,8 +66,9 @@ def pretrain(settings: TrainSettings, albert_config_file: str, input_file: Union
         strategy_name / tpu: the tf.distribute strategy.
     """
     if settings.init_from_group0 and not init_checkpoint:
-        raise TrainingError("--init_from_group0 needs --init_checkpoint (the checkpoint whose group 0 starts "
-                            "every group)")
+        raise TrainingError(
+            "--init_from_group0 needs --init_checkpoint (the checkpoint whose group 0 starts every group)"
+        )
     keras.utils.set_random_seed(settings.seed)
     if settings.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -67,8 +76,10 @@ def pretrain(settings: TrainSettings, albert_config_file: str, input_file: Union
     train_input = resolve_input(input_file) if isinstance(input_file, str) else input_file
     train_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
     if train_input.data.max_seq_length > config.max_position_embeddings:
-        raise DataError(f"{albert_config_file}: max_position_embeddings {config.max_position_embeddings} is "
-                        f"shorter than the data's sequences ({train_input.data.max_seq_length})")
+        raise DataError(
+            f"{albert_config_file}: max_position_embeddings {config.max_position_embeddings} is "
+            f"shorter than the data's sequences ({train_input.data.max_seq_length})"
+        )
     if settings.verify_data:
         corrupt = train_input.data.corrupt_shards()
         if corrupt:
@@ -100,8 +111,9 @@ def pretrain(settings: TrainSettings, albert_config_file: str, input_file: Union
         summary["history"] = loop.train(policy, say, os.path.join(settings.output_dir, "train"))
         if not loop.weights_are_finite():  # the last checkpoint has no next step to confirm it
             good = policy.discard_unconfirmed()
-            raise TrainingError(f"the final weights are not finite; last good checkpoint: {good or '(none)'}; "
-                                "lower --learning_rate")
+            raise TrainingError(
+                f"the final weights are not finite; last good checkpoint: {good or '(none)'}; lower --learning_rate"
+            )
         policy.confirm()
         summary["end_step"] = loop.step
         summary["replicas"] = loop.strategy.num_replicas_in_sync

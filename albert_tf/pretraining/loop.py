@@ -46,8 +46,14 @@ class PretrainingLoop:
         eval_input: the eval shards (default: the training shards, as the original).
     """
 
-    def __init__(self, strategy, albert_config: AlbertConfig, settings: TrainSettings,
-                 train_input: PretrainingInput, eval_input: Optional[PretrainingInput] = None):
+    def __init__(
+        self,
+        strategy,
+        albert_config: AlbertConfig,
+        settings: TrainSettings,
+        train_input: PretrainingInput,
+        eval_input: Optional[PretrainingInput] = None,
+    ):
         self.strategy = strategy
         self.config = albert_config
         self.settings = s = settings
@@ -56,16 +62,20 @@ class PretrainingLoop:
         self.chief = is_chief(strategy)
         replicas = strategy.num_replicas_in_sync
         if s.train_batch_size % (replicas * s.grad_accum_steps):
-            raise TrainingError(f"--train_batch_size {s.train_batch_size} must divide by replicas ({replicas}) × "
-                                f"--grad_accum_steps ({s.grad_accum_steps})")
+            raise TrainingError(
+                f"--train_batch_size {s.train_batch_size} must divide by replicas ({replicas}) × "
+                f"--grad_accum_steps ({s.grad_accum_steps})"
+            )
         if s.mixed_precision not in PRECISIONS:
             raise TrainingError(f"--mixed_precision must be one of {sorted(PRECISIONS)}")
         with strategy.scope():
-            backbone = AlbertBackbone.from_albert_config(albert_config, dtype=PRECISIONS[s.mixed_precision],
-                                                         remat=s.remat)
+            backbone = AlbertBackbone.from_albert_config(
+                albert_config, dtype=PRECISIONS[s.mixed_precision], remat=s.remat
+            )
             self.model = AlbertPretrainer(backbone)
-            optimizer = create_optimizer(s.optimizer, s.learning_rate, s.num_train_steps, s.num_warmup_steps,
-                                         s.poly_power, s.start_warmup_step)
+            optimizer = create_optimizer(
+                s.optimizer, s.learning_rate, s.num_train_steps, s.num_warmup_steps, s.poly_power, s.start_warmup_step
+            )
             if s.mixed_precision == "float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
@@ -97,12 +107,29 @@ class PretrainingLoop:
     def _make_train_iterator(self, skip_batches: int):
         s = self.settings
         if self.iterator_in_checkpoint:
-            return iter(pretraining_dataset(self.train_input, s.train_batch_size, is_training=True, seed=s.seed,
-                                            shuffle_buffer=s.shuffle_buffer, skip_batches=skip_batches))
-        return iter(self.strategy.distribute_datasets_from_function(
-            lambda context: pretraining_dataset(
-                self.train_input, context.get_per_replica_batch_size(s.train_batch_size), is_training=True,
-                seed=s.seed, input_context=context, shuffle_buffer=s.shuffle_buffer, skip_batches=skip_batches)))
+            return iter(
+                pretraining_dataset(
+                    self.train_input,
+                    s.train_batch_size,
+                    is_training=True,
+                    seed=s.seed,
+                    shuffle_buffer=s.shuffle_buffer,
+                    skip_batches=skip_batches,
+                )
+            )
+        return iter(
+            self.strategy.distribute_datasets_from_function(
+                lambda context: pretraining_dataset(
+                    self.train_input,
+                    context.get_per_replica_batch_size(s.train_batch_size),
+                    is_training=True,
+                    seed=s.seed,
+                    input_context=context,
+                    shuffle_buffer=s.shuffle_buffer,
+                    skip_batches=skip_batches,
+                )
+            )
+        )
 
     def _make_train_step(self):
         s, strategy, model, optimizer = self.settings, self.strategy, self.model, self.optimizer
@@ -175,10 +202,16 @@ class PretrainingLoop:
         s = self.settings
         if self._eval_step is None:
             self._eval_step = self._make_eval_step()
-        iterator = iter(self.strategy.distribute_datasets_from_function(
-            lambda context: pretraining_dataset(
-                self.eval_input, context.get_per_replica_batch_size(s.eval_batch_size), is_training=False,
-                input_context=context)))
+        iterator = iter(
+            self.strategy.distribute_datasets_from_function(
+                lambda context: pretraining_dataset(
+                    self.eval_input,
+                    context.get_per_replica_batch_size(s.eval_batch_size),
+                    is_training=False,
+                    input_context=context,
+                )
+            )
+        )
         totals = dict.fromkeys(objective.STAT_KEYS, 0.0)
         for _ in range(s.max_eval_steps):
             stats = self._eval_step(iterator)
@@ -200,8 +233,9 @@ class PretrainingLoop:
         writer = tf.summary.create_file_writer(summary_dir) if (self.chief and summary_dir) else None
         if self.step >= s.num_train_steps:
             say(f"already at step {self.step} ≥ --num_train_steps {s.num_train_steps}: nothing to train")
-        progress = keras.utils.Progbar(s.num_train_steps, stateful_metrics=["lr", "steps/s"],
-                                       verbose=1 if (s.verbose and self.chief) else 0)
+        progress = keras.utils.Progbar(
+            s.num_train_steps, stateful_metrics=["lr", "steps/s"], verbose=1 if (s.verbose and self.chief) else 0
+        )
         progress.update(self.step)
         window = dict.fromkeys(objective.STAT_KEYS, 0.0)
         window_steps, window_start = 0, time.perf_counter()
@@ -210,17 +244,23 @@ class PretrainingLoop:
                 stats = self._train_step(self.train_iterator)
             except tf.errors.DataLossError as error:
                 offset = str(error).strip().splitlines()[0]
-                raise DataError(f"{find_corrupt_shard(self.train_input)}: corrupt record ({offset}) at step "
-                                f"{self.step}; checkpoints are intact (last: {checkpointer.latest() or 'none'}); "
-                                "recreate the data or restore the shard, then run again") from None
+                raise DataError(
+                    f"{find_corrupt_shard(self.train_input)}: corrupt record ({offset}) at step "
+                    f"{self.step}; checkpoints are intact (last: {checkpointer.latest() or 'none'}); "
+                    "recreate the data or restore the shard, then run again"
+                ) from None
             loss = float(stats["loss"])
             if not math.isfinite(loss):
                 good = checkpointer.discard_unconfirmed()
-                advice = (f"resume from the last good checkpoint {good} (run the same command again)" if good
-                          else "no good checkpoint yet: the run starts again from the beginning")
+                advice = (
+                    f"resume from the last good checkpoint {good} (run the same command again)"
+                    if good
+                    else "no good checkpoint yet: the run starts again from the beginning"
+                )
                 raise TrainingError(
                     f"loss is {loss} at step {self.step}; stopped without saving; {advice} with a lower "
-                    "--learning_rate (or --mixed_precision=float32)")
+                    "--learning_rate (or --mixed_precision=float32)"
+                )
             checkpointer.confirm()
             for k in objective.STAT_KEYS:
                 window[k] += float(stats[k])
@@ -232,9 +272,14 @@ class PretrainingLoop:
                 metrics["lr"] = float(self.optimizer.learning_rate)
                 metrics["steps/s"] = window_steps / elapsed
                 history.append({"step": step, **metrics})
-                progress.update(step, [(k, v) for k, v in metrics.items()
-                                       if k in ("loss", "masked_lm_accuracy", "sentence_order_accuracy", "lr",
-                                                "steps/s")])
+                progress.update(
+                    step,
+                    [
+                        (k, v)
+                        for k, v in metrics.items()
+                        if k in ("loss", "masked_lm_accuracy", "sentence_order_accuracy", "lr", "steps/s")
+                    ],
+                )
                 if writer:
                     with writer.as_default(step=step):
                         for k, v in metrics.items():

@@ -21,9 +21,14 @@ def batch_stats(outputs, labels) -> Dict[str, tf.Tensor]:
     sop_labels = tf.reshape(labels["next_sentence_labels"], [-1])
     sop_nll = -tf.gather(tf.nn.log_softmax(sop_logits, -1), sop_labels[:, None], batch_dims=1)
     sop_correct = tf.cast(tf.equal(tf.argmax(sop_logits, -1, output_type=tf.int32), sop_labels), tf.float32)
-    return {"mlm_nll": tf.reduce_sum(weights * nll), "mlm_weight": tf.reduce_sum(weights),
-            "mlm_correct": tf.reduce_sum(weights * correct), "sop_nll": tf.reduce_sum(sop_nll),
-            "sop_correct": tf.reduce_sum(sop_correct), "sop_count": tf.cast(tf.size(sop_labels), tf.float32)}
+    return {
+        "mlm_nll": tf.reduce_sum(weights * nll),
+        "mlm_weight": tf.reduce_sum(weights),
+        "mlm_correct": tf.reduce_sum(weights * correct),
+        "sop_nll": tf.reduce_sum(sop_nll),
+        "sop_correct": tf.reduce_sum(sop_correct),
+        "sop_count": tf.cast(tf.size(sop_labels), tf.float32),
+    }
 
 
 def loss(stats):

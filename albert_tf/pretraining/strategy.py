@@ -43,4 +43,5 @@ def checkpoints_iterator(strategy: tf.distribute.Strategy) -> bool:
     instead skips the batches already used (the pipeline is deterministic).
     """
     return strategy.num_replicas_in_sync == 1 and not isinstance(
-        strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy))
+        strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)
+    )

@@ -22,8 +22,9 @@ def decode_replacing(raw: bytes, path: str, encoding: str = "utf-8") -> Tuple[st
         text = raw.decode(encoding, errors="replace")
         replaced = text.count(REPLACEMENT) - raw.count(REPLACEMENT.encode("utf-8"))
         line = raw.count(b"\n", 0, error.start) + 1
-        logging.warning("%s:%d: invalid UTF-8; %d byte sequence(s) in the file replaced by U+FFFD",
-                        path, line, replaced)
+        logging.warning(
+            "%s:%d: invalid UTF-8; %d byte sequence(s) in the file replaced by U+FFFD", path, line, replaced
+        )
         return text, replaced
 
 

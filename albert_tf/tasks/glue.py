@@ -18,8 +18,8 @@ import dataclasses
 import os
 from typing import List, Optional, Tuple
 
-from albert_tf.errors import AlbertError
 from albert_tf import metrics
+from albert_tf.errors import AlbertError
 from albert_tf.tasks import ReplacedLines
 
 
@@ -65,19 +65,38 @@ class GlueTask:
 BINARY = ("0", "1")
 NLI = ("entailment", "not_entailment")
 TASKS = {
-    "cola": GlueTask("CoLA", BINARY, Columns(3, None, 1, False), Columns(1, None, None, True),
-                     metric="matthews_corr", submission="CoLA.tsv"),
-    "mnli": GlueTask("MNLI", ("contradiction", "entailment", "neutral"), Columns(8, 9, -1, True),
-                     Columns(8, 9, None, True), "dev_matched.tsv", "test_matched.tsv", submission="MNLI-m.tsv"),
-    "mismnli": GlueTask("MNLI", ("contradiction", "entailment", "neutral"), Columns(8, 9, -1, True),
-                        Columns(8, 9, None, True), "dev_mismatched.tsv", "test_mismatched.tsv",
-                        submission="MNLI-mm.tsv"),
+    "cola": GlueTask(
+        "CoLA",
+        BINARY,
+        Columns(3, None, 1, False),
+        Columns(1, None, None, True),
+        metric="matthews_corr",
+        submission="CoLA.tsv",
+    ),
+    "mnli": GlueTask(
+        "MNLI",
+        ("contradiction", "entailment", "neutral"),
+        Columns(8, 9, -1, True),
+        Columns(8, 9, None, True),
+        "dev_matched.tsv",
+        "test_matched.tsv",
+        submission="MNLI-m.tsv",
+    ),
+    "mismnli": GlueTask(
+        "MNLI",
+        ("contradiction", "entailment", "neutral"),
+        Columns(8, 9, -1, True),
+        Columns(8, 9, None, True),
+        "dev_mismatched.tsv",
+        "test_mismatched.tsv",
+        submission="MNLI-mm.tsv",
+    ),
     "mrpc": GlueTask("MRPC", BINARY, Columns(3, 4, 0, True), Columns(3, 4, None, True), submission="MRPC.tsv"),
     "rte": GlueTask("RTE", NLI, Columns(1, 2, -1, True), Columns(1, 2, None, True), submission="RTE.tsv"),
-    "sst-2": GlueTask("SST-2", BINARY, Columns(0, None, 1, True), Columns(1, None, None, True),
-                      submission="SST-2.tsv"),
-    "sts-b": GlueTask("STS-B", (), Columns(7, 8, -1, True), Columns(7, 8, None, True), metric="pearson",
-                      submission="STS-B.tsv"),
+    "sst-2": GlueTask("SST-2", BINARY, Columns(0, None, 1, True), Columns(1, None, None, True), submission="SST-2.tsv"),
+    "sts-b": GlueTask(
+        "STS-B", (), Columns(7, 8, -1, True), Columns(7, 8, None, True), metric="pearson", submission="STS-B.tsv"
+    ),
     "qqp": GlueTask("QQP", BINARY, Columns(3, 4, 5, True), Columns(1, 2, None, True), submission="QQP.tsv"),
     "qnli": GlueTask("QNLI", NLI, Columns(1, 2, -1, True), Columns(1, 2, None, True), submission="QNLI.tsv"),
     "wnli": GlueTask("WNLI", BINARY, Columns(1, 2, -1, True), Columns(1, 2, None, True), submission="WNLI.tsv"),
@@ -149,8 +168,9 @@ def read_examples(task: GlueTask, path: str, split: str) -> Tuple[List[Example],
                     report.skip(line_number, f"unknown label {raw!r} (expected {', '.join(task.labels)})")
                     continue
             guid = row[0] if split == "test" else f"{split}-{line_number}"
-            examples.append(Example(guid, row[columns.text_a],
-                                    row[columns.text_b] if columns.text_b is not None else None, label))
+            examples.append(
+                Example(guid, row[columns.text_a], row[columns.text_b] if columns.text_b is not None else None, label)
+            )
     report.replaced_bytes = lines.replaced
     if lines.first_line is not None:
         report.first_replaced = f"{path}:{lines.first_line}"
@@ -174,8 +194,12 @@ def compute_metrics(task: GlueTask, labels, outputs) -> dict:
     outputs = np.asarray(outputs)
     if task.is_regression:
         scores = outputs[:, 0]
-        return {"pearson": metrics.pearson(scores, labels), "spearman": metrics.spearman(scores, labels),
-                "mse": float(np.mean((scores - np.asarray(labels)) ** 2)), "num_examples": len(labels)}
+        return {
+            "pearson": metrics.pearson(scores, labels),
+            "spearman": metrics.spearman(scores, labels),
+            "mse": float(np.mean((scores - np.asarray(labels)) ** 2)),
+            "num_examples": len(labels),
+        }
     predictions = outputs.argmax(-1)
     result = {"accuracy": metrics.accuracy(labels, predictions), "num_examples": len(labels)}
     if task.labels == BINARY:

@@ -90,22 +90,37 @@ def read_examples(data_dir: str, split: str, levels: Sequence[str] = LEVELS) -> 
                 for i, (question, choices, answer) in enumerate(zip(questions, options, answers)):
                     if len(choices) != len(ANSWERS) or answer not in ANSWERS:
                         raise ValueError(f"question {i}: needs 4 options and an answer in A-D")
-                    rows.append(RaceExample(f"{record.get('id', location)}-{i}", level, article, question,
-                                            list(choices), ANSWERS.index(answer)))
+                    rows.append(
+                        RaceExample(
+                            f"{record.get('id', location)}-{i}",
+                            level,
+                            article,
+                            question,
+                            list(choices),
+                            ANSWERS.index(answer),
+                        )
+                    )
                 examples.extend(rows)
             except (ValueError, KeyError, TypeError) as error:
                 skipped += 1
                 if len(problems) < 5:
                     problems.append(f"{location}: {type(error).__name__}: {error}")
     if not examples:
-        raise RaceDataError(f"{data_dir}/{split}/{{{','.join(levels)}}}: no usable RACE example "
-                            f"({skipped} records skipped{': ' + '; '.join(problems) if problems else ''})")
-    return examples, {"skipped": skipped, "first_problems": problems,
-                      "replaced_bytes": sum(replaced.values()), "replaced_by_file": replaced}
+        raise RaceDataError(
+            f"{data_dir}/{split}/{{{','.join(levels)}}}: no usable RACE example "
+            f"({skipped} records skipped{': ' + '; '.join(problems) if problems else ''})"
+        )
+    return examples, {
+        "skipped": skipped,
+        "first_problems": problems,
+        "replaced_bytes": sum(replaced.values()),
+        "replaced_by_file": replaced,
+    }
 
 
-def encode_examples(examples: List[RaceExample], tokenizer, max_seq_length: int,
-                    max_qa_length: int) -> Dict[str, np.ndarray]:
+def encode_examples(
+    examples: List[RaceExample], tokenizer, max_seq_length: int, max_qa_length: int
+) -> Dict[str, np.ndarray]:
     """int32 `[N, 4, max_seq_length]` inputs, packed and truncated as the original."""
     shape = (len(examples), len(ANSWERS), max_seq_length)
     features = {name: np.zeros(shape, "int32") for name in ("input_ids", "input_mask", "segment_ids")}
@@ -114,12 +129,13 @@ def encode_examples(examples: List[RaceExample], tokenizer, max_seq_length: int,
         for j, option in enumerate(example.options):
             # Keep the end of the option side (at most max_qa_length, and never more than fits).
             qa = tokenizer.encode(question_with_option(example.question, option))[
-                -min(max_qa_length, max_seq_length - 3):]
-            context = article[:max(0, max_seq_length - 3 - len(qa))]
+                -min(max_qa_length, max_seq_length - 3) :
+            ]
+            context = article[: max(0, max_seq_length - 3 - len(qa))]
             ids = [tokenizer.cls_id] + context + [tokenizer.sep_id] + qa + [tokenizer.sep_id]
-            features["input_ids"][i, j, :len(ids)] = ids
-            features["input_mask"][i, j, :len(ids)] = 1
-            features["segment_ids"][i, j, len(context) + 2:len(ids)] = 1
+            features["input_ids"][i, j, : len(ids)] = ids
+            features["input_mask"][i, j, : len(ids)] = 1
+            features["segment_ids"][i, j, len(context) + 2 : len(ids)] = 1
     return features
 
 

@@ -84,16 +84,18 @@ def read_examples(path: str, is_training: bool) -> Tuple[List[SquadExample], Dic
             for qa in paragraph["qas"]:
                 impossible = bool(qa.get("is_impossible", False))
                 answers = [a["text"] for a in qa.get("answers", [])]
-                example = SquadExample(qa["id"], qa["question"], context, words, starts, answers,
-                                       is_impossible=impossible)
+                example = SquadExample(
+                    qa["id"], qa["question"], context, words, starts, answers, is_impossible=impossible
+                )
                 if is_training and not impossible:
                     answer = qa["answers"][0]
                     begin, text = answer["answer_start"], answer["text"]
-                    if context[begin:begin + len(text)] != text or not text.strip():
+                    if context[begin : begin + len(text)] != text or not text.strip():
                         skipped += 1
                         if len(problems) < 5:
-                            problems.append(f"{path}: question {qa['id']}: answer {text!r} is not at "
-                                            f"answer_start {begin}")
+                            problems.append(
+                                f"{path}: question {qa['id']}: answer {text!r} is not at answer_start {begin}"
+                            )
                         continue
                     example.start_word = int(np.searchsorted(starts, begin, side="right") - 1)
                     example.end_word = int(np.searchsorted(starts, begin + len(text) - 1, side="right") - 1)
@@ -130,13 +132,19 @@ def _tighten(tokenizer, pieces, start, end, answer_text):
     target = tokenizer.encode(answer_text)
     for new_start in range(start, end + 1):
         for new_end in range(end, new_start - 1, -1):
-            if pieces[new_start:new_end + 1] == target:
+            if pieces[new_start : new_end + 1] == target:
                 return new_start, new_end
     return start, end
 
 
-def convert_examples(examples: List[SquadExample], tokenizer, max_seq_length: int, doc_stride: int,
-                     max_query_length: int, is_training: bool) -> List[Feature]:
+def convert_examples(
+    examples: List[SquadExample],
+    tokenizer,
+    max_seq_length: int,
+    doc_stride: int,
+    max_query_length: int,
+    is_training: bool,
+) -> List[Feature]:
     features = []
     for example_index, example in enumerate(examples):
         query = tokenizer.encode(example.question)[:max_query_length]
@@ -166,10 +174,9 @@ def convert_examples(examples: List[SquadExample], tokenizer, max_seq_length: in
                 piece_to_word[offset + i] = piece_word[piece]
                 in_word[offset + i] = piece_in_word[piece]
                 max_context[offset + i] = _is_max_context(spans, span_index, piece)
-            input_ids += pieces[begin:begin + length] + [tokenizer.sep_id]
+            input_ids += pieces[begin : begin + length] + [tokenizer.sep_id]
             segment_ids = [0] * offset + [1] * (length + 1)
-            feature = Feature(example_index, input_ids, segment_ids, piece_to_word, max_context,
-                              piece_in_word=in_word)
+            feature = Feature(example_index, input_ids, segment_ids, piece_to_word, max_context, piece_in_word=in_word)
             if answer_span is not None and begin <= answer_span[0] and answer_span[1] < begin + length:
                 feature.start_position = answer_span[0] - begin + offset
                 feature.end_position = answer_span[1] - begin + offset
@@ -191,8 +198,9 @@ def _is_max_context(spans, span_index, position) -> bool:
 
 
 def feature_arrays(features: List[Feature], max_seq_length: int) -> Dict[str, np.ndarray]:
-    arrays = {name: np.zeros((len(features), max_seq_length), "int32")
-              for name in ("input_ids", "input_mask", "segment_ids")}
+    arrays = {
+        name: np.zeros((len(features), max_seq_length), "int32") for name in ("input_ids", "input_mask", "segment_ids")
+    }
     for i, feature in enumerate(features):
         n = len(feature.input_ids)
         arrays["input_ids"][i, :n] = feature.input_ids
@@ -275,8 +283,7 @@ def _piece_char_spans(tokenizer, text: str) -> Optional[Tuple[Tuple[int, int], .
     spans, at = [], 0
     for piece in texts:
         first, last = at, at + len(piece) - 1
-        spans.append((_convert_index(chartok_to_orig, first, n, True),
-                      _convert_index(chartok_to_orig, last, n, False)))
+        spans.append((_convert_index(chartok_to_orig, first, n, True), _convert_index(chartok_to_orig, last, n, False)))
         at += len(piece)
     return tuple(spans)
 
@@ -307,12 +314,17 @@ def _answer_text(example: SquadExample, tokenizer, feature: Feature, start: int,
         if begin < finish:
             return example.context[begin:finish].strip()
     begin = example.word_starts[first_word]
-    return example.context[begin:example.word_starts[last_word] + len(example.words[last_word])]
+    return example.context[begin : example.word_starts[last_word] + len(example.words[last_word])]
 
 
 def _valid_span(feature: Feature, start: int, end: int, max_answer_length: int) -> bool:
-    return (start in feature.piece_to_word and end in feature.piece_to_word and start <= end
-            and end - start + 1 <= max_answer_length and feature.max_context.get(start, False))
+    return (
+        start in feature.piece_to_word
+        and end in feature.piece_to_word
+        and start <= end
+        and end - start + 1 <= max_answer_length
+        and feature.max_context.get(start, False)
+    )
 
 
 def _nbest(example: SquadExample, features: List[Feature], candidates, tokenizer, n_best_size: int) -> List[Dict]:
@@ -344,8 +356,15 @@ def _by_example(features: List[Feature]) -> Dict[int, List[int]]:
     return by_example
 
 
-def decode(examples: List[SquadExample], features: List[Feature], start_logits, end_logits, tokenizer,
-           n_best_size: int = 20, max_answer_length: int = 30) -> Tuple[Dict, Dict, Dict]:
+def decode(
+    examples: List[SquadExample],
+    features: List[Feature],
+    start_logits,
+    end_logits,
+    tokenizer,
+    n_best_size: int = 20,
+    max_answer_length: int = 30,
+) -> Tuple[Dict, Dict, Dict]:
     """v1 head: (best answer per id, n-best lists per id, null score difference per id).
 
     The null score of a question is the lowest [CLS] start+end score over its
@@ -378,8 +397,15 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-def decode_v2(examples: List[SquadExample], features: List[Feature], outputs: Dict[str, np.ndarray], tokenizer,
-              n_best_size: int = 20, max_answer_length: int = 30, end_n_top: int = 5) -> Tuple[Dict, Dict, Dict]:
+def decode_v2(
+    examples: List[SquadExample],
+    features: List[Feature],
+    outputs: Dict[str, np.ndarray],
+    tokenizer,
+    n_best_size: int = 20,
+    max_answer_length: int = 30,
+    end_n_top: int = 5,
+) -> Tuple[Dict, Dict, Dict]:
     """Answerability head (`AlbertSpanQAv2`): (best span per id, n-best lists, null odds per id).
 
     As the original: each of the model's top starts with its top `end_n_top`
@@ -460,8 +486,9 @@ def evaluate(examples: List[SquadExample], predictions: Dict[str, str]) -> Dict[
     return result
 
 
-def best_threshold(examples: List[SquadExample], predictions: Dict[str, str],
-                   null_diff: Dict[str, float]) -> Tuple[float, float]:
+def best_threshold(
+    examples: List[SquadExample], predictions: Dict[str, str], null_diff: Dict[str, float]
+) -> Tuple[float, float]:
     """(threshold, best F1) as the original's `find_best_thresh` (the official v2.0 script's) on F1.
 
     Goes through the questions in order of null score difference (stable),
