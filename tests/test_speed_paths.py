@@ -161,3 +161,47 @@ def test_dot_product_attention_path_matches_the_einsum_one():
     expected = keras.ops.convert_to_numpy(layer(x, mask))
     layer.use_dot_product_attention = True
     np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(x, mask)), expected, atol=1e-6, rtol=0)
+
+
+JAX_REMAT = """
+import json, sys
+import jax, keras, numpy as np
+from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
+from albert_tf.models.pretrainer import pretraining_loss
+config = AlbertConfig.from_dict(json.loads(sys.argv[1]))
+features = {k: jax.numpy.asarray(v) for k, v in np.load(sys.argv[2]).items()}
+names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+results = []
+for remat in (False, True):
+    keras.utils.set_random_seed(3)
+    model = AlbertPretrainer(AlbertBackbone.from_albert_config(config, remat=remat))
+    def loss_fn(trainable, non_trainable):
+        out, _ = model.stateless_call(trainable, non_trainable, {k: features[k] for k in names}, training=True)
+        return pretraining_loss(out, features)
+    loss, grads = jax.jit(jax.value_and_grad(loss_fn))(
+        [v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables])
+    results.append((float(loss), [np.asarray(g) for g in grads]))
+(loss, grads), (remat_loss, remat_grads) = results
+np.testing.assert_allclose(remat_loss, loss, rtol=1e-6)
+for g, r in zip(grads, remat_grads):
+    np.testing.assert_allclose(r, g, rtol=1e-5, atol=1e-7)
+print("OK", loss)
+"""
+
+
+def test_remat_gives_the_same_gradients_under_jax(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    config = tiny(num_hidden_groups=2)
+    np.savez(tmp_path / "features.npz", **pretraining_batch(config))
+    env = dict(os.environ, KERAS_BACKEND="jax")
+    result = subprocess.run(
+        [sys.executable, "-c", JAX_REMAT, json.dumps(config.to_dict()), str(tmp_path / "features.npz")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("OK")
