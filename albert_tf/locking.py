@@ -67,6 +67,7 @@ class OutputDirLock:
         if OutputDirLock._held.get(key):
             OutputDirLock._held[key] += 1
             return self
+        self.created = not os.path.exists(self.directory)
         try:
             os.makedirs(self.directory, exist_ok=True)
         except OSError as error:
@@ -117,7 +118,7 @@ class OutputDirLock:
             f"directory (if that run is gone, delete {self.path})"
         )
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         if self.remote:
             return
         key = os.path.abspath(self.path)
@@ -128,3 +129,9 @@ class OutputDirLock:
                 os.remove(self.path)
             except FileNotFoundError:
                 pass
+            # A failed run leaves no trace: the directory it created and left empty goes too.
+            if exc_type is not None and getattr(self, "created", False):
+                try:
+                    os.rmdir(self.directory)
+                except OSError:  # not empty: something was written (and kept) after all
+                    pass

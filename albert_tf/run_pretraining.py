@@ -92,7 +92,9 @@ def main(argv):
     from albert_tf.export import export_pretraining_run
     from albert_tf.inputs.pretraining import resolve_input
     from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.strategy import make_strategy
 
+    strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)  # before any TF op (multi-worker collectives)
     train_input = resolve_input(FLAGS.input_file)  # read once; its lengths are the defaults
     settings = settings_from_flags(
         TrainSettings,
@@ -107,8 +109,7 @@ def main(argv):
         init_checkpoint=FLAGS.init_checkpoint,
         spm_model_file=FLAGS.spm_model_file,
         vocab_file=FLAGS.vocab_file,
-        strategy_name=FLAGS.strategy,
-        tpu=FLAGS.tpu,
+        strategy=strategy,
     )
     if FLAGS.export and summary["outputs"]:
         summary["outputs"].update(

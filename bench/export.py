@@ -49,11 +49,13 @@ def main():
     from ai_edge_litert.interpreter import Interpreter
 
     from albert_tf import AlbertBackbone
-    from albert_tf.export import _random_inputs, export_saved_model, export_tflite
+    from albert_tf.export import export_saved_model
+    from albert_tf.export import export_tflite
+    from albert_tf.export.common import random_inputs
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     model = AlbertBackbone.from_albert_config(args.config)
-    inputs = _random_inputs(model, 1, args.seq)
+    inputs = random_inputs(model, 1, args.seq)
     inputs["input_mask"][:] = 1
     work = tempfile.mkdtemp(prefix="bench_export_")
     results = {

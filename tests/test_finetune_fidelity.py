@@ -435,7 +435,9 @@ run_pretraining.define_flags()
 FLAGS = flags.FLAGS
 defaults = {n: FLAGS[n].default for n in ("start_warmup_step", "init_from_group0", "poly_power")}
 FLAGS(["x", "--start_warmup_step=7", "--init_from_group0", "--poly_power=2"])
-s = run_pretraining.settings_from_flags({"max_seq_length": 64, "max_predictions_per_seq": 10})
+from albert_tf.cli.flags import settings_from_flags
+from albert_tf.pretraining.settings import TrainSettings
+s = settings_from_flags(TrainSettings, max_seq_length=64, max_predictions_per_seq=10)
 print(json.dumps([defaults, [s.start_warmup_step, s.init_from_group0, s.poly_power]]))
 """
 

@@ -97,6 +97,7 @@ def test_original_round_trip_is_exact_and_ships_the_vocabulary(tmp_path, toy_spm
         "model.ckpt.data-00000-of-00001",
         "model.ckpt.index",
         "spm.model",
+        "tokenizer.json",
     ]
     convert(str(tmp_path / "tf1"), output_dir=str(tmp_path / "back"))
     back = load_model(str(tmp_path / "back"))

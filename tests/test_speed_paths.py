@@ -136,14 +136,15 @@ def test_fused_qkv_matches_three_projections(dtype):
 
 
 def test_xla_serving_default_matches_the_graph_one(tmp_path):
-    from albert_tf.export import _random_inputs, export_saved_model
+    from albert_tf.export import export_saved_model
+    from albert_tf.export.common import random_inputs
 
     model = AlbertPretrainer(AlbertBackbone.from_albert_config(tiny()))
     paths = {
         jit: export_saved_model(model, str(tmp_path / f"jit_{jit}"), version=1, warmup=False, jit_compile=jit)
         for jit in (False, True)
     }
-    inputs = {k: tf.constant(v) for k, v in _random_inputs(model, 3, 10).items()}
+    inputs = {k: tf.constant(v) for k, v in random_inputs(model, 3, 10).items()}
     outputs = {jit: tf.saved_model.load(path).signatures["serving_default"](**inputs) for jit, path in paths.items()}
     assert sorted(outputs[True]) == sorted(outputs[False])
     for name, value in outputs[False].items():

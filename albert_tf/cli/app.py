@@ -37,7 +37,9 @@ def _int(text: str) -> int:
 
 
 LIBRARY_LOGGERS = ("tensorflow", "absl", "apache_beam", "h5py", "keras", "jax")
-LIBRARY_PATHS = tuple(f"{os.sep}{name}{os.sep}" for name in ("tensorflow", "apache_beam", "keras", "tf_keras"))
+LIBRARY_PATHS = tuple(
+    f"{os.sep}{name}{os.sep}" for name in ("tensorflow", "apache_beam", "keras", "tf_keras", "absl", "tensorflow_text")
+)
 
 
 class _LibraryChatterFilter(logging.Filter):
@@ -51,10 +53,17 @@ def quiet_libraries(verbosity: int) -> None:
     """Silences TensorFlow/Beam/absl INFO and WARNING chatter unless verbosity ≥ 1."""
     if verbosity >= 1:
         return
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # 3: even TF's C++ "errors" that are not ours to report (e.g. no CUDA driver on a CPU machine).
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    root = logging.getLogger()
+    root.setLevel(logging.WARNING)  # absl's app.run leaves the root at INFO
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
-    logging.getLogger().addFilter(_LibraryChatterFilter())
+    # Records that libraries log through the root or an unlevelled logger (Beam, TF's absl-logging
+    # modules) reach the root's handlers directly: filter there, not on the logger.
+    for handler in root.handlers:
+        if not any(isinstance(f, _LibraryChatterFilter) for f in handler.filters):
+            handler.addFilter(_LibraryChatterFilter())
 
 
 def _boundary_errors() -> tuple:
@@ -88,6 +97,7 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
     define_flags()
 
     def guarded(argv):
+        quiet_libraries(verbosity)  # again: absl's flag parsing reset the levels and added its handler
         show_trace = verbosity >= 1 or os.environ.get(TRACEBACK_ENV) == "1"
         try:
             return main(argv)

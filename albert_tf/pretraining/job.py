@@ -63,12 +63,14 @@ def pretrain(
         eval_file: eval shards (default: the training shards, as the original).
         init_checkpoint: warm start of a fresh run (Google's TF1 checkpoint or ours).
         spm_model_file / vocab_file: the data's vocabulary, saved into `final/` with the data's lowercasing.
-        strategy_name / tpu: the tf.distribute strategy.
+        strategy_name / tpu: the tf.distribute strategy (or `strategy`, already made: a multi-worker
+            strategy must exist before any TensorFlow op runs, so the CLI makes it first).
     """
     if settings.init_from_group0 and not init_checkpoint:
         raise TrainingError(
             "--init_from_group0 needs --init_checkpoint (the checkpoint whose group 0 starts every group)"
         )
+    strategy = strategy or make_strategy(strategy_name, tpu)  # first: collectives are configured at startup
     keras.utils.set_random_seed(settings.seed)
     if settings.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -90,7 +92,6 @@ def pretrain(
     if eval_file is not None:
         eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
         eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
-    strategy = make_strategy(strategy_name, tpu)
     os.makedirs(settings.output_dir, exist_ok=True)
     # One writer per output directory; the other workers of a multi-worker run write only their own dirs.
     lock = OutputDirLock(settings.output_dir) if is_chief(strategy) else contextlib.nullcontext()
