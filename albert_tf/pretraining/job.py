@@ -53,6 +53,7 @@ def pretrain(
     vocab_file: Optional[str] = None,
     strategy_name: str = "default",
     tpu: Optional[str] = None,
+    strategy=None,
 ) -> dict:
     """Pretrains; returns the summary (also written to `output_dir/train_summary.json`).
 
