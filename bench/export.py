@@ -49,8 +49,7 @@ def main():
     from ai_edge_litert.interpreter import Interpreter
 
     from albert_tf import AlbertBackbone
-    from albert_tf.export import export_saved_model
-    from albert_tf.export import export_tflite
+    from albert_tf.export import export_saved_model, export_tflite
     from albert_tf.export.common import random_inputs
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)

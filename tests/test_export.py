@@ -246,7 +246,8 @@ def test_tflite_variants_builtin_shared_and_accurate(pretraining_data, pretraine
         for q in ("none", "float16", "dynamic_int8")
     }
     assert sorted(os.listdir(tmp_path)) == sorted(
-        list(TFLITE_NAMES.values()) + ["albert_config.json", "spm.model", "tokenizer.json", "tokenizer_test_vectors.json"]
+        list(TFLITE_NAMES.values())
+        + ["albert_config.json", "spm.model", "tokenizer.json", "tokenizer_test_vectors.json"]
     )
     sizes = {q: os.path.getsize(f) for q, f in files.items()}
     # One copy of the shared layer: parameters × bytes (an unshared file would hold 4 blocks).

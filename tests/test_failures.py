@@ -53,15 +53,15 @@ SERVE_MISMATCHED = textwrap.dedent("""
 
 
 def test_serve_text_pair_rejects_mismatched_batches_and_keeps_serving(toy_spm, tmp_path):
-    from albert_tf.export import export_saved_model
-
     from albert_tf.config import AlbertConfig
+    from albert_tf.export import export_saved_model
     from albert_tf.models.backbone import AlbertBackbone
 
     config = json.loads((CONFIGS / "albert_tiny.json").read_text())
     backbone = AlbertBackbone.from_albert_config(AlbertConfig.from_dict(dict(config, vocab_size=60)))  # toy vocab
-    export = export_saved_model(backbone, str(tmp_path / "export"), spm_model_file=toy_spm, max_seq_length=16,
-                                warmup=False)
+    export = export_saved_model(
+        backbone, str(tmp_path / "export"), spm_model_file=toy_spm, max_seq_length=16, warmup=False
+    )
     done = subprocess.run(
         [sys.executable, "-c", SERVE_MISMATCHED, export],
         cwd=REPO,
