@@ -107,7 +107,7 @@ def convert(
     from albert_tf import loading
     from albert_tf.checkpoints import CheckpointError
     from albert_tf.config import AlbertConfig
-    from albert_tf.interop import detect, hf, keras_hub
+    from albert_tf.interop import hf, keras_hub
     from albert_tf.interop.tables import StagedDirectory
     from albert_tf.locking import OutputDirLock
 
@@ -119,9 +119,8 @@ def convert(
     if config_path is not None:
         AlbertConfig.from_json_file(config_path)  # a bad config is the first error reported
     notes = [] if notes is None else notes
-    if detect.detect_format(input_path) in (detect.HF, detect.KERAS_HUB):
-        notes += [f"{input_path}: has no {name}: set to zeros" for name in detect.load_peer(input_path)[2].zero_filled]
     loaded = loading.load_model(input_path, config_path, spm_model_file, vocab_file, do_lower_case)
+    notes += [f"{input_path}: has no {name}: set to zeros" for name in loaded.zero_filled]
     notes += export_notes(loaded.model, output_format)
     writers = {
         "albert_tf": _write_ours,

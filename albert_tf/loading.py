@@ -69,6 +69,7 @@ class LoadedModel:
     model: keras.Model
     source: str  # the file or directory the weights came from
     tokenizer: Optional[Tokenizer] = None  # the one saved with the model (or given), None if there is none
+    zero_filled: tuple = ()  # weights a peer's file lacks (e.g. keras-hub's SOP head), set to zeros
 
     @property
     def spm_model_file(self) -> Optional[str]:
@@ -147,7 +148,7 @@ def load_model(
         raise ModelFileError(f"{path}: does not exist")
     directory = path if os.path.isdir(path) else os.path.dirname(path)
     if detect.detect_format(path) in (detect.HF, detect.KERAS_HUB):
-        model, peer_spm, _ = detect.load_peer(path)
+        model, peer_spm, report = detect.load_peer(path)
         if not (spm_model_file or vocab_file) and peer_spm:
             spm_model_file = peer_spm
             if do_lower_case is None:
@@ -155,7 +156,7 @@ def load_model(
         tokenizer = resolve_tokenizer(spm_model_file, vocab_file, do_lower_case, required=False)
         if tokenizer is not None:
             check_vocab_size(backbone_of(model).albert_config.vocab_size, tokenizer, path)
-        return LoadedModel(model, path, tokenizer)
+        return LoadedModel(model, path, tokenizer, tuple(report.zero_filled))
     if path.endswith(".keras") and os.path.isfile(path):
         model, source = _load_keras_file(path), path
     elif os.path.isfile(os.path.join(path, KERAS_MODEL_FILE)):
