@@ -1,4 +1,4 @@
-"""The fine-tuning loop shared by run_classifier and run_race.
+"""The fine-tuning loop every task shares (`albert_tf.tasks.runner` calls it).
 
 As the original: AdamW (or LAMB) with linear warmup and linear decay over
 `train_step` steps, gradients clipped to global norm 1.0 before each update

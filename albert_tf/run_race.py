@@ -8,27 +8,19 @@
 Reads `data_dir/{train,dev,test}/{middle,high}/` (see `albert_tf.tasks.race`).
 Writes `eval_results.txt`, `best/model.keras` (best dev accuracy), and
 `<split>_predictions.json` (`{id: "A".."D"}`); reports accuracy for middle,
-high and all.
+high and all. The work is `albert_tf.tasks.runner`.
 """
 
 import dataclasses
-import json
-import logging
-import os
 from typing import Tuple
 
-import keras
-import numpy as np
 from absl import flags
 
-from albert_tf import finetuning
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
 from albert_tf.errors import AlbertError
 from albert_tf.finetuning import FineTuneSettings
-from albert_tf.locking import OutputDirLock
-from albert_tf.models.multiple_choice import AlbertMultipleChoice
-from albert_tf.tasks import race
+from albert_tf.tasks import race, runner
 
 FLAGS = flags.FLAGS
 
@@ -46,52 +38,8 @@ class RaceSettings(FineTuneSettings):
 
 def run(settings: RaceSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
-    finetuning.check_max_seq_length(settings.max_seq_length, settings.albert_config_file, settings.init_checkpoint)
-    with OutputDirLock(settings.output_dir):
-        return _run(settings)
-
-
-def _run(settings: RaceSettings) -> dict:
-    s = settings
-    data_dir, eval_split, levels = s.data_dir, s.eval_split, s.levels
-    log = print if settings.verbose else logging.info
-    tokenizer = finetuning.tokenizer_for(s)
-    os.makedirs(settings.output_dir, exist_ok=True)
-    summary = {"task": "race", "levels": list(levels)}
-
-    def read(split):
-        examples, report = race.read_examples(data_dir, split, levels)
-        if report["skipped"]:
-            log(f"{split}: skipped {report['skipped']} records; first: " + "; ".join(report["first_problems"]))
-        summary[f"{split}_skipped"] = report["skipped"]
-        return examples, race.encode_examples(examples, tokenizer, settings.max_seq_length, s.max_qa_length)
-
-    eval_examples, eval_features = read(eval_split)
-
-    def evaluate(model):
-        return race.accuracy_by_level(
-            eval_examples, finetuning.predict_logits(model, eval_features, settings.eval_batch_size)
-        )
-
-    if s.do_train:
-        keras.utils.set_random_seed(settings.seed)
-        train_examples, features = read("train")
-        labels = np.array([e.label for e in train_examples], "int32")
-        backbone = finetuning.build_backbone(s.albert_config_file, s.init_checkpoint, tokenizer, remat=s.remat)
-        model = AlbertMultipleChoice(backbone, num_choices=len(race.ANSWERS), dropout=settings.dropout)
-        dataset = finetuning.train_dataset(features, labels, settings.micro_batch_size, settings.seed)
-        summary["history"] = finetuning.train(
-            model, dataset, settings, finetuning.classification_loss, evaluate, "accuracy", tokenizer=tokenizer
-        )["history"]
-    if s.do_eval:
-        model = finetuning.load_best(settings.output_dir)
-        logits = finetuning.predict_logits(model, eval_features, settings.eval_batch_size)
-        summary["eval"] = race.accuracy_by_level(eval_examples, logits)
-        with open(os.path.join(settings.output_dir, f"{eval_split}_predictions.json"), "w") as f:
-            json.dump({e.example_id: race.ANSWERS[p] for e, p in zip(eval_examples, logits.argmax(-1))}, f, indent=1)
-    with open(os.path.join(settings.output_dir, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=2)
-    return summary
+    task = race.RaceTask(settings.data_dir, tuple(settings.levels), settings.max_qa_length)
+    return runner.run(task, settings, evaluate=settings.do_eval, eval_split=settings.eval_split)
 
 
 def define_flags():
@@ -114,8 +62,7 @@ def main(argv):
     if FLAGS.high_only and FLAGS.middle_only:
         raise AlbertError("--high_only and --middle_only exclude each other")
     levels = ("high",) if FLAGS.high_only else ("middle",) if FLAGS.middle_only else race.LEVELS
-    summary = run(settings_from_flags(RaceSettings, levels=levels))
-    print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2))
+    runner.print_summary(run(settings_from_flags(RaceSettings, levels=levels)))
 
 
 def cli():

@@ -175,7 +175,6 @@ def test_fine_tuned_classifier_exports_and_int8_agrees_on_sst2_dev(real_data, ss
 
     from albert_tf.export import export_saved_model, export_tflite, run_tflite
     from albert_tf.loading import load_model
-    from albert_tf.run_classifier import encode_examples
     from albert_tf.tasks import glue
     from albert_tf.tokenization import SentencePieceTokenizer
 
@@ -184,7 +183,7 @@ def test_fine_tuned_classifier_exports_and_int8_agrees_on_sst2_dev(real_data, ss
     model = loaded.model
     assert type(model).__name__ == "AlbertClassifier"
     examples, _ = glue.read_examples(glue.TASKS["sst-2"], str(real_data / "glue" / "SST-2" / "dev.tsv"), "dev")
-    features = encode_examples(examples, SentencePieceTokenizer(loaded.spm_model_file), 64)
+    features = glue.encode_examples(examples, SentencePieceTokenizer(loaded.spm_model_file), 64)
     expected = model.predict(features, batch_size=128, verbose=0)["logits"].argmax(-1)
     int8 = export_tflite(model, str(tmp_path / "tflite"), "dynamic_int8", max_seq_length=64)
     got = np.array(

@@ -277,7 +277,7 @@ def test_run_squad_trains_the_epoch_derived_steps(real_data, pretraining_data, t
         verbose=False,
     )
     summary = run(settings)
-    questions = summary["train_questions"]
+    questions = summary["train_examples"]
     steps = int(questions / 8 * 1.3)
     assert (summary["train_step"], summary["warmup_step"]) == (steps, int(steps * 0.5))
     assert summary["history"][-1]["global_step"] == steps

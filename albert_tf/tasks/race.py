@@ -23,8 +23,11 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from albert_tf import finetuning
 from albert_tf.errors import AlbertError
-from albert_tf.tasks import ReplacedLines, decode_replacing
+from albert_tf.models.multiple_choice import AlbertMultipleChoice
+from albert_tf.tasks.base import Encoded, ReadReport, Task
+from albert_tf.tasks.text_files import ReplacedLines, decode_replacing
 
 LEVELS = ("middle", "high")
 ANSWERS = "ABCD"
@@ -148,3 +151,48 @@ def accuracy_by_level(examples: List[RaceExample], logits) -> Dict[str, float]:
         if chosen.any():
             result[f"accuracy_{level}"] = float(correct[chosen].mean())
     return result
+
+
+@dataclasses.dataclass(frozen=True)
+class RaceTask(Task):
+    """RACE as the original `run_race.py`: 4 options scored by `AlbertMultipleChoice`.
+
+    Predictions are written as `<split>_predictions.json` (`{id: "A".."D"}`).
+    """
+
+    data_dir: str
+    levels: Tuple[str, ...] = LEVELS
+    max_qa_length: int = 128
+    name: str = "race"
+    metric: str = "accuracy"
+
+    def read(self, split: str) -> Tuple[List[RaceExample], ReadReport]:
+        examples, found = read_examples(self.data_dir, split, self.levels)
+        report = ReadReport(os.path.join(self.data_dir, split), rows=len(examples) + found["skipped"])
+        report.skipped, report.first_problems = found["skipped"], found["first_problems"]
+        report.replaced_bytes = found["replaced_bytes"]
+        return examples, report
+
+    def encode(self, split, examples, tokenizer, max_seq_length, training) -> Encoded:
+        features = encode_examples(examples, tokenizer, max_seq_length, self.max_qa_length)
+        labels = {"logits": np.array([e.label for e in examples], "int32")} if training else None
+        return Encoded(split, examples, features, labels)
+
+    def build_model(self, backbone, dropout):
+        return AlbertMultipleChoice(backbone, num_choices=len(ANSWERS), dropout=dropout)
+
+    def losses(self):
+        return {"logits": finetuning.classification_loss}
+
+    def postprocess(self, data, outputs, tokenizer) -> np.ndarray:
+        return np.asarray(outputs["logits"])
+
+    def score(self, data, predictions) -> Dict[str, float]:
+        return accuracy_by_level(data.examples, predictions)
+
+    def write(self, output_dir, data, predictions) -> List[str]:
+        path = os.path.join(output_dir, f"{data.split}_predictions.json")
+        answers = {e.example_id: ANSWERS[p] for e, p in zip(data.examples, predictions.argmax(-1))}
+        with open(path, "w") as f:
+            json.dump(answers, f, indent=1)
+        return [path]
