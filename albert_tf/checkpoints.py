@@ -23,6 +23,7 @@ import os
 import re
 from typing import List
 
+import h5py
 import numpy as np
 
 from albert_tf.config import AlbertConfig
@@ -277,7 +278,7 @@ class LoadReport:
 
 
 def _checkpoint_prefix(path):
-    import tensorflow as tf
+    import tensorflow as tf  # TF1 checkpoints only: the model itself runs on any Keras backend
 
     if os.path.isdir(path):
         return tf.train.latest_checkpoint(path)
@@ -288,7 +289,7 @@ def _checkpoint_prefix(path):
 
 def read_original_checkpoint(path):
     """{name: np.ndarray} of a TF1 checkpoint, the TF-Hub `module/` prefix stripped."""
-    import tensorflow as tf
+    import tensorflow as tf  # TF1 checkpoints only: the model itself runs on any Keras backend
 
     prefix = _checkpoint_prefix(path)
     if prefix is None:
@@ -397,7 +398,7 @@ def save_original_checkpoint(model, prefix):
 
 def write_original_checkpoint(values, prefix):
     """Writes {TF1 name: array} as a name-based (V2 bundle) checkpoint."""
-    import tensorflow as tf
+    import tensorflow as tf  # TF1 checkpoints only: the model itself runs on any Keras backend
 
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     names = sorted(values)
@@ -521,8 +522,6 @@ def load_group0_into_all_groups(model, path):
 
 def _check_h5_readable(weights_file):
     """One clear error for a `.weights.h5` that is not a complete HDF5 file (truncated, overwritten)."""
-    import h5py
-
     try:
         with h5py.File(weights_file, "r"):  # HDF5 checks the stored end of file on open
             pass

@@ -18,6 +18,16 @@ import os
 
 from absl import flags
 
+from albert_tf import checkpoints, loading
+from albert_tf.checkpoints import CheckpointError
+from albert_tf.cli.app import run_cli
+from albert_tf.config import AlbertConfig
+from albert_tf.interop import hf, keras_hub
+from albert_tf.interop.tables import StagedDirectory
+from albert_tf.locking import OutputDirLock
+from albert_tf.models.backbone import AlbertBackbone
+from albert_tf.models.pretrainer import AlbertPretrainer
+
 FLAGS = flags.FLAGS
 OUTPUT_FORMATS = ("albert_tf", "original", "hf", "keras_hub")
 ORIGINAL_PREFIX = "model.ckpt"
@@ -37,10 +47,6 @@ def define_flags():
 
 
 def _write_ours(loaded, staging):
-    from albert_tf import checkpoints
-    from albert_tf.models.backbone import AlbertBackbone
-    from albert_tf.models.pretrainer import AlbertPretrainer
-
     model = loaded.model
     if isinstance(model, (AlbertBackbone, AlbertPretrainer)):
         checkpoints.save_model_dir(model, staging)
@@ -50,11 +56,6 @@ def _write_ours(loaded, staging):
 
 
 def _write_original(loaded, staging):
-    from albert_tf import checkpoints
-    from albert_tf.checkpoints import CheckpointError
-    from albert_tf.models.backbone import AlbertBackbone
-    from albert_tf.models.pretrainer import AlbertPretrainer
-
     model = loaded.model
     if not isinstance(model, (AlbertBackbone, AlbertPretrainer)):
         raise CheckpointError(
@@ -104,13 +105,6 @@ def convert(
         spm_model_file / vocab_file / do_lower_case: the tokenizer to ship instead of the one found.
         notes: a list that receives what was zero-filled or left out.
     """
-    from albert_tf import loading
-    from albert_tf.checkpoints import CheckpointError
-    from albert_tf.config import AlbertConfig
-    from albert_tf.interop import hf, keras_hub
-    from albert_tf.interop.tables import StagedDirectory
-    from albert_tf.locking import OutputDirLock
-
     if to_original and output_format not in (None, "original"):
         raise CheckpointError(f"--to_original contradicts --output_format={output_format}")
     output_format = output_format or ("original" if to_original else "albert_tf")
@@ -159,8 +153,6 @@ def main(argv):
 
 def cli():
     """The console-script entry point (`python -m` runs the same)."""
-    from albert_tf.cli.app import run_cli
-
     run_cli(main, define_flags)
 
 

@@ -11,11 +11,24 @@ CPU, evaluation before and after, and the exports.
 import ast
 import json
 import os
+import shutil
 import sys
 import sysconfig
 import time
+from pydoc_data import topics
 
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.export import export_pretraining_run
+from albert_tf.inputs.pretraining import resolve_input
+from albert_tf.pretraining.job import pretrain
+from albert_tf.pretraining.loop import PretrainingLoop
+from albert_tf.pretraining.settings import TrainSettings
 from data_prep.documents import split_sentences
+from data_prep.pipeline import Settings
+from data_prep.pipeline import run as create_data
+from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
 
 REPO_CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 # `pip install .` puts configs/ under <prefix>/share/albert_tf (pyproject.toml's data-files).
@@ -33,8 +46,6 @@ def _paragraph_sentences(text: str):
 
 def demo_documents():
     """Documents (lists of sentences) from the Python installation, in a fixed order."""
-    from pydoc_data import topics
-
     for name in sorted(topics.topics):
         sentences = list(_paragraph_sentences(topics.topics[name]))
         if len(sentences) > 1:
@@ -74,15 +85,6 @@ def write_corpus(path: str) -> dict:
 
 def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
     """Builds the corpus, vocabulary and data, pretrains, evaluates, exports; prints a report."""
-    from albert_tf.config import AlbertConfig
-    from albert_tf.export import export_pretraining_run
-    from albert_tf.inputs.pretraining import resolve_input
-    from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainSettings
-    from data_prep.pipeline import Settings
-    from data_prep.pipeline import run as create_data
-    from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
-
     demo_dir = os.path.abspath(demo_dir)
     say = lambda message: print(f"[demo] {message}", flush=True)  # noqa: E731
     config = AlbertConfig.from_json_file(DEMO_CONFIG)
@@ -175,14 +177,6 @@ def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
 
 def _steps_for(minutes: float, train_input) -> int:
     """Steps that fit in `minutes` on this machine, from a short timing run (at least 200)."""
-    import shutil
-
-    import tensorflow as tf
-
-    from albert_tf.config import AlbertConfig
-    from albert_tf.pretraining.loop import PretrainingLoop
-    from albert_tf.pretraining.settings import TrainSettings
-
     probe_dir = os.path.join(os.path.dirname(train_input.data.directory), ".timing")
     settings = TrainSettings(
         output_dir=probe_dir,

@@ -25,8 +25,10 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import optimization
-from albert_tf.checkpoints import CheckpointError
+from albert_tf.checkpoints import CONFIG_FILE, CheckpointError
+from albert_tf.config import AlbertConfig
 from albert_tf.errors import AlbertError
+from albert_tf.loading import load_model, model_directory
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.publish import staged_dir
 from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
@@ -114,8 +116,6 @@ def with_epoch_schedule(settings: FineTuneSettings, num_examples: int) -> FineTu
 
 def tokenizer_for(settings: FineTuneSettings):
     """The run's tokenizer: the flags' vocabulary, else the one saved with `--init_checkpoint`."""
-    from albert_tf.loading import model_directory
-
     model_dir = model_directory(settings.init_checkpoint) if settings.init_checkpoint else None
     return resolve_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case, model_dir)
 
@@ -127,8 +127,6 @@ def build_backbone(
 
     Its `vocab_size` must be `tokenizer`'s.
     """
-    from albert_tf.loading import load_model
-
     if init_checkpoint is None:
         if albert_config_file is None:
             raise FineTuneError("give --albert_config_file, --init_checkpoint, or both")
@@ -154,13 +152,8 @@ def check_max_seq_length(
     The config is `albert_config_file`, else the `albert_config.json` beside
     `init_checkpoint`; with neither (a `.keras` file), the model's own check applies later.
     """
-    from albert_tf.checkpoints import CONFIG_FILE
-    from albert_tf.config import AlbertConfig
-
     config_file = albert_config_file
     if config_file is None and init_checkpoint is not None:
-        from albert_tf.loading import model_directory
-
         beside = os.path.join(model_directory(init_checkpoint), CONFIG_FILE)
         config_file = beside if os.path.isfile(beside) else None
     if config_file is None:
@@ -291,8 +284,6 @@ def train(
 
 
 def load_best(output_dir: str) -> keras.Model:
-    from albert_tf.loading import load_model
-
     path = os.path.join(output_dir, BEST_DIR, MODEL_FILE)
     if not os.path.exists(path):
         raise FineTuneError(f"{path}: no fine-tuned model yet (run with --do_train first)")

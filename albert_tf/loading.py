@@ -108,7 +108,7 @@ def _load_keras_file(path: str) -> keras.Model:
 
 
 def _load_original(path: str, albert_config_file: Optional[str]) -> keras.Model:
-    import tensorflow as tf
+    import tensorflow as tf  # TF1 checkpoints only: the model itself runs on any Keras backend
 
     prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
     names = {name for name, _ in tf.train.list_variables(prefix)} if prefix else set()

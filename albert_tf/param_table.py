@@ -12,7 +12,13 @@ import json
 import os
 import sys
 
+import keras
 from absl import flags
+
+from albert_tf.cli.app import run_cli
+from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf.models.backbone import AlbertBackbone
+from albert_tf.models.pretrainer import AlbertPretrainer
 
 FLAGS = flags.FLAGS
 
@@ -29,11 +35,6 @@ def define_flags():
 
 def count_parameters(config):
     """{'backbone', 'backbone_without_pooler', 'with_heads'} for an AlbertConfig."""
-    import keras
-
-    from albert_tf.models.backbone import AlbertBackbone
-    from albert_tf.models.pretrainer import AlbertPretrainer
-
     backbone = AlbertBackbone.from_albert_config(config)
     pretrainer = AlbertPretrainer(backbone)
     counts = {
@@ -47,8 +48,6 @@ def count_parameters(config):
 
 
 def table_rows(configs_dir):
-    from albert_tf.config import AlbertConfig
-
     rows = []
     for path in sorted(glob.glob(os.path.join(configs_dir, "*.json"))):
         config = AlbertConfig.from_json_file(path)
@@ -85,7 +84,6 @@ def format_table(rows):
 
 def main(argv):
     del argv
-    from albert_tf.config import ConfigError
 
     try:
         rows = table_rows(FLAGS.configs_dir)
@@ -98,8 +96,6 @@ def main(argv):
 
 def cli():
     """The console-script entry point (`python -m` runs the same)."""
-    from albert_tf.cli.app import run_cli
-
     run_cli(main, define_flags)
 
 

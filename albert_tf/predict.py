@@ -27,10 +27,15 @@ import json
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import keras
 import numpy as np
+from absl import flags
 
+from albert_tf.cli.app import run_cli
 from albert_tf.errors import AlbertError
 from albert_tf.inputs.packing import encode_with_masks, pack_segments
+from albert_tf.loading import load_model
+from albert_tf.tokenization import TokenizerError
 
 MASK_TEXT = "[MASK]"
 
@@ -88,8 +93,6 @@ def embed(
     model, tokenizer, texts: Sequence[str], batch_size: int = 32, max_seq_length: int = 128, progress: bool = False
 ) -> np.ndarray:
     """Pooled outputs `[len(texts), hidden]` (float32) of any model's encoder, in batches."""
-    import keras
-
     backbone = getattr(model, "backbone", model)
     out = np.zeros((len(texts), backbone.albert_config.hidden_size), np.float32)
     bar = keras.utils.Progbar(len(texts), unit_name="line") if progress else None
@@ -152,9 +155,6 @@ def run(
     progress=True,
 ) -> List[str]:
     """Does what the flags ask; returns the lines to print."""
-    from albert_tf.loading import load_model
-    from albert_tf.tokenization import TokenizerError
-
     if (text is None) == (input_file is None):
         raise PredictError("give exactly one of --text and --input_file")
     if input_file is not None and not output_file:
@@ -197,8 +197,6 @@ def run(
 
 
 def define_flags():
-    from absl import flags
-
     flags.DEFINE_string("model_dir", None, "Any model load_model reads (ours, TF1, HF dir, keras-hub preset).")
     flags.DEFINE_string("text", None, "Text to predict on ([MASK] marks what an MLM model fills in).")
     flags.DEFINE_string("text_b", None, "Second segment (sentence pairs).")
@@ -215,8 +213,6 @@ def define_flags():
 
 
 def main(argv):
-    from absl import flags
-
     del argv
     FLAGS = flags.FLAGS
     lines = run(
@@ -238,8 +234,6 @@ def main(argv):
 
 def cli():
     """The console-script entry point (`python -m` runs the same)."""
-    from albert_tf.cli.app import run_cli
-
     run_cli(main, define_flags)
 
 

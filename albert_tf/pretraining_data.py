@@ -65,7 +65,7 @@ class HashingWriter:
 def file_sha256(path: str, chunk: int = 1 << 22) -> str:
     digest = hashlib.sha256()
     if "://" in path:
-        from apache_beam.io.filesystems import FileSystems
+        from apache_beam.io.filesystems import FileSystems  # Beam only for remote paths
 
         handle = FileSystems.open(path)
     else:
@@ -95,7 +95,7 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str,
 
 def _read_text(path: str) -> str:
     if "://" in path:  # gs://, hdfs://: through Beam's file systems, as data_prep wrote them
-        from apache_beam.io.filesystems import FileSystems
+        from apache_beam.io.filesystems import FileSystems  # Beam only for remote paths
 
         with FileSystems.open(path) as f:
             return f.read().decode("utf-8")

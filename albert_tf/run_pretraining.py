@@ -18,10 +18,15 @@ import json
 
 from absl import flags
 
+from albert_tf import demo
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags
 from albert_tf.errors import AlbertError
+from albert_tf.export import export_pretraining_run
+from albert_tf.inputs.pretraining import resolve_input
+from albert_tf.pretraining.job import pretrain
 from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES, TrainSettings
+from albert_tf.pretraining.strategy import make_strategy
 
 FLAGS = flags.FLAGS
 
@@ -82,17 +87,11 @@ def define_flags():
 def main(argv):
     del argv
     if FLAGS.input_file is None:
-        from albert_tf import demo
-
         demo.run_demo(FLAGS.demo_dir, minutes=FLAGS.demo_minutes)
         return
     missing = [name for name in ("albert_config_file", "output_dir") if not FLAGS[name].value]
     if missing:
         raise AlbertError(", ".join(f"--{m}" for m in missing) + " required with --input_file")
-    from albert_tf.export import export_pretraining_run
-    from albert_tf.inputs.pretraining import resolve_input
-    from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.strategy import make_strategy
 
     strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)  # before any TF op (multi-worker collectives)
     train_input = resolve_input(FLAGS.input_file)  # read once; its lengths are the defaults

@@ -75,7 +75,7 @@ def _bert_character_classes():
 
 def _foreign_run_pattern(model_proto):
     """The RE2 twin of `SentencePieceTokenizer.shorten_foreign_runs`' pattern (None: not applicable)."""
-    import sentencepiece as spm
+    import sentencepiece as spm  # only to read a model proto given as bytes
 
     if isinstance(model_proto, tf.Tensor):
         if not hasattr(model_proto, "numpy"):

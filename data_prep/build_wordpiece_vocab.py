@@ -17,6 +17,9 @@ import os
 import sys
 from typing import Iterable, List, Sequence
 
+from absl import flags
+
+from albert_tf.cli.app import run_cli
 from albert_tf.tokenization import WORDPIECE_SPECIALS, WordPieceTokenizer, bert_normalize
 from data_prep.documents import FORMATS, ReadStats, expand_input_patterns, read_documents
 
@@ -42,6 +45,7 @@ def build_wordpiece_vocab(
     Raises:
         ValueError: no text.
     """
+    # TensorFlow only here: data_prep modules import none (Beam workers stay light).
     import tensorflow as tf
     from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
@@ -94,8 +98,6 @@ def write_vocab(tokens: Sequence[str], output_file: str) -> str:
 
 
 def define_flags():
-    from absl import flags
-
     flags.DEFINE_string("input", None, "Comma-separated text files or globs.", required=True)
     flags.DEFINE_enum("input_format", "bert", FORMATS, "Layout of the input files.")
     flags.DEFINE_string("output_file", None, "Where vocab.txt goes.", required=True)
@@ -105,8 +107,6 @@ def define_flags():
 
 
 def main(argv):
-    from absl import flags
-
     del argv
     FLAGS = flags.FLAGS
     try:
@@ -124,8 +124,6 @@ def main(argv):
 
 def cli():
     """The console-script entry point (`python -m` runs the same)."""
-    from albert_tf.cli.app import run_cli
-
     run_cli(main, define_flags)
 
 

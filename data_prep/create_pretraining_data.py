@@ -10,6 +10,8 @@ Flags that are not ours (`--runner`, `--direct_num_workers`, Dataflow's
 are described in `data_prep.pipeline`.
 """
 
+from absl import flags
+
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import settings_from_flags
 from data_prep import documents as documents_lib
@@ -18,8 +20,6 @@ from data_prep.pipeline import Settings, run
 
 
 def define_flags():
-    from absl import flags
-
     defaults = Settings("", "")
     flags.DEFINE_string("input_file", None, "Comma-separated text files or globs.", required=True)
     flags.DEFINE_string("output_dir", None, "Where the shards and metadata.json go.", required=True)

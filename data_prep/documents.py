@@ -113,7 +113,7 @@ def _decoded_lines(raw, stats: ReadStats) -> Iterator[str]:
 
 def _open_binary(path: str):
     if "://" in path:
-        from apache_beam.io.filesystems import FileSystems
+        from apache_beam.io.filesystems import FileSystems  # Beam only for remote paths
 
         return FileSystems.open(path)
     return open(path, "rb")
@@ -202,7 +202,7 @@ def expand_input_patterns(patterns: str) -> List[str]:
     paths = []
     for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
         if "://" in pattern:
-            from apache_beam.io.filesystems import FileSystems
+            from apache_beam.io.filesystems import FileSystems  # Beam only for remote paths
 
             matched = [m.path for m in FileSystems.match([pattern])[0].metadata_list]
         else:

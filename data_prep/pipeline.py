@@ -38,6 +38,8 @@ import uuid
 from typing import List, Optional, Sequence
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
 
 from albert_tf.errors import AlbertError
 from albert_tf.locking import OutputDirLock
@@ -238,7 +240,7 @@ class _WriteShard(beam.DoFn):
         self.settings = settings
 
     def process(self, shard_records):
-        from apache_beam.io.filesystems import FileSystems
+        from apache_beam.io.filesystems import FileSystems  # in the worker: DoFns travel pickled
 
         s = self.settings
         shard, records = shard_records
@@ -286,7 +288,6 @@ def build_pipeline(
     written = (
         made.records | "GroupShards" >> beam.GroupByKey() | "WriteShards" >> beam.ParDo(_WriteShard(temp_dir, settings))
     )
-    from apache_beam.io.filesystems import FileSystems
 
     counts_path = FileSystems.join(temp_dir, "_counts.json")
     _ = (
@@ -298,22 +299,16 @@ def build_pipeline(
 
 
 def _write_json(value, path):
-    from apache_beam.io.filesystems import FileSystems
-
     with FileSystems.create(path) as stream:
         stream.write(json.dumps(value, indent=2, sort_keys=True).encode("utf-8"))
 
 
 def _read_json(path):
-    from apache_beam.io.filesystems import FileSystems
-
     with FileSystems.open(path) as stream:
         return json.loads(stream.read().decode("utf-8"))
 
 
 def _existing_outputs(output_dir: str) -> List[str]:
-    from apache_beam.io.filesystems import FileSystems
-
     pattern = FileSystems.join(output_dir, "*")
     found = FileSystems.match([pattern])[0].metadata_list
     return sorted(m.path for m in found if is_shard_name(m.path) or os.path.basename(m.path) == METADATA_FILE)
@@ -354,9 +349,6 @@ def _remove_stale_staging(output_dir: str) -> int:
 
 
 def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], tokenizer) -> dict:
-    from apache_beam.io.filesystems import FileSystems
-    from apache_beam.options.pipeline_options import PipelineOptions
-
     existing = _existing_outputs(settings.output_dir) if FileSystems.exists(settings.output_dir) else []
     if existing and not settings.overwrite:
         raise DataPrepError(
@@ -406,8 +398,6 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
 
 def _publish(settings: Settings, temp_dir: str, existing: List[str], metadata: dict):
     """Moves the finished shards into place; metadata.json goes last."""
-    from apache_beam.io.filesystems import FileSystems
-
     metadata_path = FileSystems.join(settings.output_dir, METADATA_FILE)
     if existing:
         # Invalidate the old dataset first so a crash mid-swap never leaves old metadata on new shards.

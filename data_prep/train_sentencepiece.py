@@ -16,7 +16,9 @@ import sys
 from typing import Iterable, Optional, Sequence
 
 import sentencepiece as spm
+from absl import flags
 
+from albert_tf.cli.app import run_cli
 from albert_tf.tokenization import (
     ALBERT_USER_DEFINED_SYMBOLS,
     CLS_PIECE,
@@ -107,8 +109,6 @@ class _Counting:
 
 
 def define_flags():
-    from absl import flags
-
     flags.DEFINE_string("input", None, "Comma-separated text files or globs.", required=True)
     flags.DEFINE_enum("input_format", "bert", FORMATS, "Layout of the input files.")
     flags.DEFINE_string("model_prefix", None, "Writes <prefix>.model and <prefix>.vocab.", required=True)
@@ -122,8 +122,6 @@ def define_flags():
 
 
 def main(argv):
-    from absl import flags
-
     del argv
     FLAGS = flags.FLAGS
     try:
@@ -146,8 +144,6 @@ def main(argv):
 
 def cli():
     """The console-script entry point (`python -m` runs the same)."""
-    from albert_tf.cli.app import run_cli
-
     run_cli(main, define_flags)
 
 

@@ -15,6 +15,10 @@ import os
 import sys
 from typing import Callable
 
+from absl import app, flags
+
+from albert_tf.errors import AlbertError
+
 TRACEBACK_ENV = "ALBERT_TF_TRACEBACK"
 
 
@@ -68,8 +72,6 @@ def quiet_libraries(verbosity: int) -> None:
 
 def _boundary_errors() -> tuple:
     """The exception types a CLI reports as one line (library types only when already imported)."""
-    from albert_tf.errors import AlbertError
-
     types = [AlbertError, OSError]
     tf = sys.modules.get("tensorflow")
     if tf is not None:
@@ -90,8 +92,6 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
 
     `known_flags_only` leaves unknown flags in `argv` (data_prep passes them to Beam).
     """
-    from absl import app
-
     verbosity = _verbosity_from_argv(sys.argv)
     quiet_libraries(verbosity)
     define_flags()
@@ -111,8 +111,6 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
             sys.exit(1)
 
     if known_flags_only:
-        from absl import flags
-
         app.run(guarded, flags_parser=lambda argv: flags.FLAGS(argv, known_only=True))
     else:
         app.run(guarded)

@@ -13,6 +13,7 @@ from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags
 from albert_tf.export.saved_model import export_saved_model
 from albert_tf.export.tflite import QUANTIZATIONS, export_tflite
+from albert_tf.loading import load_model
 from albert_tf.tokenization import TokenizerError
 
 FLAGS = flags.FLAGS
@@ -49,8 +50,6 @@ def define_flags():
 
 
 def main(argv):
-    from albert_tf.loading import load_model
-
     del argv
     if FLAGS.spm_model_file and FLAGS.vocab_file:
         raise TokenizerError("give at most one of --spm_model_file and --vocab_file")

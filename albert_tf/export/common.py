@@ -6,6 +6,7 @@ import numpy as np
 
 from albert_tf.errors import AlbertError
 from albert_tf.export.signatures import MLM_POSITIONS
+from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
 
 class ExportError(AlbertError, RuntimeError):
@@ -20,8 +21,6 @@ def python_tokenizer(
     model, tokenizer, spm_model_file: Optional[str], vocab_file: Optional[str], do_lower_case: Optional[bool]
 ):
     """The export's tokenizer (given, or from the files), None for an ids-only export; sized as the model."""
-    from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
-
     if tokenizer is None:
         tokenizer = resolve_tokenizer(spm_model_file, vocab_file, do_lower_case, required=False)
     if tokenizer is not None:

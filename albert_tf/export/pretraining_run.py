@@ -4,6 +4,7 @@ import os
 from typing import Dict, Optional
 
 from albert_tf.export.saved_model import export_saved_model
+from albert_tf.loading import load_model
 
 SAVED_MODEL_DIR = "saved_model"
 
@@ -17,8 +18,6 @@ def export_pretraining_run(
 
     Returns `{"saved_model_backbone": path, "saved_model_pretrainer": path}`.
     """
-    from albert_tf.loading import load_model
-
     loaded = load_model(model_dir or os.path.join(run_dir, "final"))
     model = loaded.model
     outputs = {}

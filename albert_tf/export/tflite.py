@@ -58,7 +58,7 @@ def tflite_input_signature(model, max_seq_length: int, max_predictions_per_seq: 
 
 def run_tflite(model_file: str, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
     """Runs a .tflite file's `serving_default` signature (LiteRT's interpreter)."""
-    from ai_edge_litert.interpreter import Interpreter
+    from ai_edge_litert.interpreter import Interpreter  # the runtime loads only to run a file
 
     runner = Interpreter(model_path=model_file).get_signature_runner("serving_default")
     return runner(**inputs)

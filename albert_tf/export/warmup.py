@@ -20,6 +20,7 @@ def text_request(signature: str) -> Dict[str, np.ndarray]:
 
 def write_warmup_requests(saved_model_dir: str, model, signatures: List[str], max_seq_length: int):
     """One PredictionLog per signature (batch 1, full length), as TF Serving's warm-up expects."""
+    # tensorflow-serving-api only where warm-up requests are written.
     from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
     os.makedirs(os.path.join(saved_model_dir, "assets.extra"), exist_ok=True)

@@ -16,6 +16,7 @@ True
 import os
 from typing import Optional
 
+from albert_tf import checkpoints
 from albert_tf.interop import hf, keras_hub
 
 ALBERT_TF, ORIGINAL, HF, KERAS_HUB = "albert_tf", "original", "hf", "keras_hub"
@@ -24,8 +25,7 @@ FORMATS = (ALBERT_TF, ORIGINAL, HF, KERAS_HUB)
 
 def detect_format(path: str) -> Optional[str]:
     """One of `FORMATS` for what `path` holds, or None."""
-    from albert_tf import checkpoints
-    from albert_tf import loading as model_files
+    from albert_tf import loading as model_files  # here: loading imports this module
 
     if keras_hub.is_preset_dir(path):
         return KERAS_HUB

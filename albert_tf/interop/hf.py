@@ -34,6 +34,8 @@ import shutil
 from typing import Dict, List, Optional
 
 import numpy as np
+from safetensors import SafetensorError
+from safetensors.numpy import load_file, save_file
 
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import REQUIRED_FIELDS, AlbertConfig, ConfigError
@@ -51,6 +53,12 @@ from albert_tf.interop.tables import (
     ZEROS,
     TensorMapping,
 )
+from albert_tf.models.backbone import AlbertBackbone
+from albert_tf.models.classifier import AlbertClassifier
+from albert_tf.models.multiple_choice import AlbertMultipleChoice
+from albert_tf.models.pretrainer import AlbertPretrainer
+from albert_tf.models.span_qa import AlbertSpanQA
+from albert_tf.models.token_classifier import AlbertTokenClassifier
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -250,9 +258,6 @@ def is_hf_dir(path: str) -> bool:
 
 def read_safetensors(directory: str) -> Dict[str, np.ndarray]:
     """{name: float32 array} of `model.safetensors` (or its shards); refuses pickles."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
     single = os.path.join(directory, WEIGHTS_FILE)
     index = os.path.join(directory, WEIGHTS_INDEX_FILE)
     if os.path.isfile(single):
@@ -298,13 +303,6 @@ def build_model(
     config: AlbertConfig, architecture: str, values: Dict[str, np.ndarray], dropout: float, num_choices: int = 4
 ):
     """Our model for `architecture`, its head sized from the tensors."""
-    from albert_tf.models.backbone import AlbertBackbone
-    from albert_tf.models.classifier import AlbertClassifier
-    from albert_tf.models.multiple_choice import AlbertMultipleChoice
-    from albert_tf.models.pretrainer import AlbertPretrainer
-    from albert_tf.models.span_qa import AlbertSpanQA
-    from albert_tf.models.token_classifier import AlbertTokenClassifier
-
     backbone = AlbertBackbone.from_albert_config(config)
     if architecture == "AlbertModel":
         return backbone
@@ -386,8 +384,6 @@ def _write_json(path, values):
 
 def save_hf_dir(model, directory: str, spm_model_file: Optional[str] = None) -> List[str]:
     """Writes `model` into `directory` (must exist) as transformers would; returns the file names."""
-    from safetensors.numpy import save_file
-
     architecture = architecture_of(model)
     backbone = getattr(model, "backbone", model)
     config = backbone.albert_config

@@ -31,12 +31,17 @@ import os
 import shutil
 from typing import Dict, List, Optional
 
+import h5py
+import keras
 import numpy as np
 
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import AlbertConfig, ConfigError
 from albert_tf.interop import tables
 from albert_tf.interop.tables import BACKBONE, EYE, IDENTITY, MODEL, ZEROS, TensorMapping
+from albert_tf.models.backbone import AlbertBackbone
+from albert_tf.models.classifier import AlbertClassifier
+from albert_tf.models.pretrainer import AlbertPretrainer
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
@@ -223,8 +228,6 @@ def is_preset_dir(path: str) -> bool:
 # ---- h5 files ---------------------------------------------------------------------------------
 def read_h5(path: str) -> Dict[str, np.ndarray]:
     """{dataset path: array} of a Keras `.weights.h5` file."""
-    import h5py
-
     values = {}
     try:
         with h5py.File(path, "r") as f:
@@ -253,8 +256,6 @@ def write_h5(
     `compile()` (iterations 0 and its learning rate), as keras-hub's own saver
     writes it; without it `from_preset` warns that it skips the optimizer.
     """
-    import h5py
-
     with h5py.File(path, "w") as f:
         f.create_group("layers")
         f.create_group("vars").attrs["name"] = model_name
@@ -350,10 +351,6 @@ def _task_of(directory: str):
 
 def load_preset(directory: str):
     """(our model, ImportReport) from a keras-hub preset directory; one error lists every problem."""
-    from albert_tf.models.backbone import AlbertBackbone
-    from albert_tf.models.classifier import AlbertClassifier
-    from albert_tf.models.pretrainer import AlbertPretrainer
-
     config = read_backbone_config(os.path.join(directory, CONFIG_FILE))
     task, task_config = _task_of(directory)
     weights = os.path.join(directory, WEIGHTS_FILE)
@@ -407,8 +404,6 @@ def _write_json(path, values):
 
 def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> List[str]:
     """Writes `model` into `directory` (must exist) as a keras-hub preset; returns the file names."""
-    import keras
-
     task = task_of_model(model)
     backbone = getattr(model, "backbone", model)
     config = backbone.albert_config
