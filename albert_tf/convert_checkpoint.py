@@ -23,10 +23,10 @@ from albert_tf.checkpoints import CheckpointError
 from albert_tf.cli.app import run_cli
 from albert_tf.config import AlbertConfig
 from albert_tf.interop import hf, keras_hub
-from albert_tf.interop.tables import StagedDirectory
 from albert_tf.locking import OutputDirLock
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
+from albert_tf.publish import staged_files
 
 FLAGS = flags.FLAGS
 OUTPUT_FORMATS = ("albert_tf", "original", "hf", "keras_hub")
@@ -122,12 +122,12 @@ def convert(
         "hf": lambda l, d: hf.save_hf_dir(l.model, d, l.spm_model_file),
         "keras_hub": lambda l, d: keras_hub.save_preset(l.model, d, l.spm_model_file),
     }
-    staged = StagedDirectory(output_dir)
-    with OutputDirLock(output_dir), staged as staging:
+    with OutputDirLock(output_dir), staged_files(output_dir) as staging:
         writers[output_format](loaded, staging)
         if output_format in ("albert_tf", "original") and loaded.tokenizer is not None:
             loaded.tokenizer.save(staging)  # vocabulary + tokenizer.json: the model carries its tokenizer
-    return staged.written
+        written = [os.path.join(output_dir, name) for name in sorted(os.listdir(staging))]
+    return written
 
 
 def main(argv):

@@ -52,12 +52,18 @@ def staged_dir(target: str) -> Iterator[str]:
 
 @contextlib.contextmanager
 def staged_files(target_dir: str) -> Iterator[str]:
-    """Yields a staging directory whose files are moved into `target_dir` (kept alongside others) on success."""
+    """Yields a staging directory whose entries are moved into `target_dir` on success.
+
+    Other entries of `target_dir` stay; one of the same name is replaced (a directory too).
+    """
     os.makedirs(target_dir, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=target_dir)
     try:
         yield staging
         for name in sorted(os.listdir(staging)):
-            os.replace(os.path.join(staging, name), os.path.join(target_dir, name))
+            target = os.path.join(target_dir, name)
+            if os.path.isdir(target) and not os.path.islink(target):
+                shutil.rmtree(target)
+            os.replace(os.path.join(staging, name), target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

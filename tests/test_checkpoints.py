@@ -147,7 +147,7 @@ def test_cli_writes_nothing_on_error(tmp_path):
     assert "error: " in result.stderr and "the model expects [64, 64]" in result.stderr
     assert "Traceback" not in result.stderr
     assert not out.exists()
-    assert not [p for p in os.listdir(tmp_path) if p.startswith(".convert-")]
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".staging-")]
 
 
 def test_cli_reports_bad_config_file(tmp_path):

@@ -231,7 +231,7 @@ def test_cli_refuses_pytorch_pickles_and_writes_nothing(tmp_path):
     assert "Traceback" not in result.stderr
     [line] = [l for l in result.stderr.splitlines() if l.startswith("error:")]
     assert "pytorch_model.bin: a PyTorch pickle" in line and "save_pretrained" in line
-    assert not out.exists() and not [p for p in os.listdir(tmp_path) if p.startswith(".convert-")]
+    assert not out.exists() and not [p for p in os.listdir(tmp_path) if p.startswith(".staging-")]
 
 
 @pytest.mark.slow

@@ -20,11 +20,8 @@ Example:
 """
 
 import dataclasses
-import os
 import re
-import shutil
-import tempfile
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List
 
 import numpy as np
 
@@ -224,41 +221,3 @@ def export_tensors(model, backbone, table: List[TensorMapping]) -> Dict[str, np.
         out[mapping.peer] = to_peer(np.asarray(variable.numpy(), np.float32), mapping.layout)
     return out
 
-
-# ---- writing a directory whole, or not at all ------------------------------------------
-class StagedDirectory:
-    """Files written into a hidden sibling of `output_dir`, moved in only on success.
-
-    Example:
-
-    >>> out = os.path.join(tempfile.mkdtemp(), "out")
-    >>> with StagedDirectory(out) as staging:
-    ...     _ = open(os.path.join(staging, "a.txt"), "w").write("x")
-    >>> os.listdir(out)
-    ['a.txt']
-    """
-
-    def __init__(self, output_dir: str):
-        self.output_dir = output_dir
-        self.written: List[str] = []
-        self.staging: Optional[str] = None
-
-    def __enter__(self) -> str:
-        parent = os.path.dirname(os.path.abspath(self.output_dir))
-        os.makedirs(parent, exist_ok=True)
-        self.staging = tempfile.mkdtemp(prefix=".convert-", dir=parent)
-        return self.staging
-
-    def __exit__(self, exc_type, exc, tb):
-        try:
-            if exc_type is None:
-                os.makedirs(self.output_dir, exist_ok=True)
-                for name in sorted(os.listdir(self.staging)):
-                    target = os.path.join(self.output_dir, name)
-                    if os.path.isdir(target) and not os.path.islink(target):
-                        shutil.rmtree(target)
-                    os.replace(os.path.join(self.staging, name), target)
-                    self.written.append(target)
-        finally:
-            shutil.rmtree(self.staging, ignore_errors=True)
-        return False
