@@ -150,6 +150,24 @@ def make_data(args, work: pathlib.Path) -> dict:
     return data
 
 
+def data_stats(work: pathlib.Path) -> dict:
+    """Instances and the share of label 1 (swapped / random next) in each data set: the majority baselines."""
+    import tensorflow as tf
+
+    stats = {}
+    for folder in sorted((work / "data").glob("*_*")):
+        if not (folder / "metadata.json").exists():
+            continue
+        count = ones = 0
+        feature = {"next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64)}
+        for batch in tf.data.TFRecordDataset(sorted(map(str, folder.glob("*.tfrecord")))).batch(4096):
+            labels = tf.io.parse_example(batch, feature)["next_sentence_labels"]
+            count += int(labels.shape[0])
+            ones += int(tf.reduce_sum(labels))
+        stats[folder.name] = {"instances": count, "label_1_share": round(ones / max(count, 1), 4)}
+    return stats
+
+
 # --- runs --------------------------------------------------------------------------------------------
 
 
@@ -373,7 +391,7 @@ def final_metric(record, eval_set, metric):
     return final.get(f"eval_{eval_set}", {}).get(metric)
 
 
-def plot(records: dict, out: pathlib.Path, args):
+def plot(records: dict, out: pathlib.Path, args, stats: dict):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -399,12 +417,17 @@ def plot(records: dict, out: pathlib.Path, args):
                     xs, ys, style, color=color, marker="o", ms=3, label=f"{r['task'].upper()}-trained, seed {r['seed']}"
                 )
             if metric == "sentence_order_accuracy":
+                ax.set_ylim(25, 100)  # the same scale as the paper's numbers: chance is not magnified
                 ax.axhline(50, color="grey", lw=0.8, ls=":")
+                share = stats.get(f"eval_{eval_set}", {}).get("label_1_share")
+                if share is not None and abs(share - 0.5) > 0.02:  # the majority class, when it is not ~50%
+                    ax.axhline(100 * max(share, 1 - share), color="red", lw=0.8, ls=":", label="majority class")
             ax.set_title(title, fontsize=10)
             ax.set_xlabel("step")
             ax.set_ylabel("%")
             ax.grid(alpha=0.3)
         axes[0].legend(fontsize=8)
+        axes[1].legend(fontsize=8)
         fig.suptitle("SOP vs NSP (paper Table 5): each model evaluated on held-out SOP and NSP sets")
         fig.tight_layout()
         fig.savefig(out / "sop_vs_nsp_curves.png", dpi=80)
@@ -416,6 +439,8 @@ def plot(records: dict, out: pathlib.Path, args):
         cells = [("sop", "masked_lm_accuracy"), ("nsp", "sentence_order_accuracy"), ("sop", "sentence_order_accuracy")]
         for i, task in enumerate(("nsp", "sop")):
             runs = [r for r in pair if r["task"] == task]
+            if not runs:
+                continue
             means, errs = [], []
             for eval_set, metric in cells:
                 values = [100 * final_metric(r, eval_set, metric) for r in runs]
@@ -471,9 +496,20 @@ def plot(records: dict, out: pathlib.Path, args):
     return written
 
 
-def summary_tables(records: dict, args) -> str:
+def summary_tables(records: dict, args, stats: dict) -> str:
     pre = {k: r for k, r in records.items() if r.get("kind") == "pretraining"}
     lines = []
+    if stats:
+        lines += [
+            "### Data: instances and share of label 1 (swapped for SOP, random next for NSP)",
+            "",
+            "| data set | instances | label 1 share | majority baseline |",
+            "|---|---|---|---|",
+        ]
+        for name, entry in stats.items():
+            share = entry["label_1_share"]
+            lines.append(f"| {name} | {entry['instances']} | {share:.3f} | {100 * max(share, 1 - share):.1f} |")
+        lines.append("")
     pair = [r for r in pre.values() if "sop_nsp" in r["studies"]]
     if pair:
         lines += [
@@ -600,9 +636,13 @@ def main(argv=None):
                             print(f"  best {ft['metric']} {ft['best'][ft['metric']]:.4f}", flush=True)
                         else:
                             print(f"{name}: finished before, skipped", flush=True)
+    work = pathlib.Path(args.work_dir)
+    if (work / "data").is_dir() and not (out / "data.json").exists():
+        (out / "data.json").write_text(json.dumps(data_stats(work), indent=2))
     records = load_records(out)
-    written = plot(records, out, args)
-    (out / "summary.md").write_text(summary_tables(records, args) + "\n")
+    stats = json.loads((out / "data.json").read_text()) if (out / "data.json").exists() else {}
+    written = plot(records, out, args, stats)
+    (out / "summary.md").write_text(summary_tables(records, args, stats) + "\n")
     print(f"wrote {', '.join(written)} and summary.md to {out}", flush=True)
     return records
 
