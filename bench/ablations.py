@@ -191,8 +191,8 @@ def plan(args) -> list:
                 add(f"{task}_seed{seed}", "sop_nsp", e_mid, "all", task, seed, args.headline_steps)
     for sharing in ("all", "attention", "ffn", "none") if "sharing" in studies else ():
         add(f"E{e_mid}_{sharing}", "sharing", e_mid, sharing)
-    for e in (e_small, e_mid, e_h) if "embedding" in studies else ():
-        for sharing in ("all", "none"):
+    for sharing in ("all", "none") if "embedding" in studies else ():
+        for e in (e_small, e_mid, e_h):
             add(f"E{e}_{sharing}", "embedding", e, sharing)
     return list(runs.values())
 
@@ -207,9 +207,12 @@ def model_config(args, run, work: pathlib.Path) -> str:
         num_hidden_layers=args.num_hidden_layers,
         max_position_embeddings=max(config["max_position_embeddings"], args.seq),
     )
-    if run["sharing"] != "all":  # one group per layer: what is not shared is the layer's own
+    if run["sharing"] != "all":
+        # attention / ffn: that sublayer follows the group routing (one group: shared by every layer),
+        # the other is each layer's own; none: one group per layer as well (BERT-like)
         config["sharing"] = run["sharing"]
-        config["num_hidden_groups"] = args.num_hidden_layers
+        if run["sharing"] == "none":
+            config["num_hidden_groups"] = args.num_hidden_layers
     path = work / "configs" / f"{run['name']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=2))
