@@ -578,7 +578,7 @@ def summary_tables(records: dict, args, stats: dict) -> str:
     )
     if ft:
         lines += [
-            "### Downstream: dev score after fine-tuning (best of the evaluated checkpoints; last in brackets)",
+            "### Downstream: dev score after fine-tuning (best of the evaluated checkpoints, and the last)",
             "",
             "| task | pretrained | metric | best dev | last | steps | minutes |",
             "|---|---|---|---|---|---|---|",
