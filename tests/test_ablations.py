@@ -1,0 +1,83 @@
+"""bench/ablations.py at a minuscule scale: records and plots appear, and a rerun skips finished runs."""
+
+import json
+import sys
+
+import pytest
+
+from paths import REPO
+
+pytestmark = pytest.mark.realdata
+
+sys.path.insert(0, str(REPO / "bench"))
+
+
+def tiny_args(real_data, tmp_path):
+    return [
+        "--data",
+        str(real_data),
+        "--work_dir",
+        str(tmp_path / "work"),
+        "--out",
+        str(tmp_path / "out"),
+        "--max_documents",
+        "30",
+        "--vocab_size",
+        "600",
+        "--hidden_size",
+        "16",
+        "--intermediate_size",
+        "32",
+        "--num_hidden_layers",
+        "2",
+        "--embedding_sizes",
+        "8,12,16",
+        "--seq",
+        "32",
+        "--batch",
+        "8",
+        "--headline_steps",
+        "20",
+        "--evals_per_run",
+        "2",
+        "--eval_batch",
+        "32",
+        "--eval_examples",
+        "64",
+        "--seeds",
+        "1",
+        "--dupe_factor",
+        "1",
+        "--studies",
+        "sop_nsp",
+    ]
+
+
+def test_records_plots_and_resume(real_data, tmp_path, capsys):
+    import ablations
+
+    records = ablations.main(tiny_args(real_data, tmp_path))
+    out = tmp_path / "out"
+    assert set(records) == {"sop_seed1", "nsp_seed1"}
+    for name in records:
+        record = json.loads((out / "results" / f"{name}.json").read_text())
+        assert [p["step"] for p in record["curve"]] == [10, 20]
+        for eval_set in ("eval_sop", "eval_nsp"):  # every checkpoint on both held-out sets
+            assert 0.0 <= record["final"][eval_set]["sentence_order_accuracy"] <= 1.0
+            assert 0.0 <= record["final"][eval_set]["masked_lm_accuracy"] <= 1.0
+        assert record["params"] > 0 and record["task"] in ("sop", "nsp")
+    for png in ("sop_vs_nsp_curves.png", "sop_vs_nsp_bars.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    assert "SOP vs NSP" in (out / "summary.md").read_text()
+    # Held-out articles: no article text of the eval split is in the training split.
+    train = (tmp_path / "work" / "text" / "train.txt").read_text()
+    heldout = (tmp_path / "work" / "text" / "heldout.txt").read_text()
+    titles = [line for line in heldout.splitlines() if line.startswith(" = ") and not line.startswith(" = =")]
+    assert titles and not any(title in train.splitlines() for title in titles)
+
+    capsys.readouterr()
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "results").iterdir()}
+    ablations.main(tiny_args(real_data, tmp_path))
+    printed = capsys.readouterr().out
+    assert printed.count("finished before, skipped") == 2 and "pretraining" not in printed
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "results").iterdir()} == before
