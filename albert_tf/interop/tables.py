@@ -220,4 +220,3 @@ def export_tensors(model, backbone, table: List[TensorMapping]) -> Dict[str, np.
         variable = resolve(backbone if mapping.scope == BACKBONE else model, mapping.weight)
         out[mapping.peer] = to_peer(np.asarray(variable.numpy(), np.float32), mapping.layout)
     return out
-
