@@ -26,9 +26,6 @@ from albert_tf.pretraining.job import pretrain
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainSettings
 from data_prep.documents import split_sentences
-from data_prep.pipeline import Settings
-from data_prep.pipeline import run as create_data
-from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
 
 REPO_CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 # `pip install .` puts configs/ under <prefix>/share/albert_tf (pyproject.toml's data-files).
@@ -85,6 +82,11 @@ def write_corpus(path: str) -> dict:
 
 def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
     """Builds the corpus, vocabulary and data, pretrains, evaluates, exports; prints a report."""
+    # Beam logs while it is imported: import it once the CLI has quieted the libraries.
+    from data_prep.pipeline import Settings
+    from data_prep.pipeline import run as create_data
+    from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
+
     demo_dir = os.path.abspath(demo_dir)
     say = lambda message: print(f"[demo] {message}", flush=True)  # noqa: E731
     config = AlbertConfig.from_json_file(DEMO_CONFIG)

@@ -607,8 +607,11 @@ def main(argv=None):
     if not args.plots_only:
         import tensorflow as tf
 
-        tf.config.threading.set_intra_op_parallelism_threads(1)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
+        try:  # one core per study (the runs compare with each other, not with other jobs)
+            tf.config.threading.set_intra_op_parallelism_threads(1)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError:  # TF already running in this process (the test): its threads stay
+            pass
         work = pathlib.Path(args.work_dir)
         work.mkdir(parents=True, exist_ok=True)
         began = time.time()

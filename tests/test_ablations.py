@@ -1,7 +1,7 @@
 """bench/ablations.py at a minuscule scale: records and plots appear, and a rerun skips finished runs."""
 
+import importlib.util
 import json
-import sys
 
 import pytest
 
@@ -9,7 +9,13 @@ from paths import REPO
 
 pytestmark = pytest.mark.realdata
 
-sys.path.insert(0, str(REPO / "bench"))
+
+def load_ablations():
+    """bench/ablations.py as a module; bench/ stays off sys.path (its data_prep.py would shadow the package)."""
+    spec = importlib.util.spec_from_file_location("bench_ablations", REPO / "bench" / "ablations.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def tiny_args(real_data, tmp_path):
@@ -54,7 +60,7 @@ def tiny_args(real_data, tmp_path):
 
 
 def test_records_plots_and_resume(real_data, tmp_path, capsys):
-    import ablations
+    ablations = load_ablations()
 
     records = ablations.main(tiny_args(real_data, tmp_path))
     out = tmp_path / "out"
