@@ -68,6 +68,7 @@ def parse_args(argv=None):
     p.add_argument("--eval_batch", type=int, default=128)
     p.add_argument("--eval_examples", type=int, default=1536, help="examples per evaluation (cycles the set)")
     p.add_argument("--seeds", default="1,2", help="seeds of the SOP/NSP pair")
+    p.add_argument("--pair_tasks", default="sop,nsp", help="which of the pair to train (one per process/core)")
     p.add_argument("--finetune_steps", type=int, default=250)
     p.add_argument("--finetune_tasks", default="sst-2,mrpc")
     p.add_argument("--vocab_size", type=int, default=8000)
@@ -187,7 +188,7 @@ def plan(args) -> list:
 
     if "sop_nsp" in studies:
         for seed in seeds:
-            for task in ("sop", "nsp"):
+            for task in args.pair_tasks.split(","):
                 add(f"{task}_seed{seed}", "sop_nsp", e_mid, "all", task, seed, args.headline_steps)
     for sharing in ("all", "attention", "ffn", "none") if "sharing" in studies else ():
         add(f"E{e_mid}_{sharing}", "sharing", e_mid, sharing)
@@ -242,8 +243,9 @@ def train_settings(args, run, output_dir):
     )
 
 
-def evaluate_checkpoints(settings, config_file, data, eval_sets) -> tuple:
-    """Each kept checkpoint of the run on each of `eval_sets`, by the library's loop; also the parameter count."""
+def evaluate_checkpoints(settings, config_file, data, eval_sets: dict) -> tuple:
+    """Each kept checkpoint on each of `eval_sets` (curve key → data dir), by the library's loop; also the
+    parameter count."""
     from albert_tf.config import AlbertConfig
     from albert_tf.inputs.pretraining import resolve_input
     from albert_tf.pretraining.checkpointing import CheckpointPolicy
@@ -254,10 +256,8 @@ def evaluate_checkpoints(settings, config_file, data, eval_sets) -> tuple:
     config = AlbertConfig.from_json_file(config_file)
     curve = {}
     params = None
-    for name in eval_sets or ("sop",):
-        loop = PretrainingLoop(
-            strategy, config, settings, resolve_input(data["train_sop"]), resolve_input(data[f"eval_{name}"])
-        )
+    for key, path in eval_sets.items() or [("", data["eval_sop"])]:
+        loop = PretrainingLoop(strategy, config, settings, resolve_input(data["train_sop"]), resolve_input(path))
         params = int(loop.model.backbone.count_params())
         if not eval_sets:
             break
@@ -265,7 +265,7 @@ def evaluate_checkpoints(settings, config_file, data, eval_sets) -> tuple:
         for path in policy.manager.checkpoints:
             policy.checkpoint.restore(path).expect_partial()
             metrics = loop.evaluate()
-            curve.setdefault(loop.step, {})[f"eval_{name}"] = {k: round(float(metrics[k]), 5) for k in METRICS}
+            curve.setdefault(loop.step, {})[key] = {k: round(float(metrics[k]), 5) for k in METRICS}
     return curve, params
 
 
@@ -303,8 +303,12 @@ def pretraining_run(args, run, data, work: pathlib.Path, out: pathlib.Path) -> d
         settings, config_file, data[f"train_{run['task']}"], eval_file=data["eval_sop"], spm_model_file=data["spm"]
     )
     train_seconds = time.time() - began
-    # The SOP eval set during training (pretrain's own eval); the pair also on the NSP set, afterwards.
-    other, params = evaluate_checkpoints(settings, config_file, data, ("nsp",) if "sop_nsp" in run["studies"] else ())
+    # The SOP eval set during training (pretrain's own eval); the pair afterwards also on the NSP eval set
+    # and on (a slice of) its own training data: "fit" tells "not learnt" from "learnt, not generalized".
+    eval_sets = {}
+    if "sop_nsp" in run["studies"]:
+        eval_sets = {"eval_nsp": data["eval_nsp"], "fit": data[f"train_{run['task']}"]}
+    other, params = evaluate_checkpoints(settings, config_file, data, eval_sets)
     curve = []
     for step, metrics in sorted(read_eval_results(output_dir).items()):
         curve.append({"step": step, "eval_sop": metrics, **other.get(step, {})})
@@ -419,6 +423,10 @@ def plot(records: dict, out: pathlib.Path, args, stats: dict):
                 ax.plot(
                     xs, ys, style, color=color, marker="o", ms=3, label=f"{r['task'].upper()}-trained, seed {r['seed']}"
                 )
+                fit = [p.get("fit", {}).get(metric) for p in r["curve"]]
+                if eval_set == r["task"] and metric == "sentence_order_accuracy" and None not in fit:
+                    # the run's own training data: learnt at all, or learnt but not carried to new articles
+                    ax.plot(xs, [100 * y for y in fit], ":", color=color, lw=1, label="  same, on its training data")
             if metric == "sentence_order_accuracy":
                 ax.set_ylim(25, 100)  # the same scale as the paper's numbers: chance is not magnified
                 ax.axhline(50, color="grey", lw=0.8, ls=":")
@@ -538,12 +546,18 @@ def summary_tables(records: dict, args, stats: dict) -> str:
             seeds = ",".join(str(r["seed"]) for r in runs)
             lines.append(f"| {task.upper()} | {seeds} | {runs[0]['steps']} | " + " | ".join(cells) + f" | {paper} |")
         lines.append("")
-        lines += ["Per seed:", "", "| run | MLM | NSP eval | SOP eval | minutes |", "|---|---|---|---|---|"]
+        lines += [
+            "Per seed (last column: the run's own sentence task on its training data, the part evaluated):",
+            "",
+            "| run | MLM | NSP eval | SOP eval | minutes | own task, training data |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in sorted(pair, key=lambda r: (r["task"], r["seed"])):
+            fit = ((r.get("final") or {}).get("fit") or {}).get("sentence_order_accuracy")
             lines.append(
                 f"| {r['name']} | {pct(final_metric(r, 'sop', 'masked_lm_accuracy'))} | "
                 f"{pct(final_metric(r, 'nsp', 'sentence_order_accuracy'))} | "
-                f"{pct(final_metric(r, 'sop', 'sentence_order_accuracy'))} | {r['seconds'] / 60:.1f} |"
+                f"{pct(final_metric(r, 'sop', 'sentence_order_accuracy'))} | {r['seconds'] / 60:.1f} | {pct(fit)} |"
             )
         lines.append("")
     for study, title, paper_key in (

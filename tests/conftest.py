@@ -1,7 +1,10 @@
 """Shared pytest set-up: backend, quiet TF logs, real-data location, tiny configs."""
 
+import fcntl
 import json
 import os
+import pathlib
+import shutil
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -36,16 +39,41 @@ def require_real_data():
     return root
 
 
+def built_once(tmp_path_factory, name, build):
+    """`build(directory)` → a JSON value, run by one test process of the run; the others reuse its files.
+
+    pytest-xdist gives every worker its own session fixtures, but the expensive artefacts (SentencePiece
+    models, pretraining data, a pretrained model) are the same files for all of them: the first worker to
+    ask builds them under a lock in the run's shared temp folder, the others wait and read the result.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return build(tmp_path_factory.mktemp(name))
+    shared = tmp_path_factory.getbasetemp().parent  # pytest-N/, the parent of every worker's popen-gwN/
+    directory, result = shared / name, shared / f"{name}.json"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if build raises
+        if not result.exists():
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir()
+            value = build(directory)
+            tmp = shared / f"{name}.json.tmp"
+            tmp.write_text(json.dumps(value))
+            os.replace(tmp, result)
+        return json.loads(result.read_text())
+
+
 @pytest.fixture(scope="session")
 def wikitext_spm(tmp_path_factory):
     """A 4,000-piece ALBERT SentencePiece model trained on WikiText-2 valid."""
     from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
 
     root = require_real_data()
-    prefix = tmp_path_factory.mktemp("spm") / "wikitext4k"
-    return train_sentencepiece(
-        corpus_sentences([str(root / "wikitext2" / "valid.txt")], "wikitext", lower=True), str(prefix), vocab_size=4000
-    )
+
+    def build(directory):
+        sentences = corpus_sentences([str(root / "wikitext2" / "valid.txt")], "wikitext", lower=True)
+        return train_sentencepiece(sentences, str(directory / "wikitext4k"), vocab_size=4000)
+
+    return built_once(tmp_path_factory, "wikitext_spm", build)
 
 
 @pytest.fixture(scope="session")
@@ -66,9 +94,11 @@ def korean_spm(tmp_path_factory, korean_reviews):
     from albert_tf.tokenization import preprocess_text
     from data_prep.train_sentencepiece import train_sentencepiece
 
-    prefix = tmp_path_factory.mktemp("spm") / "nsmc"
-    sentences = [preprocess_text(r) for movie in korean_reviews for r in movie]
-    return train_sentencepiece(sentences, str(prefix), vocab_size=2000, character_coverage=0.9995)
+    def build(directory):
+        sentences = [preprocess_text(r) for movie in korean_reviews for r in movie]
+        return train_sentencepiece(sentences, str(directory / "nsmc"), vocab_size=2000, character_coverage=0.9995)
+
+    return built_once(tmp_path_factory, "korean_spm", build)
 
 
 PRETRAIN_SEQ = 64
@@ -79,22 +109,25 @@ def pretraining_data(tmp_path_factory, wikitext_spm, real_data):
     """WikiText-2 valid as SOP data (3 shards, length 64) and a tiny config for its 4k vocabulary."""
     from data_prep.pipeline import Settings, run
 
-    root = tmp_path_factory.mktemp("pretraining")
-    run(
-        Settings(
-            input_file=str(real_data / "wikitext2" / "valid.txt"),
-            output_dir=str(root / "data"),
-            spm_model_file=wikitext_spm,
-            input_format="wikitext",
-            max_seq_length=PRETRAIN_SEQ,
-            dupe_factor=1,
-            num_shards=3,
+    def build(root):
+        run(
+            Settings(
+                input_file=str(real_data / "wikitext2" / "valid.txt"),
+                output_dir=str(root / "data"),
+                spm_model_file=wikitext_spm,
+                input_format="wikitext",
+                max_seq_length=PRETRAIN_SEQ,
+                dupe_factor=1,
+                num_shards=3,
+            )
         )
-    )
-    config = json.loads((CONFIGS / "albert_tiny.json").read_text())
-    config["vocab_size"] = 4000
-    (root / "albert_config.json").write_text(json.dumps(config))
-    return {"data": str(root / "data"), "config": str(root / "albert_config.json"), "spm": wikitext_spm, "root": root}
+        config = json.loads((CONFIGS / "albert_tiny.json").read_text())
+        config["vocab_size"] = 4000
+        (root / "albert_config.json").write_text(json.dumps(config))
+        return {"data": str(root / "data"), "config": str(root / "albert_config.json"), "root": str(root)}
+
+    built = built_once(tmp_path_factory, "pretraining", build)
+    return {**built, "spm": wikitext_spm, "root": pathlib.Path(built["root"])}
 
 
 @pytest.fixture(scope="session")
@@ -108,21 +141,23 @@ def pretrained_tiny(tmp_path_factory, pretraining_data):
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainSettings
 
-    output_dir = tmp_path_factory.mktemp("pretrained_tiny")
-    settings = TrainSettings(
-        output_dir=str(output_dir),
-        train_batch_size=32,
-        max_seq_length=PRETRAIN_SEQ,
-        num_train_steps=300,
-        num_warmup_steps=30,
-        learning_rate=0.002,
-        save_checkpoints_steps=1000,
-        do_eval=False,
-        log_every_steps=100,
-        verbose=False,
-    )
-    pretrain(settings, pretraining_data["config"], pretraining_data["data"], spm_model_file=pretraining_data["spm"])
-    return output_dir
+    def build(output_dir):
+        settings = TrainSettings(
+            output_dir=str(output_dir),
+            train_batch_size=32,
+            max_seq_length=PRETRAIN_SEQ,
+            num_train_steps=300,
+            num_warmup_steps=30,
+            learning_rate=0.002,
+            save_checkpoints_steps=1000,
+            do_eval=False,
+            log_every_steps=100,
+            verbose=False,
+        )
+        pretrain(settings, pretraining_data["config"], pretraining_data["data"], spm_model_file=pretraining_data["spm"])
+        return str(output_dir)
+
+    return pathlib.Path(built_once(tmp_path_factory, "pretrained_tiny", build))
 
 
 # Hand-written Chinese (the shared data has none): simplified/traditional, full-width

@@ -68,7 +68,7 @@ def test_records_plots_and_resume(real_data, tmp_path, capsys):
     for name in records:
         record = json.loads((out / "results" / f"{name}.json").read_text())
         assert [p["step"] for p in record["curve"]] == [10, 20]
-        for eval_set in ("eval_sop", "eval_nsp"):  # every checkpoint on both held-out sets
+        for eval_set in ("eval_sop", "eval_nsp", "fit"):  # both held-out sets, and the run's own training data
             assert 0.0 <= record["final"][eval_set]["sentence_order_accuracy"] <= 1.0
             assert 0.0 <= record["final"][eval_set]["masked_lm_accuracy"] <= 1.0
         assert record["params"] > 0 and record["task"] in ("sop", "nsp")

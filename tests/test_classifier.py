@@ -139,7 +139,10 @@ def test_runner_trains_and_writes_metrics_and_predictions(
 
 @pytest.fixture(scope="module")
 def sst2_run(real_data, pretrained_tiny, tmp_path_factory):
-    """SST-2 (5,000 train rows → full dev) fine-tuned from the tests' own pretrained tiny model."""
+    """SST-2 (5,000 train rows → full dev) fine-tuned from the tests' own pretrained tiny model.
+
+    200 steps: dev accuracy 0.600 at step 150 and 0.632 at 200 (majority 0.509) when measured.
+    """
     from albert_tf.run_classifier import ClassifierSettings, run
 
     output_dir = tmp_path_factory.mktemp("sst2")
@@ -153,9 +156,9 @@ def sst2_run(real_data, pretrained_tiny, tmp_path_factory):
         train_batch_size=32,
         eval_batch_size=64,
         learning_rate=1e-3,
-        train_step=400,
-        warmup_step=40,
-        save_checkpoints_steps=100,
+        train_step=200,
+        warmup_step=20,
+        save_checkpoints_steps=50,
         verbose=False,
     )
     summary = run(settings)
