@@ -24,7 +24,7 @@ from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags
 from albert_tf.errors import AlbertError
 from albert_tf.export import export_pretraining_run
 from albert_tf.inputs.pretraining import resolve_input
-from albert_tf.pretraining.job import pretrain
+from albert_tf.pretraining.job import evaluate_checkpoints, pretrain
 from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES, TrainSettings
 from albert_tf.pretraining.strategy import make_strategy
 
@@ -64,6 +64,12 @@ def define_flags():
     flags.DEFINE_integer("save_checkpoints_steps", d.save_checkpoints_steps, "Checkpoint every N steps.")
     flags.DEFINE_integer("keep_checkpoint_max", d.keep_checkpoint_max, "Checkpoints kept.")
     flags.DEFINE_bool("do_eval", d.do_eval, "Evaluate at each checkpoint and at the end; keep the best.")
+    flags.DEFINE_bool(
+        "do_train",
+        True,
+        "With --do_train=false: evaluate every checkpoint kept in --output_dir on --eval_file and print one "
+        "JSON line each; nothing is trained or written.",
+    )
     flags.DEFINE_integer("max_eval_steps", d.max_eval_steps, "Eval batches.")
     flags.DEFINE_enum("strategy", "default", STRATEGIES, "tf.distribute strategy (multi_worker reads TF_CONFIG).")
     flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
@@ -100,6 +106,13 @@ def main(argv):
         max_seq_length=FLAGS.max_seq_length or train_input.data.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq or train_input.data.max_predictions_per_seq,
     )
+    if not FLAGS.do_train:
+        eval_input = resolve_input(FLAGS.eval_file, "--eval_file") if FLAGS.eval_file else train_input
+        for step, metrics in evaluate_checkpoints(
+            settings, FLAGS.albert_config_file, eval_input, strategy=strategy
+        ).items():
+            print(json.dumps({"global_step": step, **metrics}), flush=True)
+        return
     summary = pretrain(
         settings,
         FLAGS.albert_config_file,

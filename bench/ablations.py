@@ -1,9 +1,9 @@
 """The paper's ablations at small scale: pretraining runs on WikiText-2, JSON records and plots.
 
 Every run uses the project's own pipeline: `data_prep` (SentencePiece + `pipeline.run`) for the
-data, `albert_tf.pretraining.job.pretrain` for pretraining, the library's `PretrainingLoop.evaluate`
-(restored from each kept checkpoint) for the evaluations, `albert_tf.run_classifier.run` for the
-downstream check.
+data, `albert_tf.pretraining.job.pretrain` for pretraining, `albert_tf.pretraining.job.evaluate_checkpoints`
+(`run_pretraining --nodo_train`: every kept checkpoint on another eval set) for the evaluations,
+`albert_tf.run_classifier.run` for the downstream check.
 
 Data: WikiText-2 valid+test split by document (every `--heldout_every`-th article held out). The
 SentencePiece model is trained on the training articles only; data_prep builds SOP and NSP
@@ -85,7 +85,7 @@ def parse_args(argv=None):
 
 def split_articles(sources, work: pathlib.Path, every: int, max_documents: int):
     """WikiText articles (a ` = Title = ` line starts one) → train.txt and heldout.txt (every N-th)."""
-    from data_prep.documents import _WIKITEXT_TITLE
+    from data_prep.documents import is_wikitext_title
 
     train, heldout = work / "text" / "train.txt", work / "text" / "heldout.txt"
     if heldout.exists():
@@ -94,7 +94,7 @@ def split_articles(sources, work: pathlib.Path, every: int, max_documents: int):
     for source in sources:
         with open(source, encoding="utf-8") as f:
             for line in f:
-                if _WIKITEXT_TITLE.match(line.rstrip("\n")) and current:
+                if is_wikitext_title(line) and current:
                     articles.append(current)
                     current = []
                 current.append(line)
@@ -243,30 +243,25 @@ def train_settings(args, run, output_dir):
     )
 
 
-def evaluate_checkpoints(settings, config_file, data, eval_sets: dict) -> tuple:
-    """Each kept checkpoint on each of `eval_sets` (curve key → data dir), by the library's loop; also the
-    parameter count."""
-    from albert_tf.config import AlbertConfig
-    from albert_tf.inputs.pretraining import resolve_input
-    from albert_tf.pretraining.checkpointing import CheckpointPolicy
-    from albert_tf.pretraining.loop import PretrainingLoop
-    from albert_tf.pretraining.strategy import make_strategy
+def evaluate_on(settings, config_file, eval_sets: dict) -> dict:
+    """Each kept checkpoint of the run on each of `eval_sets` (curve key → data dir): {step: {key: metrics}}.
 
-    strategy = make_strategy("default", None)
-    config = AlbertConfig.from_json_file(config_file)
+    The library's eval-only mode (`run_pretraining --nodo_train`), as a function.
+    """
+    from albert_tf.pretraining.job import evaluate_checkpoints
+
     curve = {}
-    params = None
-    for key, path in eval_sets.items() or [("", data["eval_sop"])]:
-        loop = PretrainingLoop(strategy, config, settings, resolve_input(data["train_sop"]), resolve_input(path))
-        params = int(loop.model.backbone.count_params())
-        if not eval_sets:
-            break
-        policy = CheckpointPolicy(loop, say=lambda message: None)
-        for path in policy.manager.checkpoints:
-            policy.checkpoint.restore(path).expect_partial()
-            metrics = loop.evaluate()
-            curve.setdefault(loop.step, {})[key] = {k: round(float(metrics[k]), 5) for k in METRICS}
-    return curve, params
+    for key, path in eval_sets.items():
+        for step, metrics in evaluate_checkpoints(settings, config_file, path).items():
+            curve.setdefault(step, {})[key] = {k: round(float(metrics[k]), 5) for k in METRICS}
+    return curve
+
+
+def count_params(config_file) -> int:
+    from albert_tf.config import AlbertConfig
+    from albert_tf.models.backbone import AlbertBackbone
+
+    return int(AlbertBackbone.from_albert_config(AlbertConfig.from_json_file(config_file)).count_params())
 
 
 def read_eval_results(output_dir) -> dict:
@@ -308,7 +303,7 @@ def pretraining_run(args, run, data, work: pathlib.Path, out: pathlib.Path) -> d
     eval_sets = {}
     if "sop_nsp" in run["studies"]:
         eval_sets = {"eval_nsp": data["eval_nsp"], "fit": data[f"train_{run['task']}"]}
-    other, params = evaluate_checkpoints(settings, config_file, data, eval_sets)
+    other, params = evaluate_on(settings, config_file, eval_sets), count_params(config_file)
     curve = []
     for step, metrics in sorted(read_eval_results(output_dir).items()):
         curve.append({"step": step, "eval_sop": metrics, **other.get(step, {})})

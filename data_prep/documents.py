@@ -172,6 +172,15 @@ def _read_jsonl(path, lines, stats):
         yield [s for paragraph in text.splitlines() for s in split_sentences(paragraph)]
 
 
+def is_wikitext_title(line: str) -> bool:
+    """Whether a WikiText line is an article title (` = Title = `): where one article ends and the next starts.
+
+    >>> is_wikitext_title(" = Valkyria Chronicles III = "), is_wikitext_title(" = = Gameplay = = ")
+    (True, False)
+    """
+    return bool(_WIKITEXT_TITLE.match(line.rstrip("\n")))
+
+
 def _undo_wikitext_markers(line: str) -> str:
     for marker, replacement in _WIKITEXT_MARKERS:
         line = line.replace(marker, replacement)
@@ -183,7 +192,7 @@ def _read_wikitext(path, lines, stats):
     for line in lines:
         stats.lines += 1
         line = line.rstrip("\n")
-        if _WIKITEXT_TITLE.match(line):
+        if is_wikitext_title(line):
             yield document
             document = []
         elif _WIKITEXT_HEADING.match(line) or not line.strip():

@@ -329,3 +329,58 @@ def test_cli_errors_have_no_traceback(tmp_path, pretraining_data):
     out, err = process.communicate(timeout=300)
     assert process.returncode != 0
     assert "matches no file" in err and "Traceback" not in err
+
+
+def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining_data, tmp_path):
+    from albert_tf.pretraining.job import evaluate_checkpoints, pretrain
+    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+
+    settings = TrainSettings(
+        output_dir=str(tmp_path / "run"),
+        train_batch_size=16,
+        eval_batch_size=16,
+        max_seq_length=SEQ,
+        num_train_steps=10,
+        num_warmup_steps=2,
+        learning_rate=0.01,
+        save_checkpoints_steps=5,
+        do_eval=True,
+        max_eval_steps=2,
+        verbose=False,
+    )
+    pretrain(settings, pretraining_data["config"], pretraining_data["data"])
+    during_training = {}
+    for line in (tmp_path / "run" / "eval_results.txt").read_text().splitlines():
+        entry = json.loads(line)
+        during_training[entry.pop("global_step")] = entry
+    files_before = sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in (tmp_path / "run").rglob("*"))
+
+    process = cli(
+        [
+            f"--input_file={pretraining_data['data']}",
+            f"--albert_config_file={pretraining_data['config']}",
+            f"--output_dir={tmp_path / 'run'}",
+            "--nodo_train",
+            "--eval_batch_size=16",
+            "--max_eval_steps=2",
+        ]
+    )
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-3000:]
+    printed = {}
+    for line in out.splitlines():
+        entry = json.loads(line)
+        printed[entry.pop("global_step")] = entry
+    assert sorted(printed) == [5, 10]  # both kept checkpoints, in step order
+    for step in printed:  # the same numbers the run measured at that checkpoint
+        for key, value in during_training[step].items():
+            assert printed[step][key] == pytest.approx(value, rel=1e-5), (step, key)
+    files_after = sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in (tmp_path / "run").rglob("*"))
+    assert files_after == files_before
+
+    with pytest.raises(TrainingError, match="no checkpoint to evaluate"):
+        evaluate_checkpoints(
+            TrainSettings(output_dir=str(tmp_path / "empty"), max_seq_length=SEQ),
+            pretraining_data["config"],
+            pretraining_data["data"],
+        )

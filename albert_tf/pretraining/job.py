@@ -9,7 +9,7 @@ import contextlib
 import json
 import logging
 import os
-from typing import Optional, Union
+from typing import Dict, Optional, Union
 
 import keras
 import tensorflow as tf
@@ -17,7 +17,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs.pretraining import PretrainingInput, resolve_input
 from albert_tf.locking import OutputDirLock
-from albert_tf.pretraining.checkpointing import CheckpointPolicy
+from albert_tf.pretraining.checkpointing import CHECKPOINT_DIR, CheckpointPolicy
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import is_chief, make_strategy
@@ -128,3 +128,43 @@ def pretrain(
             with open(os.path.join(settings.output_dir, SUMMARY_FILE), "w") as f:
                 json.dump(summary, f, indent=2)
     return summary
+
+
+def evaluate_checkpoints(
+    settings: TrainSettings,
+    albert_config_file: str,
+    eval_file: Union[str, PretrainingInput],
+    *,
+    strategy_name: str = "default",
+    tpu: Optional[str] = None,
+    strategy=None,
+) -> Dict[int, Dict[str, float]]:
+    """Every checkpoint kept in `settings.output_dir`, evaluated on `eval_file`; nothing is trained or written.
+
+    The original's `--do_train=false --do_eval`, for every kept checkpoint: a run (finished or still
+    going) measured on another eval set, e.g. held-out documents, or NSP data for a model trained with SOP.
+    `max_eval_steps` batches of `eval_batch_size` each, as the evaluation during training.
+
+    Returns:
+        {global step: metrics}, in step order.
+
+    Raises:
+        TrainingError: the run has no checkpoint.
+        DataError: the eval data do not fit the settings or the model.
+    """
+    checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
+    state = tf.train.get_checkpoint_state(checkpoint_dir) if tf.io.gfile.isdir(checkpoint_dir) else None
+    if state is None or not state.all_model_checkpoint_paths:
+        raise TrainingError(f"{checkpoint_dir}: no checkpoint to evaluate (train first, or check --output_dir)")
+    strategy = strategy or make_strategy(strategy_name, tpu)
+    config = AlbertConfig.from_json_file(albert_config_file)
+    eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
+    eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
+    loop = PretrainingLoop(strategy, config, settings, eval_input, eval_input)
+    # The weights and the step only: the training iterator in the checkpoint belongs to other data.
+    weights = tf.train.Checkpoint(model=loop.model, optimizer=loop.optimizer)
+    results = {}
+    for path in state.all_model_checkpoint_paths:
+        weights.restore(path).expect_partial()
+        results[loop.step] = loop.evaluate()
+    return dict(sorted(results.items()))
