@@ -22,7 +22,7 @@ from albert_tf.errors import AlbertError
 TRACEBACK_ENV = "ALBERT_TF_TRACEBACK"
 
 
-def _verbosity_from_argv(argv) -> int:
+def verbosity_from_argv(argv) -> int:
     """absl's `-v/--verbosity` read before flags are parsed (TensorFlow reads its log level at import)."""
     for index, arg in enumerate(argv):
         for prefix in ("--verbosity=", "-v="):
@@ -92,7 +92,7 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
 
     `known_flags_only` leaves unknown flags in `argv` (data_prep passes them to Beam).
     """
-    verbosity = _verbosity_from_argv(sys.argv)
+    verbosity = verbosity_from_argv(sys.argv)
     quiet_libraries(verbosity)
     define_flags()
 
