@@ -11,8 +11,6 @@ import importlib
 import os
 import sys
 
-from albert_tf.cli.app import verbosity_from_argv
-
 
 def _launched_as_one_of_our_clis() -> bool:
     # `python -m albert_tf.<cli>` imports this package while argv[0] is still "-m"; console scripts are albert-*.
@@ -20,10 +18,13 @@ def _launched_as_one_of_our_clis() -> bool:
     return launcher == "-m" or launcher.startswith("albert-")
 
 
-if _launched_as_one_of_our_clis() and verbosity_from_argv(sys.argv) < 1:
+if _launched_as_one_of_our_clis():
     # TensorFlow prints its C++ start-up lines (CUDA probing, CPU features) when it is imported, which
     # the CLI modules do before any of their code runs: the level must be set before that.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from albert_tf.cli.app import verbosity_from_argv  # CLIs only: library users need no absl here
+
+    if verbosity_from_argv(sys.argv) < 1:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 _LAZY = {
     "AlbertConfig": "albert_tf.config",

@@ -67,8 +67,8 @@ def define_flags():
     flags.DEFINE_bool(
         "do_train",
         True,
-        "With --do_train=false: evaluate every checkpoint kept in --output_dir on --eval_file and print one "
-        "JSON line each; nothing is trained or written.",
+        "With --do_train=false: evaluate every checkpoint kept in --output_dir on --eval_file (default "
+        "--input_file) and print one JSON line each; nothing is trained or written.",
     )
     flags.DEFINE_integer("max_eval_steps", d.max_eval_steps, "Eval batches.")
     flags.DEFINE_enum("strategy", "default", STRATEGIES, "tf.distribute strategy (multi_worker reads TF_CONFIG).")
@@ -92,31 +92,38 @@ def define_flags():
 
 def main(argv):
     del argv
-    if FLAGS.input_file is None:
+    if FLAGS.input_file is None and FLAGS.do_train:
         demo.run_demo(FLAGS.demo_dir, minutes=FLAGS.demo_minutes)
         return
     missing = [name for name in ("albert_config_file", "output_dir") if not FLAGS[name].value]
     if missing:
-        raise AlbertError(", ".join(f"--{m}" for m in missing) + " required with --input_file")
+        mode = "--input_file" if FLAGS.do_train else "--nodo_train"
+        raise AlbertError(", ".join(f"--{m}" for m in missing) + f" required with {mode}")
+    if not FLAGS.do_train and not (FLAGS.eval_file or FLAGS.input_file):
+        raise AlbertError("--nodo_train needs --eval_file (the data to evaluate the checkpoints on)")
 
     strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)  # before any TF op (multi-worker collectives)
-    train_input = resolve_input(FLAGS.input_file)  # read once; its lengths are the defaults
+    # Read once; its lengths are the defaults. Evaluating only: the eval data are the data.
+    if FLAGS.do_train:
+        data_input = resolve_input(FLAGS.input_file)
+    else:
+        data_input = (
+            resolve_input(FLAGS.eval_file, "--eval_file") if FLAGS.eval_file else resolve_input(FLAGS.input_file)
+        )
     settings = settings_from_flags(
         TrainSettings,
-        max_seq_length=FLAGS.max_seq_length or train_input.data.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq or train_input.data.max_predictions_per_seq,
+        max_seq_length=FLAGS.max_seq_length or data_input.data.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq or data_input.data.max_predictions_per_seq,
     )
     if not FLAGS.do_train:
-        eval_input = resolve_input(FLAGS.eval_file, "--eval_file") if FLAGS.eval_file else train_input
-        for step, metrics in evaluate_checkpoints(
-            settings, FLAGS.albert_config_file, eval_input, strategy=strategy
-        ).items():
+        checkpoints = evaluate_checkpoints(settings, FLAGS.albert_config_file, data_input, strategy=strategy)
+        for step, metrics in checkpoints.items():
             print(json.dumps({"global_step": step, **metrics}), flush=True)
         return
     summary = pretrain(
         settings,
         FLAGS.albert_config_file,
-        train_input,
+        data_input,
         eval_file=FLAGS.eval_file,
         init_checkpoint=FLAGS.init_checkpoint,
         spm_model_file=FLAGS.spm_model_file,

@@ -357,7 +357,7 @@ def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining
 
     process = cli(
         [
-            f"--input_file={pretraining_data['data']}",
+            f"--eval_file={pretraining_data['data']}",  # no --input_file: evaluating needs no training data
             f"--albert_config_file={pretraining_data['config']}",
             f"--output_dir={tmp_path / 'run'}",
             "--nodo_train",
