@@ -277,6 +277,13 @@ class LoadReport:
     ignored: List[str]
 
 
+TF2_CHECKPOINT_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"  # object-based (TF2) checkpoints have it
+TRAINING_CHECKPOINT_ADVICE = (
+    "a run_pretraining training checkpoint (weights + optimizer state), not a model; "
+    "use the run's final/ or best/ directory instead"
+)
+
+
 def _checkpoint_prefix(path):
     import tensorflow as tf  # TF1 checkpoints only: the model itself runs on any Keras backend
 
@@ -300,8 +307,12 @@ def read_original_checkpoint(path):
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as e:
         raise CheckpointError(f"{prefix}: not a readable checkpoint ({e})") from None
+    names = reader.get_variable_to_shape_map()
+    if TF2_CHECKPOINT_KEY in names:
+        # Its optimizer and iterator state read as "corrupt" variables otherwise.
+        raise CheckpointError(f"{prefix}: {TRAINING_CHECKPOINT_ADVICE}")
     values = {}
-    for name in reader.get_variable_to_shape_map():
+    for name in names:
         key = name[len(HUB_PREFIX) :] if name.startswith(HUB_PREFIX) else name
         try:
             values[key] = reader.get_tensor(name)

@@ -57,7 +57,6 @@ from albert_tf.tokenization import Tokenizer, check_vocab_size, resolve_tokenize
 KERAS_MODEL_FILE = "model.keras"
 RUN_SUBDIRS = ("final", "best")  # run_pretraining's outputs, in order of preference
 MLM_HEAD_VARIABLE = "cls/predictions/output_bias"
-TF2_CHECKPOINT_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"  # object-based (TF2) checkpoints have it
 
 
 class ModelFileError(AlbertError, ValueError):
@@ -112,11 +111,8 @@ def _load_original(path: str, albert_config_file: Optional[str]) -> keras.Model:
 
     prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
     names = {name for name, _ in tf.train.list_variables(prefix)} if prefix else set()
-    if TF2_CHECKPOINT_KEY in names:
-        raise ModelFileError(
-            f"{path}: a run_pretraining training checkpoint (weights + optimizer state); export the run "
-            "directory instead (its final/ or best/)"
-        )
+    if checkpoints.TF2_CHECKPOINT_KEY in names:
+        raise ModelFileError(f"{path}: {checkpoints.TRAINING_CHECKPOINT_ADVICE}")
     directory = path if os.path.isdir(path) else os.path.dirname(path)
     config_file = albert_config_file or os.path.join(directory, checkpoints.CONFIG_FILE)
     if not os.path.isfile(config_file):

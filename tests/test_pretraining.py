@@ -261,6 +261,24 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
             pretraining_data["data"],
             init_checkpoint=str(first / "final"),
         )
+    # A warm start from a run's own training checkpoint names it as such (its optimizer and
+    # iterator state once read as a "truncated or corrupt" TF1 checkpoint).
+    for training_checkpoint in (first / "checkpoints", first / "checkpoints" / "ckpt-1"):
+        with pytest.raises(TrainingError, match=r"training checkpoint .*final/ or best/"):
+            pretrain(
+                TrainSettings(
+                    output_dir=str(tmp_path / "warm"),
+                    train_batch_size=8,
+                    max_seq_length=SEQ,
+                    num_train_steps=1,
+                    verbose=False,
+                ),
+                pretraining_data["config"],
+                pretraining_data["data"],
+                init_checkpoint=str(training_checkpoint),
+            )
+    # The failed start recorded no config, so a retry with another config is not refused.
+    assert not (tmp_path / "warm" / "checkpoints" / "albert_config.json").exists()
     with pytest.raises(TrainingError, match="must divide"):
         pretrain(
             TrainSettings(

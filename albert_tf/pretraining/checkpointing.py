@@ -91,6 +91,7 @@ class CheckpointPolicy:
                     "Use a new --output_dir to start again"
                 )
             message = self._warm_start()
+        self._record_config(config_dict)
         self.loop.ensure_iterator()
         return message
 
@@ -107,10 +108,15 @@ class CheckpointPolicy:
                     f"{self.settings.output_dir} was trained with another config ({', '.join(changed)} differ: "
                     f"{recorded}); resume with that config, or use a new --output_dir"
                 )
-        else:
-            os.makedirs(self.checkpoint_dir, exist_ok=True)
-            with open(recorded, "w") as f:
-                json.dump(config_dict, f, indent=2, sort_keys=True)
+
+    def _record_config(self, config_dict: Optional[dict]):
+        """After a successful start only, so a failed warm start leaves no record to refuse a retry with."""
+        recorded = os.path.join(self.checkpoint_dir, CONFIG_RECORD)
+        if config_dict is None or not self.loop.chief or os.path.exists(recorded):
+            return
+        os.makedirs(self.checkpoint_dir, exist_ok=True)
+        with open(recorded, "w") as f:
+            json.dump(config_dict, f, indent=2, sort_keys=True)
 
     def _warm_start(self) -> str:
         if not self.init_checkpoint:
@@ -126,7 +132,7 @@ class CheckpointPolicy:
             load(model, self.init_checkpoint)
         except checkpoints_lib.CheckpointError as error:
             if "backbone only" not in str(error):
-                raise TrainingError(f"--init_checkpoint does not fit --albert_config_file: {error}") from None
+                raise TrainingError(f"--init_checkpoint {error}") from None
             load(model.backbone, self.init_checkpoint)
         return f"initialized from {self.init_checkpoint} (weights only, as the original)"
 
