@@ -242,21 +242,17 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     small = json.loads(open(pretraining_data["config"]).read())
     small["hidden_size"] = 32
     (tmp_path / "small.json").write_text(json.dumps(small))
+
+    def one_step(output_dir):
+        return TrainSettings(
+            output_dir=str(output_dir), train_batch_size=8, max_seq_length=SEQ, num_train_steps=1, verbose=False
+        )
+
     first = tmp_path / "first"
-    pretrain(
-        TrainSettings(output_dir=str(first), train_batch_size=8, max_seq_length=SEQ, num_train_steps=1, verbose=False),
-        pretraining_data["config"],
-        pretraining_data["data"],
-    )
+    pretrain(one_step(first), pretraining_data["config"], pretraining_data["data"])
     with pytest.raises(TrainingError, match="does not fit"):
         pretrain(
-            TrainSettings(
-                output_dir=str(tmp_path / "second"),
-                train_batch_size=8,
-                max_seq_length=SEQ,
-                num_train_steps=1,
-                verbose=False,
-            ),
+            one_step(tmp_path / "second"),
             str(tmp_path / "small.json"),
             pretraining_data["data"],
             init_checkpoint=str(first / "final"),
@@ -266,13 +262,7 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     for training_checkpoint in (first / "checkpoints", first / "checkpoints" / "ckpt-1"):
         with pytest.raises(TrainingError, match=r"training checkpoint .*final/ or best/"):
             pretrain(
-                TrainSettings(
-                    output_dir=str(tmp_path / "warm"),
-                    train_batch_size=8,
-                    max_seq_length=SEQ,
-                    num_train_steps=1,
-                    verbose=False,
-                ),
+                one_step(tmp_path / "warm"),
                 pretraining_data["config"],
                 pretraining_data["data"],
                 init_checkpoint=str(training_checkpoint),
