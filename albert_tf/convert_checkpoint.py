@@ -18,19 +18,14 @@ import os
 
 from absl import flags
 
-from albert_tf import checkpoints, loading
-from albert_tf.checkpoints import CheckpointError
+from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.config import AlbertConfig
-from albert_tf.interop import hf, keras_hub
 from albert_tf.locking import OutputDirLock
-from albert_tf.models.backbone import AlbertBackbone
-from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.publish import staged_files
 
 FLAGS = flags.FLAGS
-OUTPUT_FORMATS = ("albert_tf", "original", "hf", "keras_hub")
-ORIGINAL_PREFIX = "model.ckpt"
+OUTPUT_FORMATS = formats.OUTPUT_FORMATS
 
 
 def define_flags():
@@ -46,42 +41,6 @@ def define_flags():
     flags.mark_flags_as_required(["input", "output_dir"])
 
 
-def _write_ours(loaded, staging):
-    model = loaded.model
-    if isinstance(model, (AlbertBackbone, AlbertPretrainer)):
-        checkpoints.save_model_dir(model, staging)
-    else:  # a task model: the whole Keras model, config beside it for people and tools
-        model.save(os.path.join(staging, "model.keras"))
-        model.backbone.albert_config.to_json_file(os.path.join(staging, checkpoints.CONFIG_FILE))
-
-
-def _write_original(loaded, staging):
-    model = loaded.model
-    if not isinstance(model, (AlbertBackbone, AlbertPretrainer)):
-        raise CheckpointError(
-            f"{type(model).__name__}: Google's TF1 layout here covers the encoder and "
-            "the pretraining heads only; convert to albert_tf, hf or keras_hub instead"
-        )
-    checkpoints.save_original_checkpoint(model, os.path.join(staging, ORIGINAL_PREFIX))
-    with open(os.path.join(staging, "checkpoint"), "w") as f:
-        f.write(f'model_checkpoint_path: "{ORIGINAL_PREFIX}"\n')
-    model = getattr(model, "backbone", model)
-    model.albert_config.to_json_file(os.path.join(staging, checkpoints.CONFIG_FILE))
-
-
-def export_notes(model, output_format):
-    """What a format cannot hold of `model` (said, never silent)."""
-    name = type(model).__name__
-    if output_format == "keras_hub" and name == "AlbertPretrainer":
-        return ["keras-hub's AlbertMaskedLM has no SOP head: sop_head is not written"]
-    if output_format == "hf" and name in ("AlbertSpanQA", "AlbertTokenClassifier"):
-        return [
-            f"HF's {name.replace('Albert', 'AlbertFor').replace('SpanQA', 'QuestionAnswering')} "
-            "has no pooler: it is not written (the head does not read it)"
-        ]
-    return []
-
-
 def convert(
     input_path,
     config_path=None,
@@ -93,11 +52,10 @@ def convert(
     vocab_file=None,
     do_lower_case=None,
 ):
-    """Converts and returns the paths written into `output_dir`.
+    """`formats.load` then `formats.save`; returns the paths written into `output_dir`.
 
     Args:
-        input_path: any model `albert_tf.loading.load_model` reads (TF1,
-            ours, HF directory, keras-hub preset).
+        input_path: any model `albert_tf.formats.load` reads (TF1, ours, HF directory, keras-hub preset).
         config_path: `albert_config.json` for a TF1 checkpoint or our weights.
         output_dir: where to write; created, files replaced only on success.
         to_original: the old flag, same as `output_format="original"`.
@@ -106,26 +64,18 @@ def convert(
         notes: a list that receives what was zero-filled or left out.
     """
     if to_original and output_format not in (None, "original"):
-        raise CheckpointError(f"--to_original contradicts --output_format={output_format}")
+        raise formats.CheckpointError(f"--to_original contradicts --output_format={output_format}")
     output_format = output_format or ("original" if to_original else "albert_tf")
     if output_format not in OUTPUT_FORMATS:
-        raise CheckpointError(f"unknown output format {output_format!r}; one of {', '.join(OUTPUT_FORMATS)}")
+        raise formats.CheckpointError(f"unknown output format {output_format!r}; one of {', '.join(OUTPUT_FORMATS)}")
     if config_path is not None:
         AlbertConfig.from_json_file(config_path)  # a bad config is the first error reported
     notes = [] if notes is None else notes
-    loaded = loading.load_model(input_path, config_path, spm_model_file, vocab_file, do_lower_case)
+    loaded = formats.load(input_path, config_path, spm_model_file, vocab_file, do_lower_case)
     notes += [f"{input_path}: has no {name}: set to zeros" for name in loaded.zero_filled]
-    notes += export_notes(loaded.model, output_format)
-    writers = {
-        "albert_tf": _write_ours,
-        "original": _write_original,
-        "hf": lambda l, d: hf.save_hf_dir(l.model, d, l.spm_model_file),
-        "keras_hub": lambda l, d: keras_hub.save_preset(l.model, d, l.spm_model_file),
-    }
+    notes += formats.unwritten(loaded.model, output_format)
     with OutputDirLock(output_dir), staged_files(output_dir) as staging:
-        writers[output_format](loaded, staging)
-        if output_format in ("albert_tf", "original") and loaded.tokenizer is not None:
-            loaded.tokenizer.save(staging)  # vocabulary + tokenizer.json: the model carries its tokenizer
+        formats.save(loaded.model, staging, output_format, loaded.tokenizer)
         written = [os.path.join(output_dir, name) for name in sorted(os.listdir(staging))]
     return written
 

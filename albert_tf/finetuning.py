@@ -24,17 +24,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import optimization
-from albert_tf.checkpoints import CONFIG_FILE, CheckpointError
+from albert_tf import formats, optimization
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import AlbertError
-from albert_tf.loading import load_model, model_directory
+from albert_tf.formats import CheckpointError, model_directory
+from albert_tf.formats.native import CONFIG_FILE, KERAS_MODEL_FILE
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.publish import staged_dir
 from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
 BEST_DIR = "best"
-MODEL_FILE = "model.keras"
 CLIP_NORM = 1.0  # the original's create_optimizer: tf.clip_by_global_norm(grads, 1.0)
 
 
@@ -133,7 +132,7 @@ def build_backbone(
         backbone = AlbertBackbone.from_albert_config(albert_config_file, remat=remat)
         check_vocab_size(backbone.albert_config.vocab_size, tokenizer, albert_config_file)
         return backbone
-    loaded = load_model(init_checkpoint, albert_config_file).model
+    loaded = formats.load(init_checkpoint, albert_config_file).model
     source = getattr(loaded, "backbone", loaded)
     backbone = AlbertBackbone.from_albert_config(albert_config_file or source.albert_config, remat=remat)
     check_vocab_size(backbone.albert_config.vocab_size, tokenizer, albert_config_file or init_checkpoint)
@@ -201,9 +200,7 @@ def predict_logits(model, features: Dict[str, np.ndarray], batch_size: int, outp
 
 def _save_best(model, output_dir: str, metrics: dict, tokenizer=None):
     with staged_dir(os.path.join(output_dir, BEST_DIR)) as staging:
-        model.save(os.path.join(staging, MODEL_FILE))
-        if tokenizer is not None:  # the model carries its tokenizer: export and load_model need no flag
-            tokenizer.save(staging)
+        formats.save(model, staging, tokenizer=tokenizer)  # the model carries its tokenizer
         with open(os.path.join(staging, "eval_results.json"), "w") as f:
             json.dump(metrics, f, indent=2)
 
@@ -284,7 +281,7 @@ def train(
 
 
 def load_best(output_dir: str) -> keras.Model:
-    path = os.path.join(output_dir, BEST_DIR, MODEL_FILE)
+    path = os.path.join(output_dir, BEST_DIR, KERAS_MODEL_FILE)
     if not os.path.exists(path):
         raise FineTuneError(f"{path}: no fine-tuned model yet (run with --do_train first)")
-    return load_model(path).model
+    return formats.load(path).model

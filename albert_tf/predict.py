@@ -4,7 +4,7 @@
     python -m albert_tf.predict --model_dir runs/mrpc/best --text "A man plays." --text_b "Someone plays."
     python -m albert_tf.predict --model_dir M --input_file lines.txt --output_file emb.npy   # or .jsonl
 
-`--model_dir` is anything `albert_tf.loading.load_model` reads (ours, TF1,
+`--model_dir` is anything `albert_tf.formats.load` reads (ours, TF1,
 an HF transformers directory, a keras-hub preset). With `--text`: a
 pretraining (MLM) model prints the top-k fillers of each `[MASK]`; a
 classifier prints its class probabilities (`--text_b` for pairs; a
@@ -31,10 +31,10 @@ import keras
 import numpy as np
 from absl import flags
 
+from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.errors import AlbertError
 from albert_tf.inputs.packing import encode_with_masks, pack_segments
-from albert_tf.loading import load_model
 from albert_tf.tokenization import TokenizerError
 
 MASK_TEXT = "[MASK]"
@@ -161,7 +161,7 @@ def run(
         raise PredictError("--input_file needs --output_file (.npy, or .jsonl for JSON lines)")
     if top_k < 1 or batch_size < 1 or max_seq_length < 3:
         raise PredictError("--top_k and --batch_size must be ≥ 1, --max_seq_length ≥ 3")
-    loaded = load_model(model_dir, albert_config_file, spm_model_file, vocab_file, do_lower_case)
+    loaded = formats.load(model_dir, albert_config_file, spm_model_file, vocab_file, do_lower_case)
     if loaded.tokenizer is None:
         raise TokenizerError(
             f"{model_dir}: no vocabulary beside the model (spm.model, spiece.model, "
@@ -197,7 +197,7 @@ def run(
 
 
 def define_flags():
-    flags.DEFINE_string("model_dir", None, "Any model load_model reads (ours, TF1, HF dir, keras-hub preset).")
+    flags.DEFINE_string("model_dir", None, "Any model albert_tf.formats reads (ours, TF1, HF dir, keras-hub preset).")
     flags.DEFINE_string("text", None, "Text to predict on ([MASK] marks what an MLM model fills in).")
     flags.DEFINE_string("text_b", None, "Second segment (sentence pairs).")
     flags.DEFINE_string("input_file", None, "Text file, one input per line: writes pooled embeddings.")

@@ -26,6 +26,7 @@ from typing import FrozenSet, List, Optional, Sequence, Tuple
 
 import sentencepiece as spm
 
+from albert_tf.confined import path_inside
 from albert_tf.errors import AlbertError
 
 SPIECE_UNDERLINE = "\u2581"
@@ -289,9 +290,14 @@ class Tokenizer:
         with open(vocabulary, "wb") as f:
             f.write(self.model_proto)
         settings = os.path.join(directory, TOKENIZER_FILE)
-        with open(settings, "w", encoding="utf-8") as f:
-            json.dump(self.metadata(), f, indent=2)
+        with open(settings, "wb") as f:
+            f.write(tokenizer_json(self))
         return [vocabulary, settings]
+
+
+def tokenizer_json(tokenizer: Tokenizer) -> bytes:
+    """The bytes of `tokenizer.json` for `tokenizer`."""
+    return json.dumps(tokenizer.metadata(), indent=2).encode("utf-8")
 
 
 class SentencePieceTokenizer(Tokenizer):
@@ -722,8 +728,8 @@ def load_tokenizer_dir(directory: str, do_lower_case: Optional[bool] = None) -> 
             raise TokenizerError(
                 f"{settings_file}: field 'kind': expected one of {sorted(TOKENIZER_KINDS)}, got {saved.get('kind')!r}"
             )
-        path = os.path.join(directory, saved.get("vocabulary") or TOKENIZER_KINDS[saved["kind"]].asset_name)
-        found = (saved["kind"], path)
+        name = saved.get("vocabulary") or TOKENIZER_KINDS[saved["kind"]].asset_name
+        found = (saved["kind"], path_inside(directory, name, f"{settings_file}: field 'vocabulary'"))
     else:
         found = _vocabulary_in(directory)
         if found is None:
@@ -731,9 +737,16 @@ def load_tokenizer_dir(directory: str, do_lower_case: Optional[bool] = None) -> 
     kind, path = found
     lower = do_lower_case if do_lower_case is not None else saved.get("do_lower_case", True)
     try:
-        return TOKENIZER_KINDS[kind](path, do_lower_case=lower)
+        tokenizer = TOKENIZER_KINDS[kind](path, do_lower_case=lower)
     except OSError as error:
         raise TokenizerError(f"{path}: cannot be read ({error.strerror or error})") from None
+    recorded = saved.get("vocab_sha256")
+    if recorded is not None and recorded != tokenizer.model_sha256:
+        raise TokenizerError(
+            f"{path}: not the vocabulary this model was saved with ({settings_file} records vocab_sha256 "
+            f"{str(recorded)[:12]}…, the file has {tokenizer.model_sha256[:12]}…); restore the model's own file"
+        )
+    return tokenizer
 
 
 def resolve_tokenizer(

@@ -126,7 +126,7 @@ def main():
     args = parser.parse_args()
 
     from albert_tf import run_classifier, run_race, run_squad
-    from albert_tf.loading import model_directory
+    from albert_tf.formats import model_directory
     from albert_tf.tasks import glue, race, squad
     from albert_tf.tokenization import resolve_tokenizer
 

@@ -44,7 +44,13 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from albert_tf.errors import AlbertError
 from albert_tf.locking import OutputDirLock
 from albert_tf.pretraining_data import METADATA_FILE, HashingWriter, is_shard_name, metadata_record, shard_name
-from albert_tf.tokenization import TokenizerError, load_tokenizer, tokenizer_from_bytes
+from albert_tf.tokenization import (
+    TOKENIZER_FILE,
+    TokenizerError,
+    load_tokenizer,
+    tokenizer_from_bytes,
+    tokenizer_json,
+)
 from data_prep import documents as documents_lib
 from data_prep.instances import ONE_SENTENCE_CHUNK_MODES, Instance, InstanceBuilder, InstanceOptions
 from data_prep.masking import MaskingOptions, NgramMasker
@@ -389,15 +395,19 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
             input_files=input_paths,
             counts=counts,
         )
-        _publish(settings, temp_dir, existing, metadata)
+        _publish(settings, temp_dir, existing, metadata, tokenizer)
         return metadata
     finally:
         if FileSystems.exists(temp_dir):
             FileSystems.delete([temp_dir])
 
 
-def _publish(settings: Settings, temp_dir: str, existing: List[str], metadata: dict):
-    """Moves the finished shards into place; metadata.json goes last."""
+def _publish(settings: Settings, temp_dir: str, existing: List[str], metadata: dict, tokenizer):
+    """Moves the finished shards and the vocabulary into place; metadata.json goes last.
+
+    The vocabulary (`spm.model`/`vocab.txt` + `tokenizer.json`) travels with the data, so that
+    pretraining on it needs no vocabulary flag and every model it publishes carries its tokenizer.
+    """
     metadata_path = FileSystems.join(settings.output_dir, METADATA_FILE)
     if existing:
         # Invalidate the old dataset first so a crash mid-swap never leaves old metadata on new shards.
@@ -407,6 +417,14 @@ def _publish(settings: Settings, temp_dir: str, existing: List[str], metadata: d
     names = list(metadata["shards"])
     FileSystems.rename(
         [FileSystems.join(temp_dir, n) for n in names], [FileSystems.join(settings.output_dir, n) for n in names]
+    )
+    vocabulary = {tokenizer.asset_name: tokenizer.model_proto, TOKENIZER_FILE: tokenizer_json(tokenizer)}
+    for name, data in vocabulary.items():
+        with FileSystems.create(FileSystems.join(temp_dir, name)) as stream:
+            stream.write(data)
+    FileSystems.rename(
+        [FileSystems.join(temp_dir, n) for n in vocabulary],
+        [FileSystems.join(settings.output_dir, n) for n in vocabulary],
     )
     staged = FileSystems.join(temp_dir, METADATA_FILE)
     _write_json(metadata, staged)

@@ -1,6 +1,7 @@
 """Tiny models with distinct random weights, a toy vocabulary, and inputs for the interop tests."""
 
 import json
+import os
 
 import numpy as np
 
@@ -81,11 +82,10 @@ def assert_same_weights(a, b, skip=()):
 
 def save_ours(model, directory, spm):
     """Our model directory (`model.keras` for task models) with `spm.model`, as convert_checkpoint writes."""
-    from albert_tf.convert_checkpoint import _write_ours
-    from albert_tf.loading import LoadedModel
+    from albert_tf import formats
     from albert_tf.tokenization import SentencePieceTokenizer
 
     tokenizer = SentencePieceTokenizer(spm)
-    _write_ours(LoadedModel(model, "", tokenizer), str(directory))
-    tokenizer.save(str(directory))
+    os.makedirs(directory, exist_ok=True)
+    formats.save(model, str(directory), tokenizer=tokenizer)
     return str(directory)

@@ -6,9 +6,10 @@ import sys
 import numpy as np
 import pytest
 
-from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer, checkpoints
-from albert_tf.checkpoints import CheckpointError
+from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer, formats
 from albert_tf.convert_checkpoint import convert
+from albert_tf.formats import CheckpointError
+from albert_tf.formats import original as tf1
 
 from paths import CONFIGS, REPO
 from reference_numpy import random_original_checkpoint
@@ -31,7 +32,7 @@ def original(tmp_path, with_heads=True, extra=None, prefix_names="", **overrides
     values = random_original_checkpoint(tiny_dict(**overrides), RNG, with_heads=with_heads)
     values = {prefix_names + k: v for k, v in values.items()}
     values.update(extra or {})
-    return values, checkpoints.write_original_checkpoint(values, str(tmp_path / "google" / "model.ckpt"))
+    return values, tf1.write_original_checkpoint(values, str(tmp_path / "google" / "model.ckpt"))
 
 
 def test_import_then_export_is_exact(tmp_path):
@@ -39,9 +40,9 @@ def test_import_then_export_is_exact(tmp_path):
     model = AlbertPretrainer(
         AlbertBackbone.from_albert_config(AlbertConfig.from_dict(tiny_dict(num_hidden_groups=2, inner_group_num=2)))
     )
-    report = checkpoints.load_original_checkpoint(model, prefix)
+    report = tf1.load_original_checkpoint(model, prefix)
     assert report.loaded == len(values)
-    exported = checkpoints.original_variables(model)
+    exported = tf1.original_variables(model)
     assert sorted(exported) == sorted(values)
     for name, value in values.items():
         np.testing.assert_array_equal(exported[name], value, err_msg=name)
@@ -55,7 +56,7 @@ def test_optimizer_slots_global_step_and_hub_prefix_are_handled(tmp_path):
     }
     _, prefix = original(tmp_path, extra=extra, prefix_names="module/")
     model = AlbertPretrainer(AlbertBackbone.from_albert_config(AlbertConfig.from_dict(tiny_dict())))
-    report = checkpoints.load_original_checkpoint(model, prefix)
+    report = tf1.load_original_checkpoint(model, prefix)
     assert sorted(report.ignored) == [
         "bert/pooler/dense/kernel/adam_m",
         "bert/pooler/dense/kernel/adam_v",
@@ -66,12 +67,12 @@ def test_optimizer_slots_global_step_and_hub_prefix_are_handled(tmp_path):
 def test_backbone_skips_heads_and_pretrainer_needs_them(tmp_path):
     _, prefix = original(tmp_path)
     backbone = AlbertBackbone.from_albert_config(AlbertConfig.from_dict(tiny_dict()))
-    report = checkpoints.load_original_checkpoint(backbone, prefix)
+    report = tf1.load_original_checkpoint(backbone, prefix)
     assert len(report.skipped_heads) == 7
     _, encoder_only = original(tmp_path / "enc", with_heads=False)
     model = AlbertPretrainer(AlbertBackbone.from_albert_config(AlbertConfig.from_dict(tiny_dict())))
     with pytest.raises(CheckpointError, match=r"7 problem\(s\)") as err:
-        checkpoints.load_original_checkpoint(model, encoder_only)
+        tf1.load_original_checkpoint(model, encoder_only)
     assert "has no checkpoint variable cls/seq_relationship/output_weights [2, 64]" in str(err.value)
 
 
@@ -81,7 +82,7 @@ def test_unknown_variables_and_wrong_shapes_are_all_listed(tmp_path):
     model = AlbertBackbone.from_albert_config(AlbertConfig.from_dict(tiny_dict()))
     before = [w.numpy().copy() for w in model.weights]
     with pytest.raises(CheckpointError) as err:
-        checkpoints.load_original_checkpoint(model, prefix)
+        tf1.load_original_checkpoint(model, prefix)
     message = str(err.value)
     assert message.startswith(prefix)
     assert "checkpoint variable bert/encoder/some_new_thing [3] matches no weight" in message
@@ -97,15 +98,15 @@ def test_unknown_variables_and_wrong_shapes_are_all_listed(tmp_path):
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
     model = AlbertBackbone.from_albert_config(AlbertConfig.from_dict(tiny_dict()))
     with pytest.raises(CheckpointError, match="nowhere/model.ckpt: checkpoint does not exist"):
-        checkpoints.load_checkpoint(model, str(tmp_path / "nowhere" / "model.ckpt"))
+        formats.load_weights(model, str(tmp_path / "nowhere" / "model.ckpt"))
 
 
 def test_inexpressible_sharing_is_refused_for_the_original_layout():
     config = AlbertConfig.from_dict(tiny_dict(sharing="attention"))
     with pytest.raises(CheckpointError, match="sharing='attention'.*no equivalent"):
-        checkpoints.name_table(config)
+        tf1.name_table(config)
     bert_like = AlbertConfig.from_dict(tiny_dict(sharing="none", num_hidden_groups=4))
-    assert len(checkpoints.original_groups(bert_like)) == 4
+    assert len(tf1.original_groups(bert_like)) == 4
 
 
 def test_convert_round_trip_through_both_formats(tmp_path):
@@ -116,13 +117,13 @@ def test_convert_round_trip_through_both_formats(tmp_path):
     assert sorted(os.path.basename(p) for p in written) == ["albert_config.json", "pretrainer.weights.h5"]
     back = tmp_path / "back"
     convert(str(ours), config_path, str(back), to_original=True)
-    _, again = checkpoints.read_original_checkpoint(str(back))
+    _, again = tf1.read_original_checkpoint(str(back))
     assert sorted(again) == sorted(values)
     for name in values:
         np.testing.assert_array_equal(again[name], values[name], err_msg=name)
     # Our directory loads into a bare backbone too (heads dropped).
     backbone = AlbertBackbone.from_albert_config(config_path)
-    checkpoints.load_checkpoint(backbone, str(ours))
+    formats.load_weights(backbone, str(ours))
     np.testing.assert_array_equal(backbone.pooler.kernel.numpy(), values["bert/pooler/dense/kernel"])
 
 

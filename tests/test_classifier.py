@@ -176,13 +176,13 @@ def test_classifier_learns_sst2_from_a_pretrained_checkpoint(sst2_run):
 def test_fine_tuned_classifier_exports_and_int8_agrees_on_sst2_dev(real_data, sst2_run, pretrained_tiny, tmp_path):
     import tensorflow as tf
 
+    from albert_tf import formats
     from albert_tf.export import export_saved_model, export_tflite, run_tflite
-    from albert_tf.loading import load_model
     from albert_tf.tasks import glue
     from albert_tf.tokenization import SentencePieceTokenizer
 
     output_dir, _ = sst2_run
-    loaded = load_model(str(output_dir / "best"), spm_model_file=str(pretrained_tiny / "final" / "spm.model"))
+    loaded = formats.load(str(output_dir / "best"), spm_model_file=str(pretrained_tiny / "final" / "spm.model"))
     model = loaded.model
     assert type(model).__name__ == "AlbertClassifier"
     examples, _ = glue.read_examples(glue.TASKS["sst-2"], str(real_data / "glue" / "SST-2" / "dev.tsv"), "dev")

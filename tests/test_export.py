@@ -27,9 +27,9 @@ def wikitext_lines(real_data, count, min_words=8):
 
 @pytest.fixture(scope="module")
 def pretrained(pretrained_tiny):
-    from albert_tf.loading import load_model
+    from albert_tf import formats
 
-    return load_model(str(pretrained_tiny))
+    return formats.load(str(pretrained_tiny))
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +61,9 @@ def assert_outputs_match(keras_outputs, served, atol):
 
 
 def test_load_model_reads_every_format(pretrained_tiny, pretrained, tmp_path):
+    from albert_tf import formats
     from albert_tf.checkpoints import save_original_checkpoint
-    from albert_tf.loading import ModelFileError, load_model
+    from albert_tf.formats import ModelFileError
 
     expected = pretrained.model.get_weights()
     assert type(pretrained.model).__name__ == "AlbertPretrainer"
@@ -75,17 +76,17 @@ def test_load_model_reads_every_format(pretrained_tiny, pretrained, tmp_path):
     save_original_checkpoint(pretrained.model, str(original / "model.ckpt"))
     (original / "albert_config.json").write_text((pretrained_tiny / "final" / "albert_config.json").read_text())
     for path in (keras_file, str(tmp_path), str(original / "model.ckpt"), str(pretrained_tiny / "final")):
-        loaded = load_model(path)
+        loaded = formats.load(path)
         assert type(loaded.model).__name__ == "AlbertPretrainer", path
         for a, b in zip(loaded.model.get_weights(), expected):
             np.testing.assert_array_equal(a, b)
     with pytest.raises(ModelFileError, match="training checkpoint"):
-        load_model(str(pretrained_tiny / "checkpoints"))
+        formats.load(str(pretrained_tiny / "checkpoints"))
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelFileError, match="holds no model"):
-        load_model(str(tmp_path / "empty"))
+        formats.load(str(tmp_path / "empty"))
     with pytest.raises(ModelFileError, match="does not exist"):
-        load_model(str(tmp_path / "missing"))
+        formats.load(str(tmp_path / "missing"))
 
 
 def test_ids_signature_matches_keras_on_real_text(real_data, pretrained, exports):

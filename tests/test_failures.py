@@ -89,8 +89,9 @@ def test_config_unknown_key_is_an_error_naming_the_file(tmp_path, tiny_config_di
 
 
 def test_config_original_optional_keys_survive_a_saved_model_dir(tmp_path):
-    from albert_tf.checkpoints import CONFIG_FILE, save_model_dir
+    from albert_tf import formats
     from albert_tf.config import AlbertConfig
+    from albert_tf.formats.native import CONFIG_FILE
     from albert_tf.models.backbone import AlbertBackbone
 
     # A released config: gap_size, net_structure_type, num_memory_blocks (and layers_to_keep in xxlarge).
@@ -101,16 +102,18 @@ def test_config_original_optional_keys_survive_a_saved_model_dir(tmp_path):
     path.write_text(json.dumps(values))
     config = AlbertConfig.from_json_file(str(path))
     assert config.to_dict() == values
-    saved = save_model_dir(AlbertBackbone.from_albert_config(str(path)), str(tmp_path / "model"))
+    saved = formats.save(AlbertBackbone.from_albert_config(str(path)), str(tmp_path / "model"))
     written = json.loads((tmp_path / "model" / CONFIG_FILE).read_text())
     assert written == values, saved
 
 
 @pytest.fixture
 def saved_backbone(tmp_path):
-    from albert_tf.checkpoints import BACKBONE_WEIGHTS, save_model_dir
+    from albert_tf import formats
+    from albert_tf.formats.native import BACKBONE_WEIGHTS
 
-    directory = save_model_dir(tiny_backbone(), str(tmp_path / "model"))
+    directory = str(tmp_path / "model")
+    formats.save(tiny_backbone(), directory)
     return os.path.join(directory, BACKBONE_WEIGHTS)
 
 
@@ -129,30 +132,30 @@ def _poke_h5(weights_file, dataset_suffix, value):
 
 @pytest.mark.parametrize("value,what", [(1e24, "above 10000"), (np.nan, "non-finite"), (np.inf, "non-finite")])
 def test_corrupt_weights_h5_values_are_rejected_naming_file_and_variable(saved_backbone, value, what):
-    from albert_tf.checkpoints import CheckpointError, load_checkpoint
+    from albert_tf.formats import CheckpointError, load_weights
 
     _poke_h5(saved_backbone, "word_embeddings/vars/0", value)
     with pytest.raises(CheckpointError) as error:
-        load_checkpoint(tiny_backbone(), saved_backbone)
+        load_weights(tiny_backbone(), saved_backbone)
     message = str(error.value)
     assert saved_backbone in message and "word_embeddings" in message and what in message, message
 
 
 def test_truncated_weights_h5_is_one_clear_error(saved_backbone):
-    from albert_tf.checkpoints import CheckpointError
-    from albert_tf.loading import load_model
+    from albert_tf import formats
+    from albert_tf.formats import CheckpointError
 
     data = open(saved_backbone, "rb").read()
     with open(saved_backbone, "wb") as f:
         f.write(data[: len(data) // 2])
     with pytest.raises(CheckpointError) as error:
-        load_model(os.path.dirname(saved_backbone))
+        formats.load(os.path.dirname(saved_backbone))
     assert saved_backbone in str(error.value) and "truncated or corrupt" in str(error.value)
 
 
 @pytest.fixture
 def tf1_checkpoint(tmp_path):
-    from albert_tf.checkpoints import original_variables
+    from albert_tf.formats.original import original_variables
 
     values = original_variables(tiny_backbone())
     shutil.copy(CONFIGS / "albert_tiny.json", tmp_path / "albert_config.json")
@@ -160,7 +163,8 @@ def tf1_checkpoint(tmp_path):
 
 
 def test_tf1_variable_full_of_nan_is_rejected(tf1_checkpoint):
-    from albert_tf.checkpoints import CheckpointError, load_original_checkpoint, write_original_checkpoint
+    from albert_tf.formats import CheckpointError
+    from albert_tf.formats.original import load_original_checkpoint, write_original_checkpoint
 
     values, prefix = tf1_checkpoint
     values["bert/pooler/dense/kernel"] = np.full_like(values["bert/pooler/dense/kernel"], np.nan)
@@ -176,8 +180,9 @@ def test_tf1_variable_full_of_nan_is_rejected(tf1_checkpoint):
 
 
 def test_truncated_tf1_data_file_is_one_clear_error(tf1_checkpoint):
-    from albert_tf.checkpoints import CheckpointError, write_original_checkpoint
-    from albert_tf.loading import load_model
+    from albert_tf import formats
+    from albert_tf.formats import CheckpointError
+    from albert_tf.formats.original import write_original_checkpoint
 
     values, prefix = tf1_checkpoint
     write_original_checkpoint(values, prefix)
@@ -186,20 +191,21 @@ def test_truncated_tf1_data_file_is_one_clear_error(tf1_checkpoint):
     with open(data_file, "wb") as f:
         f.write(data[: len(data) // 2])
     with pytest.raises(CheckpointError) as error:
-        load_model(prefix)
+        formats.load(prefix)
     assert prefix in str(error.value) and "truncated or corrupt" in str(error.value)
 
 
 def test_keras_file_that_is_not_an_albert_model_is_a_clear_error(tmp_path):
     import keras
 
-    from albert_tf.loading import ModelFileError, load_model
+    from albert_tf import formats
+    from albert_tf.formats import ModelFileError
 
     inputs = keras.Input((4,))
     path = str(tmp_path / "other.keras")
     keras.Model(inputs, keras.layers.Dense(2)(inputs)).save(path)
     with pytest.raises(ModelFileError) as error:
-        load_model(path)
+        formats.load(path)
     assert path in str(error.value) and "not an albert_tf model" in str(error.value)
 
 

@@ -337,67 +337,70 @@ def _group0_expected(source_values, name):
 
 @pytest.mark.parametrize("fmt", ["tf1", "ours"])
 def test_g2_model_starts_with_both_groups_equal_to_the_checkpoints_group_0(tmp_path, tiny_config_dict, fmt):
-    from albert_tf import checkpoints
+    from albert_tf import formats
     from albert_tf.config import AlbertConfig
+    from albert_tf.formats import original
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.pretrainer import AlbertPretrainer
 
     keras.utils.set_random_seed(1)
     shared = AlbertPretrainer(AlbertBackbone.from_albert_config(AlbertConfig.from_dict(tiny_config_dict)))
     if fmt == "tf1":
-        path = checkpoints.save_original_checkpoint(shared, str(tmp_path / "g1" / "model.ckpt"))
+        path = original.save_original_checkpoint(shared, str(tmp_path / "g1" / "model.ckpt"))
     else:
-        path = checkpoints.save_model_dir(shared, str(tmp_path / "g1"))
-    source = checkpoints.original_variables(shared)
+        path = str(tmp_path / "g1")
+        formats.save(shared, path)
+    source = original.original_variables(shared)
     grown = AlbertPretrainer(
         AlbertBackbone.from_albert_config(AlbertConfig.from_dict(dict(tiny_config_dict, num_hidden_groups=2)))
     )
-    with pytest.raises(checkpoints.CheckpointError):  # without the flag: group_1 is missing
-        checkpoints.load_checkpoint(grown, path)
-    checkpoints.load_group0_into_all_groups(grown, path)
-    got = checkpoints.original_variables(grown)
+    with pytest.raises(formats.CheckpointError):  # without the flag: group_1 is missing
+        formats.load_weights(grown, path)
+    formats.load_weights(grown, path, from_group0=True)
+    got = original.original_variables(grown)
     assert any("/group_1/" in name for name in got)
     for name, value in got.items():
         np.testing.assert_array_equal(value, _group0_expected(source, name), err_msg=name)
-    # Into a bare backbone too (the heads are skipped, as load_checkpoint).
+    # Into a bare backbone too (the heads are skipped, as without from_group0).
     backbone = AlbertBackbone.from_albert_config(AlbertConfig.from_dict(dict(tiny_config_dict, num_hidden_groups=2)))
-    checkpoints.load_group0_into_all_groups(backbone, path)
-    for name, value in checkpoints.original_variables(backbone).items():
+    formats.load_weights(backbone, path, from_group0=True)
+    for name, value in original.original_variables(backbone).items():
         np.testing.assert_array_equal(value, _group0_expected(source, name), err_msg=name)
 
 
 def test_groups_the_checkpoint_holds_load_as_themselves(tmp_path, tiny_config_dict):
-    from albert_tf import checkpoints
+    from albert_tf import formats
     from albert_tf.config import AlbertConfig
+    from albert_tf.formats import original
     from albert_tf.models.backbone import AlbertBackbone
 
     config = AlbertConfig.from_dict(dict(tiny_config_dict, num_hidden_groups=2))
     keras.utils.set_random_seed(2)
     two = AlbertBackbone.from_albert_config(config)
-    path = checkpoints.save_original_checkpoint(two, str(tmp_path / "g2" / "model.ckpt"))
+    path = original.save_original_checkpoint(two, str(tmp_path / "g2" / "model.ckpt"))
     other = AlbertBackbone.from_albert_config(config)
-    checkpoints.load_group0_into_all_groups(other, path)
+    formats.load_weights(other, path, from_group0=True)
     for a, b in zip(other.get_weights(), two.get_weights()):
         np.testing.assert_array_equal(a, b)
-    with pytest.raises(checkpoints.CheckpointError, match="does not exist"):
-        checkpoints.load_group0_into_all_groups(other, str(tmp_path / "nothing"))
+    with pytest.raises(formats.CheckpointError, match="does not exist"):
+        formats.load_weights(other, str(tmp_path / "nothing"), from_group0=True)
 
 
 @pytest.mark.realdata
 def test_pretraining_run_grows_groups_and_shifts_warmup(pretraining_data, tmp_path):
-    from albert_tf import checkpoints
     from albert_tf.config import AlbertConfig
+    from albert_tf.formats import original
     from albert_tf.inputs.pretraining import resolve_input
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.pretrainer import AlbertPretrainer
-    from albert_tf.pretraining.checkpointing import CheckpointPolicy
     from albert_tf.pretraining.loop import PretrainingLoop
+    from albert_tf.pretraining.run_state import CheckpointPolicy
     from albert_tf.pretraining.settings import TrainSettings
 
     config = json.loads(open(pretraining_data["config"]).read())
     keras.utils.set_random_seed(4)
     shared = AlbertPretrainer(AlbertBackbone.from_albert_config(AlbertConfig.from_dict(config)))
-    path = checkpoints.save_original_checkpoint(shared, str(tmp_path / "g1" / "model.ckpt"))
+    path = original.save_original_checkpoint(shared, str(tmp_path / "g1" / "model.ckpt"))
     settings = TrainSettings(
         output_dir=str(tmp_path / "run"),
         train_batch_size=8,
@@ -416,8 +419,8 @@ def test_pretraining_run_grows_groups_and_shifts_warmup(pretraining_data, tmp_pa
         resolve_input(pretraining_data["data"]),
     )
     assert "initialized from" in CheckpointPolicy(run, init_checkpoint=path).restore_or_initialize()
-    source = checkpoints.original_variables(shared)
-    for name, value in checkpoints.original_variables(run.model).items():
+    source = original.original_variables(shared)
+    for name, value in original.original_variables(run.model).items():
         np.testing.assert_array_equal(value, _group0_expected(source, name), err_msg=name)
     # The original's schedule: lr0·(t − start)/W while t − start < W (negative before start), else the decay.
     schedule = run.optimizer._learning_rate

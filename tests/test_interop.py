@@ -13,12 +13,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from albert_tf import checkpoints
-from albert_tf.checkpoints import CheckpointError
+from albert_tf import formats
 from albert_tf.config import ConfigError
 from albert_tf.convert_checkpoint import convert
-from albert_tf.interop import detect, hf, keras_hub
-from albert_tf.loading import load_model
+from albert_tf.formats import CheckpointError, hf, keras_hub, original
 
 from interop_helpers import assert_same_weights, build, save_ours, tiny_config, train_toy_spm
 from paths import REPO
@@ -44,7 +42,7 @@ def test_hf_round_trip_is_exact(tmp_path, toy_spm, kind):
     model, ours = our_dir(tmp_path, kind, toy_spm)
     notes = []
     convert(ours, output_dir=str(tmp_path / "hf"), output_format="hf", notes=notes)
-    assert detect.detect_format(str(tmp_path / "hf")) == "hf"
+    assert formats.detect(str(tmp_path / "hf")) == "hf"
     files = sorted(os.listdir(tmp_path / "hf"))
     assert files == [
         "config.json",
@@ -59,7 +57,7 @@ def test_hf_round_trip_is_exact(tmp_path, toy_spm, kind):
     prefix = "" if kind == "backbone" else "albert."
     assert f"{prefix}encoder.albert_layer_groups.1.albert_layers.1.ffn.weight" in tensors
     convert(str(tmp_path / "hf"), output_dir=str(tmp_path / "back"), notes=notes)
-    back = load_model(str(tmp_path / "back"))
+    back = formats.load(str(tmp_path / "back"))
     assert type(back.model) is type(model) and back.spm_model_file.endswith("spm.model")
     no_pooler = kind in ("span_qa", "token_classifier")  # HF's heads have none
     assert_same_weights(model, back.model, skip=("pooler",) if no_pooler else ())
@@ -75,11 +73,11 @@ def test_keras_hub_round_trip_is_exact(tmp_path, toy_spm, kind):
     model, ours = our_dir(tmp_path, kind, toy_spm)
     notes = []
     convert(ours, output_dir=str(tmp_path / "kh"), output_format="keras_hub", notes=notes)
-    assert detect.detect_format(str(tmp_path / "kh")) == "keras_hub"
+    assert formats.detect(str(tmp_path / "kh")) == "keras_hub"
     assert os.path.isfile(tmp_path / "kh" / "assets" / "tokenizer" / "vocabulary.spm")
     assert os.path.isfile(tmp_path / "kh" / "task.weights.h5") == (kind != "backbone")
     convert(str(tmp_path / "kh"), output_dir=str(tmp_path / "back"))
-    back = load_model(str(tmp_path / "back"))
+    back = formats.load(str(tmp_path / "back"))
     assert type(back.model) is type(model)
     assert_same_weights(model, back.model, skip=("sop_head",))
     if kind == "pretrainer":  # keras-hub has no SOP head
@@ -90,7 +88,7 @@ def test_keras_hub_round_trip_is_exact(tmp_path, toy_spm, kind):
 def test_original_round_trip_is_exact_and_ships_the_vocabulary(tmp_path, toy_spm):
     model, ours = our_dir(tmp_path, "pretrainer", toy_spm)
     convert(ours, output_dir=str(tmp_path / "tf1"), output_format="original")
-    assert detect.detect_format(str(tmp_path / "tf1")) == "original"
+    assert formats.detect(str(tmp_path / "tf1")) == "original"
     assert sorted(os.listdir(tmp_path / "tf1")) == [
         "albert_config.json",
         "checkpoint",
@@ -100,7 +98,7 @@ def test_original_round_trip_is_exact_and_ships_the_vocabulary(tmp_path, toy_spm
         "tokenizer.json",
     ]
     convert(str(tmp_path / "tf1"), output_dir=str(tmp_path / "back"))
-    back = load_model(str(tmp_path / "back"))
+    back = formats.load(str(tmp_path / "back"))
     assert_same_weights(model, back.model)
     assert back.spm_model_file == str(tmp_path / "back" / "spm.model")
 
@@ -121,16 +119,16 @@ def test_embedding_equal_to_hidden_size_writes_an_identity_projection(tmp_path):
 
 def test_detection_of_each_format(tmp_path, toy_spm):
     _, ours = our_dir(tmp_path, "backbone", toy_spm)
-    assert detect.detect_format(ours) == "albert_tf"
-    prefix = checkpoints.save_original_checkpoint(build("backbone"), str(tmp_path / "g" / "model.ckpt"))
-    assert detect.detect_format(prefix) == "original"
+    assert formats.detect(ours) == "albert_tf"
+    prefix = original.save_original_checkpoint(build("backbone"), str(tmp_path / "g" / "model.ckpt"))
+    assert formats.detect(prefix) == "original"
     (tmp_path / "empty").mkdir()
-    assert detect.detect_format(str(tmp_path / "empty")) is None
+    assert formats.detect(str(tmp_path / "empty")) is None
     (tmp_path / "bert").mkdir()
     (tmp_path / "bert" / "config.json").write_text('{"model_type": "bert"}')
-    assert detect.detect_format(str(tmp_path / "bert")) == "hf"
+    assert formats.detect(str(tmp_path / "bert")) == "hf"
     with pytest.raises(ConfigError, match="field 'model_type' is 'bert', not 'albert'"):
-        load_model(str(tmp_path / "bert"))
+        formats.load(str(tmp_path / "bert"))
 
 
 def _hf_dir(tmp_path, kind="pretrainer"):
@@ -241,6 +239,6 @@ def test_cli_converts_and_prints_what_it_wrote(tmp_path, toy_spm):
     assert result.returncode == 0, result.stderr
     assert "note: keras-hub's AlbertMaskedLM has no SOP head" in result.stdout
     assert f"wrote {tmp_path / 'kh' / 'model.weights.h5'}" in result.stdout
-    assert detect.detect_format(str(tmp_path / "kh")) == "keras_hub"
+    assert formats.detect(str(tmp_path / "kh")) == "keras_hub"
     with pytest.raises(CheckpointError, match="--to_original contradicts --output_format=hf"):
         convert(ours, output_dir=str(tmp_path / "x"), to_original=True, output_format="hf")

@@ -8,8 +8,8 @@ in both directions (our files loaded by the peer, the peer's own files loaded by
 import numpy as np
 import pytest
 
+from albert_tf import formats
 from albert_tf.convert_checkpoint import convert
-from albert_tf.loading import load_model
 from albert_tf.tokenization import SentencePieceTokenizer
 
 from interop_helpers import build, inputs, tiny_config, train_toy_spm
@@ -135,7 +135,7 @@ def test_we_load_transformers_own_files_with_the_same_numbers(tmp_path):
         for index, parameter in enumerate(model.parameters()):
             parameter.normal_(0.001 * index, 0.2)
     model.save_pretrained(str(tmp_path / "hf"))
-    loaded = load_model(str(tmp_path / "hf"))
+    loaded = formats.load(str(tmp_path / "hf"))
     assert loaded.model.backbone.albert_config.hidden_act == "gelu_exact"
     x = inputs()
     theirs, ours = torch_outputs(str(tmp_path / "hf"), x, "AlbertForPreTraining"), ours_outputs(loaded.model, x)
@@ -213,7 +213,7 @@ def test_we_load_keras_hub_own_presets_with_the_same_numbers(tmp_path, task):
         [rng.normal(0.001 * i, 0.2, w.shape).astype(np.float32) for i, w in enumerate(model.get_weights())]
     )
     model.save_to_preset(str(tmp_path / "kh"))
-    loaded = load_model(str(tmp_path / "kh"))
+    loaded = formats.load(str(tmp_path / "kh"))
     x = inputs()
     theirs, ours = keras_hub_outputs(str(tmp_path / "kh"), x, task), ours_outputs(loaded.model, x)
     for name in theirs:

@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertBackbone
-from albert_tf.checkpoints import load_checkpoint, write_original_checkpoint
+from albert_tf.formats import load_weights
+from albert_tf.formats.original import write_original_checkpoint
 
 from reference_numpy import random_original_checkpoint
 
@@ -62,7 +63,7 @@ def test_same_outputs_as_model_garden_from_one_checkpoint(tmp_path, config_name)
     ).assert_existing_objects_matched()
 
     ours = AlbertBackbone.from_albert_config(str(config_path))
-    load_checkpoint(ours, prefix)
+    load_weights(ours, prefix)
 
     ids = rng.integers(5, values["vocab_size"], (3, 24)).astype("int32")
     mask = np.ones_like(ids)

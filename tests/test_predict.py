@@ -98,7 +98,7 @@ def test_reads_hf_and_keras_hub_directories(tmp_path, pretrainer_dir):
 
 
 def test_bad_requests_are_clear_errors(tmp_path, pretrainer_dir):
-    from albert_tf.loading import ModelFileError
+    from albert_tf.formats import ModelFileError
 
     _, directory = pretrainer_dir
     with pytest.raises(ModelFileError, match="does not exist"):

@@ -56,8 +56,8 @@ def latest_checkpoint_step(checkpoint_dir) -> int:
 
 
 def final_weights(output_dir):
-    from albert_tf.checkpoints import load_checkpoint
     from albert_tf.config import AlbertConfig
+    from albert_tf.formats import load_weights
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.pretrainer import AlbertPretrainer
 
@@ -65,7 +65,7 @@ def final_weights(output_dir):
     model = AlbertPretrainer(
         AlbertBackbone.from_albert_config(AlbertConfig.from_json_file(os.path.join(final, "albert_config.json")))
     )
-    load_checkpoint(model, final)
+    load_weights(model, final)
     return model.get_weights()
 
 

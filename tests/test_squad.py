@@ -179,12 +179,11 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
         save_checkpoints_steps=2,
         verbose=False,
     )
-    from albert_tf import AlbertBackbone
-    from albert_tf.checkpoints import save_model_dir
+    from albert_tf import AlbertBackbone, formats
     from albert_tf.finetuning import load_best
 
     initial = AlbertBackbone.from_albert_config(pretraining_data["config"])
-    save_model_dir(initial, str(tmp_path / "init"))
+    formats.save(initial, str(tmp_path / "init"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         summary = run(settings)

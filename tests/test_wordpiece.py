@@ -170,8 +170,8 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the text signatures' ops)
 
+    from albert_tf import formats
     from albert_tf.export import export_pretraining_run, export_saved_model
-    from albert_tf.loading import load_model
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainSettings
     from albert_tf.run_classifier import ClassifierSettings
@@ -278,7 +278,7 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
         )
     )
     assert tuned["eval"]["num_examples"] == 32
-    loaded = load_model(str(tmp_path / "tuned" / "best"))
+    loaded = formats.load(str(tmp_path / "tuned" / "best"))
     assert loaded.vocab_file.endswith("vocab.txt") and loaded.spm_model_file is None
     assert loaded.model.backbone.albert_config.hidden_act == "relu"
     path = export_saved_model(

@@ -1,6 +1,6 @@
 """`python -m albert_tf.export`: a SavedModel for TF Serving, or TFLite files (see the package docstring).
 
-`--model_dir` takes whatever `albert_tf.loading.load_model` does (our
+`--model_dir` takes whatever `albert_tf.formats.load` does (our
 model dirs, run_pretraining output, a `.keras` task model, Google's TF1
 checkpoints).
 """
@@ -9,11 +9,11 @@ import json
 
 from absl import flags
 
+from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags
 from albert_tf.export.saved_model import export_saved_model
 from albert_tf.export.tflite import QUANTIZATIONS, export_tflite
-from albert_tf.loading import load_model
 from albert_tf.tokenization import TokenizerError
 
 FLAGS = flags.FLAGS
@@ -53,7 +53,7 @@ def main(argv):
     del argv
     if FLAGS.spm_model_file and FLAGS.vocab_file:
         raise TokenizerError("give at most one of --spm_model_file and --vocab_file")
-    loaded = load_model(
+    loaded = formats.load(
         FLAGS.model_dir, FLAGS.albert_config_file, FLAGS.spm_model_file, FLAGS.vocab_file, FLAGS.do_lower_case
     )
     if FLAGS.format == "saved_model":

@@ -3,8 +3,8 @@
 import os
 from typing import Dict, Optional
 
+from albert_tf import formats
 from albert_tf.export.saved_model import export_saved_model
-from albert_tf.loading import load_model
 
 SAVED_MODEL_DIR = "saved_model"
 
@@ -18,7 +18,7 @@ def export_pretraining_run(
 
     Returns `{"saved_model_backbone": path, "saved_model_pretrainer": path}`.
     """
-    loaded = load_model(model_dir or os.path.join(run_dir, "final"))
+    loaded = formats.load(model_dir or os.path.join(run_dir, "final"))
     model = loaded.model
     outputs = {}
     for kind, exported in (("backbone", model.backbone), ("pretrainer", model)):

@@ -61,7 +61,7 @@ def export_saved_model(
         spm_model_file: adds the text signatures and the spm asset.
         do_lower_case: the text signatures' lowercasing (as in training; default True).
         vocab_file: a WordPiece vocab.txt instead of `spm_model_file`.
-        tokenizer: the model's `Tokenizer` instead of the files (e.g. `load_model(...).tokenizer`).
+        tokenizer: the model's `Tokenizer` instead of the files (e.g. `formats.load(...).tokenizer`).
         max_seq_length: the text signatures' truncation length.
         top_k: MLM candidates returned.
         warmup: write TF Serving warm-up requests.

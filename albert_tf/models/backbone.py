@@ -70,6 +70,9 @@ class AlbertBackbone(keras.Model):
     True
     """
 
+    # The same model in the peers' formats (albert_tf.formats): HF architectures, first one written.
+    hf_architectures = ("AlbertModel",)
+
     def __init__(
         self,
         vocab_size,

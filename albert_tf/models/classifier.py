@@ -31,6 +31,9 @@ class AlbertClassifier(TaskModel):
     (2, 3)
     """
 
+    hf_architectures = ("AlbertForSequenceClassification",)  # HF's
+    keras_hub_task = "classifier"
+
     def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
         policy = backbone.dtype_policy
 

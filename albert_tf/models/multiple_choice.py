@@ -60,6 +60,8 @@ class AlbertMultipleChoice(TaskModel):
     (2, 4)
     """
 
+    hf_architectures = ("AlbertForMultipleChoice",)  # HF's
+
     def __init__(self, backbone, num_choices=4, dropout=0.1, **kwargs):
         policy = backbone.dtype_policy
 

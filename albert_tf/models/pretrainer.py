@@ -35,6 +35,9 @@ class AlbertPretrainer(keras.Model):
     (2, 2)
     """
 
+    hf_architectures = ("AlbertForPreTraining", "AlbertForMaskedLM")  # HF's, first one written
+    keras_hub_task = "masked_lm"
+
     def __init__(self, backbone, **kwargs):
         config = backbone.albert_config
         policy = backbone.dtype_policy

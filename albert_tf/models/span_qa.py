@@ -39,6 +39,7 @@ class AlbertSpanQA(TaskModel):
     """
 
     reads_pooled_output = False
+    hf_architectures = ("AlbertForQuestionAnswering",)  # HF's
 
     def __init__(self, backbone, **kwargs):
         policy = backbone.dtype_policy

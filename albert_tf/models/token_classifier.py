@@ -31,6 +31,7 @@ class AlbertTokenClassifier(TaskModel):
     """
 
     reads_pooled_output = False
+    hf_architectures = ("AlbertForTokenClassification",)  # HF's
 
     def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
         policy = backbone.dtype_policy

@@ -4,6 +4,6 @@
 - `strategy.py`: the tf.distribute strategy of `--strategy`.
 - `objective.py`: the loss and metrics as sums over a batch.
 - `loop.py`: `PretrainingLoop`: model, optimizer, train and eval steps, the loop.
-- `checkpointing.py`: `CheckpointPolicy`: resume, warm start, save, best/, final/.
+- `run_state.py`: `CheckpointPolicy`: resume, warm start, save, best/, final/.
 - `job.py`: `pretrain()`: data → checks → loop → final model (no export: the CLI's job).
 """

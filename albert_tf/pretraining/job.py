@@ -17,8 +17,8 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs.pretraining import PretrainingInput, resolve_input
 from albert_tf.locking import OutputDirLock
-from albert_tf.pretraining.checkpointing import CHECKPOINT_DIR, CheckpointPolicy
 from albert_tf.pretraining.loop import PretrainingLoop
+from albert_tf.pretraining.run_state import CHECKPOINT_DIR, CheckpointPolicy
 from albert_tf.pretraining.settings import TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import is_chief, make_strategy
 from albert_tf.pretraining_data import DataError
@@ -28,16 +28,18 @@ SUMMARY_FILE = "train_summary.json"
 
 
 def data_tokenizer(train_input: PretrainingInput, spm_model_file: Optional[str], vocab_file: Optional[str]):
-    """The data's tokenizer from the vocabulary flag (None without one), lowercasing as the data was made.
+    """The data's tokenizer: the vocabulary flag, else the data's own; lowercasing as the data was made.
 
     Raises:
         DataError: both files given, or a vocabulary other than the one the data was made with.
     """
     if spm_model_file and vocab_file:
         raise DataError("give at most one of --spm_model_file and --vocab_file")
-    if not (spm_model_file or vocab_file):
+    # Without a flag: the vocabulary data_prep wrote beside the shards (None for data made before it did).
+    model_dir = None if spm_model_file or vocab_file else train_input.data.directory
+    tokenizer = resolve_tokenizer(spm_model_file, vocab_file, train_input.data.do_lower_case, model_dir, required=False)
+    if tokenizer is None:
         return None
-    tokenizer = resolve_tokenizer(spm_model_file, vocab_file, train_input.data.do_lower_case)
     train_input.data.check_vocabulary(tokenizer.model_sha256, tokenizer.model_file)
     return tokenizer
 
@@ -105,7 +107,7 @@ def pretrain(
                 if settings.verbose:
                     print(message, flush=True)
 
-        policy = CheckpointPolicy(loop, init_checkpoint, say)
+        policy = CheckpointPolicy(loop, init_checkpoint, say, tokenizer)
         say(policy.restore_or_initialize(config.to_dict()))
         summary = {"start_step": loop.step}
         if settings.eval_at_start:
@@ -123,7 +125,7 @@ def pretrain(
         if settings.do_eval:
             summary["eval"] = policy.evaluate_and_keep_best()
         policy.clean_worker_dirs()
-        summary["outputs"] = {"final": policy.write_final(tokenizer)} if loop.chief else {}
+        summary["outputs"] = {"final": policy.write_final()} if loop.chief else {}
         if loop.chief:
             with open(os.path.join(settings.output_dir, SUMMARY_FILE), "w") as f:
                 json.dump(summary, f, indent=2)

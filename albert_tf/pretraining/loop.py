@@ -11,7 +11,7 @@ checkpoint the input iterator. Per optimizer step:
      clip once, after aggregation);
   4. LAMB/AdamW applies it.
 
-Saving and resuming are `checkpointing.CheckpointPolicy`'s job: the loop calls
+Saving and resuming are `run_state.CheckpointPolicy`'s job: the loop calls
 its `save(step)` every `save_checkpoints_steps`.
 """
 

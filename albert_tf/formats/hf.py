@@ -24,7 +24,7 @@ Example:
 >>> config = AlbertConfig.from_json_file("configs/albert_tiny.json")
 >>> hf_config(config, "AlbertModel")["hidden_act"]
 'gelu_new'
->>> [m.peer for m in name_table(config, "AlbertModel")][:2]
+>>> [m.name for m in name_table(config, "AlbertModel")][:2]
 ['embeddings.word_embeddings.weight', 'embeddings.position_embeddings.weight']
 """
 
@@ -37,21 +37,26 @@ import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
-from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import REQUIRED_FIELDS, AlbertConfig, ConfigError
-from albert_tf.interop import tables
-from albert_tf.interop.tables import (
+from albert_tf.confined import path_inside
+from albert_tf.formats.table import (
     BACKBONE,
     EYE,
-    FLAT_HEADS,
+    HEADS_LAST,
     IDENTITY,
     MODEL,
     SAME,
-    T_HEADS_IN,
-    T_HEADS_OUT,
+    T_HEADS_FIRST,
+    T_HEADS_LAST,
     TRANSPOSED,
     ZEROS,
+    CheckpointError,
     TensorMapping,
+    block_weights,
+    check_contiguous_groups,
+    export_table,
+    load_table,
+    unwritten_notes,
 )
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
@@ -106,15 +111,17 @@ TIED = {
     "predictions.decoder.bias": "predictions.bias",
 }
 
-ARCHITECTURES = (
-    "AlbertModel",
-    "AlbertForPreTraining",
-    "AlbertForMaskedLM",
-    "AlbertForSequenceClassification",
-    "AlbertForQuestionAnswering",
-    "AlbertForMultipleChoice",
-    "AlbertForTokenClassification",
+# Each model class names its HF architectures (the first is the one it exports as).
+MODEL_CLASSES = (
+    AlbertBackbone,
+    AlbertPretrainer,
+    AlbertClassifier,
+    AlbertSpanQA,
+    AlbertMultipleChoice,
+    AlbertTokenClassifier,
 )
+CLASS_OF_ARCHITECTURE = {name: cls for cls in MODEL_CLASSES for name in cls.hf_architectures}
+ARCHITECTURES = tuple(CLASS_OF_ARCHITECTURE)
 NO_POOLER = ("AlbertForMaskedLM", "AlbertForQuestionAnswering", "AlbertForTokenClassification")
 HEAD_LAYER = {
     "AlbertForSequenceClassification": ("classifier", "classifier"),
@@ -141,7 +148,7 @@ def group_of_layer(config: AlbertConfig, layer: int) -> int:
 
 def name_table(config: AlbertConfig, architecture: str) -> List[TensorMapping]:
     """Every tensor of `architecture` for `config`, with the weight of ours it maps to."""
-    groups = tables.check_contiguous_groups(config, "HF transformers", lambda layer: group_of_layer(config, layer))
+    groups = check_contiguous_groups(config, "HF transformers", lambda layer: group_of_layer(config, layer))
     p = "" if architecture == "AlbertModel" else "albert."
     table = [
         TensorMapping(f"{p}embeddings.word_embeddings.weight", "embeddings/word_embeddings/embeddings"),
@@ -159,11 +166,11 @@ def name_table(config: AlbertConfig, architecture: str) -> List[TensorMapping]:
         ]
     for group, layer in sorted(groups.items()):
         for inner in range(config.inner_group_num):
-            attention, ffn = tables.block_weights(config, layer, inner)
+            attention, ffn = block_weights(config, layer, inner)
             base = f"{p}encoder.albert_layer_groups.{group}.albert_layers.{inner}"
             for part in ("query", "key", "value"):
-                table += _pair(f"{base}.attention.{part}", f"{attention}/{part}", T_HEADS_OUT, bias_layout=FLAT_HEADS)
-            table += _pair(f"{base}.attention.dense", f"{attention}/output_dense", T_HEADS_IN)
+                table += _pair(f"{base}.attention.{part}", f"{attention}/{part}", T_HEADS_LAST, bias_layout=HEADS_LAST)
+            table += _pair(f"{base}.attention.dense", f"{attention}/output_dense", T_HEADS_FIRST)
             table += _pair(f"{base}.attention.LayerNorm", f"{attention}/layer_norm")
             table += _pair(f"{base}.ffn", f"{ffn}/intermediate", TRANSPOSED)
             table += _pair(f"{base}.ffn_output", f"{ffn}/output_dense", TRANSPOSED)
@@ -263,8 +270,7 @@ def read_safetensors(directory: str) -> Dict[str, np.ndarray]:
     if os.path.isfile(single):
         files = [single]
     elif os.path.isfile(index):
-        with open(index, encoding="utf-8") as f:
-            files = [os.path.join(directory, name) for name in sorted(set(json.load(f)["weight_map"].values()))]
+        files = [path_inside(directory, name, f"{index}: field 'weight_map'") for name in _shard_names(index)]
     else:
         pickles = [name for name in PICKLE_FILES if os.path.isfile(os.path.join(directory, name))]
         if pickles:
@@ -287,6 +293,18 @@ def read_safetensors(directory: str) -> Dict[str, np.ndarray]:
     return values
 
 
+def _shard_names(index: str) -> List[str]:
+    """The shard file names an HF `model.safetensors.index.json` lists."""
+    try:
+        with open(index, encoding="utf-8") as f:
+            weight_map = json.load(f).get("weight_map")
+    except (OSError, ValueError, AttributeError) as e:
+        raise CheckpointError(f"{index}: not a readable shard index ({e})") from None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f"{index}: field 'weight_map' is not a non-empty object of tensor name -> file name")
+    return sorted(set(weight_map.values()), key=str)
+
+
 def _untie(values: Dict[str, np.ndarray], source: str):
     """Drops the tied decoder tensors, after checking they are the tied ones."""
     for decoder, tied_to in TIED.items():
@@ -304,17 +322,15 @@ def build_model(
 ):
     """Our model for `architecture`, its head sized from the tensors."""
     backbone = AlbertBackbone.from_albert_config(config)
-    if architecture == "AlbertModel":
+    cls = CLASS_OF_ARCHITECTURE[architecture]
+    if cls is AlbertBackbone:
         return backbone
-    if architecture in ("AlbertForPreTraining", "AlbertForMaskedLM"):
-        return AlbertPretrainer(backbone)
-    if architecture == "AlbertForQuestionAnswering":
-        return AlbertSpanQA(backbone)
-    if architecture == "AlbertForMultipleChoice":
-        return AlbertMultipleChoice(backbone, num_choices=num_choices, dropout=dropout)
+    if cls in (AlbertPretrainer, AlbertSpanQA):
+        return cls(backbone)
+    if cls is AlbertMultipleChoice:
+        return cls(backbone, num_choices=num_choices, dropout=dropout)
     weight = values.get("classifier.weight")
     num_labels = weight.shape[0] if weight is not None and weight.ndim == 2 else 2
-    cls = AlbertClassifier if architecture == "AlbertForSequenceClassification" else AlbertTokenClassifier
     return cls(backbone, num_classes=num_labels, dropout=dropout)
 
 
@@ -326,8 +342,7 @@ def load_hf_dir(directory: str):
         values = {k[len("albert.") :]: v for k, v in values.items()}  # an encoder saved from a task model
     _untie(values, directory)
     model = build_model(config, architecture, values, dropout)
-    backbone = getattr(model, "backbone", model)
-    report = tables.import_tensors(model, backbone, name_table(config, architecture), values, directory, IGNORED)
+    report = load_table(model, name_table(config, architecture), values, directory, IGNORED)
     return model, report
 
 
@@ -339,20 +354,13 @@ def find_spm(directory: str) -> Optional[str]:
 # ---- export ---------------------------------------------------------------------------------
 def architecture_of(model) -> str:
     """The HF architecture our model maps to, or a CheckpointError saying why none does."""
-    names = {
-        "AlbertBackbone": "AlbertModel",
-        "AlbertPretrainer": "AlbertForPreTraining",
-        "AlbertClassifier": "AlbertForSequenceClassification",
-        "AlbertSpanQA": "AlbertForQuestionAnswering",
-        "AlbertMultipleChoice": "AlbertForMultipleChoice",
-        "AlbertTokenClassifier": "AlbertForTokenClassification",
-    }
-    name = type(model).__name__
-    if name not in names:
+    architectures = getattr(type(model), "hf_architectures", ())
+    if not architectures:
+        convertible = ", ".join(sorted(cls.__name__ for cls in MODEL_CLASSES))
         raise CheckpointError(
-            f"{name} has no HF transformers equivalent (its heads differ); convertible: {', '.join(sorted(names))}"
+            f"{type(model).__name__} has no HF transformers equivalent (its heads differ); convertible: {convertible}"
         )
-    return names[name]
+    return architectures[0]
 
 
 def tokenizer_files(do_lower_case: bool = True) -> Dict[str, Dict]:
@@ -397,11 +405,44 @@ def save_hf_dir(model, directory: str, spm_model_file: Optional[str] = None) -> 
     _write_json(
         os.path.join(directory, CONFIG_FILE), hf_config(config, architecture, num_labels, task.get("dropout", 0.1))
     )
-    save_file(
-        tables.export_tensors(model, backbone, table), os.path.join(directory, WEIGHTS_FILE), metadata={"format": "pt"}
-    )
+    save_file(export_table(model, table), os.path.join(directory, WEIGHTS_FILE), metadata={"format": "pt"})
     if spm_model_file:
         shutil.copyfile(spm_model_file, os.path.join(directory, SPM_FILE))
         for name, values in tokenizer_files().items():
             _write_json(os.path.join(directory, name), values)
     return sorted(os.listdir(directory))
+
+
+# ---- the format's interface (albert_tf.formats) ----------------------------------------------
+NAME = "hf"
+claims = is_hf_dir
+
+
+def load(path: str):
+    """(our model, LoadReport, the SentencePiece file or None) of an HF directory."""
+    model, report = load_hf_dir(path)
+    return model, report, find_spm(path)
+
+
+def lower_case(path: str) -> bool:
+    """HF's `tokenizer_config.json` `do_lower_case`; True otherwise (the released ALBERTs are uncased)."""
+    config = os.path.join(path, TOKENIZER_CONFIG_FILE)
+    if os.path.isfile(config):
+        try:
+            with open(config, encoding="utf-8") as f:
+                return bool(json.load(f).get("do_lower_case", True))
+        except (OSError, ValueError, AttributeError):
+            return True
+    return True
+
+
+def save(model, directory: str, tokenizer=None) -> List[str]:
+    spm = tokenizer.model_file if tokenizer is not None and tokenizer.kind == "sentencepiece" else None
+    return save_hf_dir(model, directory, spm)
+
+
+def unwritten(model) -> List[str]:
+    """What of `model` an HF directory cannot hold (tensors the architecture lacks)."""
+    backbone = getattr(model, "backbone", model)
+    table = name_table(backbone.albert_config, architecture_of(model))
+    return unwritten_notes(f"HF's {architecture_of(model)}", table)

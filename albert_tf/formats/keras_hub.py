@@ -22,7 +22,7 @@ Example:
 >>> config = AlbertConfig.from_json_file("configs/albert_tiny.json")
 >>> backbone_config(config)["config"]["num_groups"]
 1
->>> name_table(config)[0].peer
+>>> name_table(config)[0].name
 'layers/reversible_embedding/vars/0'
 """
 
@@ -35,10 +35,21 @@ import h5py
 import keras
 import numpy as np
 
-from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import AlbertConfig, ConfigError
-from albert_tf.interop import tables
-from albert_tf.interop.tables import BACKBONE, EYE, IDENTITY, MODEL, ZEROS, TensorMapping
+from albert_tf.formats.table import (
+    BACKBONE,
+    EYE,
+    IDENTITY,
+    MODEL,
+    ZEROS,
+    CheckpointError,
+    TensorMapping,
+    block_weights,
+    check_contiguous_groups,
+    export_table,
+    load_table,
+    unwritten_notes,
+)
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.pretrainer import AlbertPretrainer
@@ -83,7 +94,7 @@ def _check(config: AlbertConfig):
         )
     if config.hidden_act != "gelu":
         raise ConfigError(f"hidden_act {config.hidden_act!r}: keras-hub's ALBERT has only the tanh GELU")
-    return tables.check_contiguous_groups(config, "keras-hub", lambda l: group_of_layer(config, l))
+    return check_contiguous_groups(config, "keras-hub", lambda l: group_of_layer(config, l))
 
 
 def name_table(config: AlbertConfig) -> List[TensorMapping]:
@@ -104,7 +115,7 @@ def name_table(config: AlbertConfig) -> List[TensorMapping]:
         ]
     for group, layer in sorted(groups.items()):
         for inner in range(config.inner_group_num):
-            attention, ffn = tables.block_weights(config, layer, inner)
+            attention, ffn = block_weights(config, layer, inner)
             base = f"layers/transformer_encoder{_suffix(group * config.inner_group_num + inner)}"
             for part in ("query", "key", "value"):
                 table += _dense(f"{base}/_self_attention_layer/{part}_dense", f"{attention}/{part}")
@@ -312,6 +323,7 @@ def _backbone_layer_names(config: AlbertConfig) -> Dict[str, str]:
     return names
 
 
+TASK_CLASS_NAMES = {"masked_lm": "AlbertMaskedLM", "classifier": "AlbertTextClassifier"}
 # keras-hub's default `compile()` learning rates (AlbertMaskedLM, AlbertTextClassifier).
 TASK_LEARNING_RATE = {"masked_lm": 5e-5, "classifier": 1e-5}
 TASK_LAYER_NAMES = {
@@ -357,7 +369,7 @@ def load_preset(directory: str):
     if not os.path.isfile(weights):
         raise CheckpointError(f"{directory}: no {WEIGHTS_FILE}")
     values = {f"backbone:{k}": v for k, v in read_h5(weights).items()}
-    table = [TensorMapping(f"backbone:{m.peer}", m.weight, m.scope, m.layout, m.optional) for m in name_table(config)]
+    table = [TensorMapping(f"backbone:{m.name}", m.weight, m.scope, m.layout, m.optional) for m in name_table(config)]
     backbone = AlbertBackbone.from_albert_config(config)
     model = backbone
     if task is not None:
@@ -365,7 +377,7 @@ def load_preset(directory: str):
         if not os.path.isfile(task_weights):
             raise CheckpointError(f"{directory}: {TASK_FILE} without {TASK_WEIGHTS_FILE}")
         values.update({f"task:{k}": v for k, v in read_h5(task_weights).items()})
-        table += [TensorMapping(f"task:{m.peer}", m.weight, m.scope, m.layout, m.optional) for m in task_table(task)]
+        table += [TensorMapping(f"task:{m.name}", m.weight, m.scope, m.layout, m.optional) for m in task_table(task)]
         if task == "masked_lm":
             model = AlbertPretrainer(backbone)
         else:
@@ -373,7 +385,7 @@ def load_preset(directory: str):
             num_classes = task_config.get("num_classes") or (kernel.shape[-1] if kernel is not None else 2)
             model = AlbertClassifier(backbone, num_classes=num_classes, dropout=task_config.get("dropout", 0.1))
     ignored = [r"^(backbone|task):" + p.lstrip("^") for p in IGNORED]
-    report = tables.import_tensors(model, backbone, table, values, directory, ignored)
+    report = load_table(model, table, values, directory, ignored)
     return model, report
 
 
@@ -384,17 +396,16 @@ def find_spm(directory: str) -> Optional[str]:
 
 # ---- export -----------------------------------------------------------------------------------
 def task_of_model(model) -> Optional[str]:
-    name = type(model).__name__
-    if name == "AlbertBackbone":
+    """None for a backbone, else the keras-hub task its class names (`keras_hub_task`)."""
+    if isinstance(model, AlbertBackbone):
         return None
-    if name == "AlbertPretrainer":
-        return "masked_lm"
-    if name == "AlbertClassifier":
-        return "classifier"
-    raise CheckpointError(
-        f"{name} has no keras-hub equivalent (keras-hub's ALBERT tasks are "
-        "AlbertMaskedLM and AlbertTextClassifier); convert its backbone instead"
-    )
+    task = getattr(type(model), "keras_hub_task", None)
+    if task is None:
+        raise CheckpointError(
+            f"{type(model).__name__} has no keras-hub equivalent (keras-hub's ALBERT tasks are "
+            "AlbertMaskedLM and AlbertTextClassifier); convert its backbone instead"
+        )
+    return task
 
 
 def _write_json(path, values):
@@ -420,7 +431,7 @@ def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> 
     )
     write_h5(
         os.path.join(directory, WEIGHTS_FILE),
-        tables.export_tensors(model, backbone, name_table(config)),
+        export_table(model, name_table(config)),
         _backbone_layer_names(config),
         "albert_backbone",
     )
@@ -453,7 +464,7 @@ def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> 
         _write_json(os.path.join(directory, TASK_FILE), task_json)
         write_h5(
             os.path.join(directory, TASK_WEIGHTS_FILE),
-            tables.export_tensors(model, backbone, head),
+            export_table(model, head),
             TASK_LAYER_NAMES[task],
             name,
             TASK_LEARNING_RATE[task],
@@ -481,3 +492,33 @@ def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> 
             ),
         )
     return sorted(os.listdir(directory))
+
+
+# ---- the format's interface (albert_tf.formats) ----------------------------------------------
+NAME = "keras_hub"
+claims = is_preset_dir
+
+
+def load(path: str):
+    """(our model, LoadReport, the SentencePiece file or None) of a keras-hub preset."""
+    model, report = load_preset(path)
+    return model, report, find_spm(path)
+
+
+def lower_case(path: str) -> bool:
+    """keras-hub records no lowercasing (it does none), but its weights are Google's uncased models."""
+    del path
+    return True
+
+
+def save(model, directory: str, tokenizer=None) -> List[str]:
+    spm = tokenizer.model_file if tokenizer is not None and tokenizer.kind == "sentencepiece" else None
+    return save_preset(model, directory, spm)
+
+
+def unwritten(model) -> List[str]:
+    """What of `model` a preset cannot hold (tensors keras-hub's task lacks)."""
+    task = task_of_model(model)
+    if task is None:
+        return []
+    return unwritten_notes(f"keras-hub's {TASK_CLASS_NAMES[task]}", task_table(task))

@@ -19,7 +19,7 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
-from albert_tf import checkpoints as checkpoints_lib
+from albert_tf import formats
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainingError
 from albert_tf.publish import staged_dir
@@ -35,12 +35,14 @@ class CheckpointPolicy:
 
     Args:
         loop: the run's loop (its model, optimizer and iterator are saved).
-        init_checkpoint: Google's TF1 checkpoint or ours, used by a fresh run only.
+        init_checkpoint: any model `albert_tf.formats` reads, used by a fresh run only.
         say: prints a message (the chief's).
+        tokenizer: the run's tokenizer, saved into `best/` and `final/`.
     """
 
-    def __init__(self, loop: PretrainingLoop, init_checkpoint: Optional[str] = None, say=print):
+    def __init__(self, loop: PretrainingLoop, init_checkpoint: Optional[str] = None, say=print, tokenizer=None):
         self.loop = loop
+        self.tokenizer = tokenizer  # published with best/ and final/, so every model carries its vocabulary
         self.settings = loop.settings
         self.init_checkpoint = init_checkpoint
         self.say = say
@@ -123,17 +125,14 @@ class CheckpointPolicy:
             return "initialized from scratch"
         model = self.loop.model
         # --init_from_group0: every group starts from the checkpoint's group 0 (the paper's way to grow G).
-        load = (
-            checkpoints_lib.load_group0_into_all_groups
-            if self.settings.init_from_group0
-            else checkpoints_lib.load_checkpoint
-        )
+        from_group0 = self.settings.init_from_group0
         try:
-            load(model, self.init_checkpoint)
-        except checkpoints_lib.CheckpointError as error:
-            if "backbone only" not in str(error):
-                raise TrainingError(f"--init_checkpoint {error}") from None
-            load(model.backbone, self.init_checkpoint)
+            try:
+                formats.load_weights(model, self.init_checkpoint, from_group0)
+            except formats.NoHeadsError:  # an encoder alone: the heads start fresh, as the original
+                formats.load_weights(model.backbone, self.init_checkpoint, from_group0)
+        except formats.CheckpointError as error:
+            raise TrainingError(f"--init_checkpoint {error}") from None
         return f"initialized from {self.init_checkpoint} (weights only, as the original)"
 
     def save(self, step: int) -> None:
@@ -189,7 +188,7 @@ class CheckpointPolicy:
                 best = json.load(f)
         if best is None or metrics["masked_lm_accuracy"] > best["masked_lm_accuracy"]:
             with staged_dir(os.path.join(output_dir, BEST_DIR)) as staging:
-                checkpoints_lib.save_model_dir(self.loop.plain_copy(), staging)
+                formats.save(self.loop.plain_copy(), staging, tokenizer=self.tokenizer)
                 with open(os.path.join(staging, "best.json"), "w") as f:
                     json.dump(metrics, f, indent=2)
         self.say(
@@ -198,15 +197,13 @@ class CheckpointPolicy:
         )
         return metrics
 
-    def write_final(self, tokenizer=None) -> Optional[str]:
+    def write_final(self) -> Optional[str]:
         """`final/`: config, weights and the tokenizer (vocabulary + tokenizer.json); chief only."""
         if not self.loop.chief:
             return None
         final = os.path.join(self.settings.output_dir, FINAL_DIR)
         with staged_dir(final) as staging:
-            checkpoints_lib.save_model_dir(self.loop.plain_copy(), staging)
-            if tokenizer is not None:
-                tokenizer.save(staging)
+            formats.save(self.loop.plain_copy(), staging, tokenizer=self.tokenizer)
         return final
 
     def clean_worker_dirs(self):

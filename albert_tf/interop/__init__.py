@@ -1,1 +1,0 @@
-"""Weights in and out of the peers' formats: HF transformers directories and keras-hub presets."""
