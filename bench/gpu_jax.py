@@ -59,7 +59,7 @@ def keras_model(case, cfg, policy):
     if case in ("ours", "ours_dpa"):
         from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
         from albert_tf.layers import AlbertAttention
-        from albert_tf.models.pretrainer import pretraining_loss
+        from albert_tf.pretraining.objective import pretraining_loss
 
         config = AlbertConfig.from_dict(
             dict(
@@ -116,7 +116,7 @@ def keras_model(case, cfg, policy):
     )(out["sequence_output"], mask_positions=inputs["masked_lm_positions"])
     sop = keras.layers.Dense(2, kernel_initializer=init, dtype=policy)(out["pooled_output"])
     model = keras.Model(inputs, {"mlm_logits": ops.cast(mlm, "float32"), "sop_logits": ops.cast(sop, "float32")})
-    from albert_tf.models.pretrainer import pretraining_loss
+    from albert_tf.pretraining.objective import pretraining_loss
 
     return model, pretraining_loss
 

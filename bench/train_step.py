@@ -79,7 +79,7 @@ def make_batch(cfg, batch, seq, predictions, seed=0):
 
 
 def _losses(mlm_logits, sop_logits, features):
-    from albert_tf.models.pretrainer import masked_lm_loss, sentence_order_loss
+    from albert_tf.pretraining.objective import masked_lm_loss, sentence_order_loss
 
     return masked_lm_loss(mlm_logits, features["masked_lm_ids"], features["masked_lm_weights"]) + sentence_order_loss(
         sop_logits, features["next_sentence_labels"]

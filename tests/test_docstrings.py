@@ -23,6 +23,7 @@ MODULES = [
     "albert_tf.layers.heads",
     "albert_tf.models.backbone",
     "albert_tf.models.pretrainer",
+    "albert_tf.pretraining.objective",
     "albert_tf.tokenization",
     "albert_tf.tf_tokenization",
     "albert_tf.inputs.pretraining",

@@ -62,8 +62,8 @@ def assert_outputs_match(keras_outputs, served, atol):
 
 def test_load_model_reads_every_format(pretrained_tiny, pretrained, tmp_path):
     from albert_tf import formats
-    from albert_tf.checkpoints import save_original_checkpoint
     from albert_tf.formats import ModelFileError
+    from albert_tf.formats.original import save_original_checkpoint
 
     expected = pretrained.model.get_weights()
     assert type(pretrained.model).__name__ == "AlbertPretrainer"

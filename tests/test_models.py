@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
-from albert_tf.checkpoints import load_original_checkpoint, write_original_checkpoint
+from albert_tf.formats.original import load_original_checkpoint, write_original_checkpoint
 from albert_tf.models.backbone import group_index
-from albert_tf.models.pretrainer import masked_lm_loss, sentence_order_loss
+from albert_tf.pretraining.objective import masked_lm_loss, sentence_order_loss
 
 from helpers import run_model_test
 from paths import CONFIGS

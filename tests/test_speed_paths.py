@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
 from albert_tf.layers import AlbertAttention
-from albert_tf.models.pretrainer import pretraining_loss
+from albert_tf.pretraining.objective import pretraining_loss
 
 RNG = np.random.default_rng(7)
 
@@ -168,7 +168,7 @@ JAX_REMAT = """
 import json, sys
 import jax, keras, numpy as np
 from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
-from albert_tf.models.pretrainer import pretraining_loss
+from albert_tf.pretraining.objective import pretraining_loss
 config = AlbertConfig.from_dict(json.loads(sys.argv[1]))
 features = {k: jax.numpy.asarray(v) for k, v in np.load(sys.argv[2]).items()}
 names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")

@@ -26,6 +26,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from albert_tf.config import AlbertConfig
+from albert_tf.formats.base import ModelFileError
 from albert_tf.formats.table import (
     HEADS_FIRST,
     HEADS_LAST,
@@ -42,6 +43,12 @@ from albert_tf.models.backbone import AlbertBackbone, block_name, block_slot, gr
 from albert_tf.models.pretrainer import AlbertPretrainer
 
 NAME = "original"
+
+
+class TrainingStateError(ModelFileError, CheckpointError):
+    """A run's own training checkpoint (weights + optimizer state) where a model was expected."""
+
+
 CONFIG_FILE = "albert_config.json"  # beside Google's released checkpoints, and ours
 PREFIX = "model.ckpt"  # what we write (with a `checkpoint` index file)
 # Variables a model checkpoint may hold that are not model weights.
@@ -208,7 +215,7 @@ def read_original_checkpoint(path):
     names = reader.get_variable_to_shape_map()
     if TF2_CHECKPOINT_KEY in names:
         # Its optimizer and iterator state read as "corrupt" variables otherwise.
-        raise CheckpointError(f"{prefix}: {TRAINING_CHECKPOINT_ADVICE}")
+        raise TrainingStateError(f"{prefix}: {TRAINING_CHECKPOINT_ADVICE}")
     values = {}
     for name in names:
         key = name[len(HUB_PREFIX) :] if name.startswith(HUB_PREFIX) else name

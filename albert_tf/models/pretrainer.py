@@ -1,13 +1,10 @@
-"""AlbertPretrainer: the backbone with the masked-LM and SOP heads, and losses."""
+"""AlbertPretrainer: the backbone with the masked-LM and SOP heads (the loss: `albert_tf.pretraining.objective`)."""
 
 import keras
 from keras import ops
 
 from albert_tf.layers.heads import AlbertMaskedLMHead
 from albert_tf.models.backbone import LAYER_NORM_EPSILON, AlbertBackbone  # noqa: F401  (the docstring example)
-
-# The original divides the masked-LM loss by Σweights + 1e-5.
-MLM_LOSS_EPSILON = 1e-5
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -87,28 +84,3 @@ class AlbertPretrainer(keras.Model):
         config = dict(config)
         config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
         return cls(**config)
-
-
-def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights):
-    """Σ w·nll / (Σ w + 1e-5), exactly as the original normalises it."""
-    log_probs = ops.log_softmax(ops.cast(mlm_logits, "float32"), axis=-1)
-    ids = ops.cast(masked_lm_ids, "int32")
-    nll = -ops.squeeze(ops.take_along_axis(log_probs, ids[..., None], axis=-1), -1)
-    weights = ops.cast(masked_lm_weights, "float32")
-    return ops.sum(weights * nll) / (ops.sum(weights) + MLM_LOSS_EPSILON)
-
-
-def sentence_order_loss(sop_logits, labels):
-    """Mean cross-entropy of the 2-way sentence-order head."""
-    log_probs = ops.log_softmax(ops.cast(sop_logits, "float32"), axis=-1)
-    labels = ops.reshape(ops.cast(labels, "int32"), (-1, 1))
-    return -ops.mean(ops.take_along_axis(log_probs, labels, axis=-1))
-
-
-def pretraining_loss(outputs, features):
-    """Total loss = masked-LM + sentence-order, unweighted (as the original)."""
-    return masked_lm_loss(
-        outputs["mlm_logits"],
-        features["masked_lm_ids"],
-        features["masked_lm_weights"],
-    ) + sentence_order_loss(outputs["sop_logits"], features["next_sentence_labels"])
