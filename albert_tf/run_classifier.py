@@ -20,6 +20,7 @@ from absl import flags
 
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
+from albert_tf.cli.settings_record import write_settings
 from albert_tf.finetuning import FineTuneSettings
 from albert_tf.tasks import glue, runner
 
@@ -30,7 +31,9 @@ class ClassifierSettings(FineTuneSettings):
 
     task_name: str = ""
     data_dir: str = ""
-    do_eval: bool = True
+    # The original run_classifier's defaults: each step is asked for.
+    do_train: bool = False
+    do_eval: bool = False
     do_predict: bool = False
 
 
@@ -41,17 +44,20 @@ def run(settings: ClassifierSettings) -> dict:
 
 
 def define_flags():
-    define_finetune_flags(ClassifierSettings(output_dir=""))
+    defaults = ClassifierSettings(output_dir="")
+    define_finetune_flags(defaults)
     flags.DEFINE_string("task_name", None, f"One of {', '.join(sorted(glue.TASKS))} (case-insensitive).")
     flags.DEFINE_string("data_dir", None, "GLUE directory (with <TASK>/train.tsv ...) or the task's own.")
-    flags.DEFINE_bool("do_eval", False, "Evaluate the best model on dev.")
-    flags.DEFINE_bool("do_predict", False, "Write the GLUE submission file for test.tsv.")
+    flags.DEFINE_bool("do_eval", defaults.do_eval, "Evaluate the best model on dev.")
+    flags.DEFINE_bool("do_predict", defaults.do_predict, "Write the GLUE submission file for test.tsv.")
     flags.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
 
 
 def main(argv):
     del argv
-    runner.print_summary(run(settings_from_flags(ClassifierSettings)))
+    settings = settings_from_flags(ClassifierSettings)
+    write_settings(settings.output_dir)
+    runner.print_summary(run(settings))
 
 
 def cli():

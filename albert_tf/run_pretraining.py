@@ -21,6 +21,7 @@ from absl import flags
 from albert_tf import demo
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags
+from albert_tf.cli.settings_record import write_settings
 from albert_tf.errors import AlbertError
 from albert_tf.export import export_pretraining_run
 from albert_tf.inputs.pretraining import resolve_input
@@ -120,6 +121,7 @@ def main(argv):
         for step, metrics in checkpoints.items():
             print(json.dumps({"global_step": step, **metrics}), flush=True)
         return
+    write_settings(settings.output_dir)
     summary = pretrain(
         settings,
         FLAGS.albert_config_file,

@@ -18,6 +18,7 @@ from absl import flags
 
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
+from albert_tf.cli.settings_record import write_settings
 from albert_tf.errors import AlbertError
 from albert_tf.finetuning import FineTuneSettings
 from albert_tf.tasks import race, runner
@@ -30,7 +31,13 @@ class RaceSettings(FineTuneSettings):
     """run_race's flags (`levels` from --high_only / --middle_only)."""
 
     data_dir: str = ""
+    # The original run_race's defaults: it trains and evaluates unless told otherwise.
+    do_train: bool = True
     do_eval: bool = True
+    learning_rate: float = 1e-5
+    train_step: int = 12000
+    warmup_step: int = 1000
+    save_checkpoints_steps: int = 100
     eval_split: str = "dev"
     max_qa_length: int = 128
     levels: Tuple[str, ...] = race.LEVELS
@@ -43,17 +50,17 @@ def run(settings: RaceSettings) -> dict:
 
 
 def define_flags():
-    define_finetune_flags(
-        RaceSettings(output_dir="", learning_rate=1e-5, train_step=12000, warmup_step=1000, save_checkpoints_steps=100),
-        do_train=True,
-    )
+    defaults = RaceSettings(output_dir="")
+    define_finetune_flags(defaults)
     flags.DEFINE_alias("dropout_prob", "dropout")  # the original run_race's name
     flags.DEFINE_string("data_dir", None, "RACE directory with train/dev/test × middle/high.")
-    flags.DEFINE_bool("do_eval", True, "Evaluate the best model on --eval_split (on by default, as the original).")
-    flags.DEFINE_enum("eval_split", "dev", ["dev", "test"], "Split evaluated (and used to pick the best).")
+    flags.DEFINE_bool("do_eval", defaults.do_eval, "Evaluate the best model on --eval_split (as the original).")
+    flags.DEFINE_enum(
+        "eval_split", defaults.eval_split, ["dev", "test"], "Split evaluated (and used to pick the best)."
+    )
     flags.DEFINE_bool("high_only", False, "Only RACE-H.")
     flags.DEFINE_bool("middle_only", False, "Only RACE-M.")
-    flags.DEFINE_integer("max_qa_length", 128, "Question+option tokens kept (the last ones).")
+    flags.DEFINE_integer("max_qa_length", defaults.max_qa_length, "Question+option tokens kept (the last ones).")
     flags.mark_flags_as_required(["data_dir", "output_dir"])
 
 
@@ -62,7 +69,9 @@ def main(argv):
     if FLAGS.high_only and FLAGS.middle_only:
         raise AlbertError("--high_only and --middle_only exclude each other")
     levels = ("high",) if FLAGS.high_only else ("middle",) if FLAGS.middle_only else race.LEVELS
-    runner.print_summary(run(settings_from_flags(RaceSettings, levels=levels)))
+    settings = settings_from_flags(RaceSettings, levels=levels)
+    write_settings(settings.output_dir)
+    runner.print_summary(run(settings))
 
 
 def cli():

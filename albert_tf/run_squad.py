@@ -31,6 +31,7 @@ from absl import flags
 from albert_tf import finetuning
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
+from albert_tf.cli.settings_record import write_settings
 from albert_tf.finetuning import FineTuneSettings
 from albert_tf.tasks import runner, squad
 
@@ -41,10 +42,13 @@ FLAGS = flags.FLAGS
 class SquadSettings(FineTuneSettings):
     """run_squad's flags."""
 
+    # The original run_squad's defaults: each step is asked for.
+    do_train: bool = False
+    max_seq_length: int = 384
     version: str = "1.1"
     train_file: Optional[str] = None
     predict_file: Optional[str] = None
-    do_predict: bool = True
+    do_predict: bool = False
     doc_stride: int = 128
     max_query_length: int = 64
     n_best_size: int = 20
@@ -73,17 +77,20 @@ def run(settings: SquadSettings) -> dict:
 
 
 def define_flags():
-    define_finetune_flags(SquadSettings(output_dir="", max_seq_length=384), head_dropout=False, schedule="epochs")
-    flags.DEFINE_enum("version", "1.1", ["1.1", "2.0"], "SQuAD version.")
+    defaults = SquadSettings(output_dir="")
+    define_finetune_flags(defaults, head_dropout=False, schedule="epochs")
+    flags.DEFINE_enum("version", defaults.version, ["1.1", "2.0"], "SQuAD version.")
     flags.DEFINE_string("train_file", None, "SQuAD JSON for training.")
     flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict (and evaluate: dev).")
-    flags.DEFINE_bool("do_predict", False, "Predict --predict_file with the best model.")
-    flags.DEFINE_integer("doc_stride", 128, "Pieces between window starts.")
-    flags.DEFINE_integer("max_query_length", 64, "Question pieces kept.")
-    flags.DEFINE_integer("n_best_size", 20, "Candidates per question.")
-    flags.DEFINE_integer("max_answer_length", 30, "Longest answer in pieces.")
-    flags.DEFINE_integer("start_n_top", 5, "v2: starts kept by the answerability head's beam search.")
-    flags.DEFINE_integer("end_n_top", 5, "v2: ends kept per start.")
+    flags.DEFINE_bool("do_predict", defaults.do_predict, "Predict --predict_file with the best model.")
+    flags.DEFINE_integer("doc_stride", defaults.doc_stride, "Pieces between window starts.")
+    flags.DEFINE_integer("max_query_length", defaults.max_query_length, "Question pieces kept.")
+    flags.DEFINE_integer("n_best_size", defaults.n_best_size, "Candidates per question.")
+    flags.DEFINE_integer("max_answer_length", defaults.max_answer_length, "Longest answer in pieces.")
+    flags.DEFINE_integer(
+        "start_n_top", defaults.start_n_top, "v2: starts kept by the answerability head's beam search."
+    )
+    flags.DEFINE_integer("end_n_top", defaults.end_n_top, "v2: ends kept per start.")
     flags.mark_flags_as_required(["output_dir"])
 
 
@@ -105,7 +112,9 @@ def main(argv):
     schedule = schedule_settings(FLAGS.num_train_epochs, FLAGS.warmup_proportion, FLAGS.train_step, FLAGS.warmup_step)
     for name in ("train_step", "warmup_step"):  # replaced from the epochs once the training set is read
         schedule.setdefault(name, getattr(SquadSettings, name))
-    runner.print_summary(run(settings_from_flags(SquadSettings, **schedule)))
+    settings = settings_from_flags(SquadSettings, **schedule)
+    write_settings(settings.output_dir)
+    runner.print_summary(run(settings))
 
 
 def cli():

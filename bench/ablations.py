@@ -385,6 +385,8 @@ def finetune_run(args, source: dict, task: str, data, work: pathlib.Path, out: p
     began = time.time()
     summary = run_classifier.run(
         run_classifier.ClassifierSettings(
+            do_train=True,
+            do_eval=True,
             task_name=task,
             data_dir=os.path.join(args.data, "glue", FINETUNE_TASKS[task]),
             output_dir=str(output_dir),

@@ -156,6 +156,7 @@ def main():
             save_checkpoints_steps=max(1, steps // 4),
             dropout=0.0,
             verbose=False,
+            do_train=True,
             **task,
         )
 
@@ -171,6 +172,7 @@ def main():
                     lr,
                     task_name=name,
                     data_dir=str(data / "glue" / GLUE_DIRS[name]),
+                    do_eval=True,
                 )
             )
             task = glue.get_task(name)
@@ -197,6 +199,7 @@ def main():
                     version=version,
                     train_file=train,
                     predict_file=evaluation,
+                    do_predict=True,
                     doc_stride=64,
                     max_query_length=32,
                 )

@@ -105,6 +105,8 @@ def test_runner_trains_and_writes_metrics_and_predictions(
             row[spec.text_b] = fields[glue.TASKS[task].train.text_b]
     (target / "test.tsv").write_text("header\n" * int(spec.header) + "\n".join("\t".join(r) for r in test_rows) + "\n")
     settings = ClassifierSettings(
+        do_train=True,
+        do_eval=True,
         output_dir=str(tmp_path / "out"),
         task_name=task,
         data_dir=str(tmp_path / "glue"),
@@ -147,6 +149,8 @@ def sst2_run(real_data, pretrained_tiny, tmp_path_factory):
 
     output_dir = tmp_path_factory.mktemp("sst2")
     settings = ClassifierSettings(
+        do_train=True,
+        do_eval=True,
         output_dir=str(output_dir),
         task_name="sst-2",
         data_dir=str(real_data / "glue"),

@@ -219,6 +219,8 @@ def test_max_seq_length_above_position_embeddings_fails_before_any_work(tmp_path
 
     monkeypatch.setattr(runner, "_run", no_work)
     settings = run_classifier.ClassifierSettings(
+        do_train=True,
+        do_eval=True,
         output_dir=str(tmp_path / "out"),
         max_seq_length=256,
         task_name="sst-2",

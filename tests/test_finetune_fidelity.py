@@ -258,6 +258,7 @@ def test_run_squad_trains_the_epoch_derived_steps(real_data, pretraining_data, t
     train = squad_slice(real_data, tmp_path, "train.json", source, slice(0, 4))
     dev = squad_slice(real_data, tmp_path, "dev.json", source, slice(4, 5))
     settings = SquadSettings(
+        do_train=True,
         output_dir=str(tmp_path / "out"),
         version="1.1",
         train_file=train,

@@ -162,6 +162,8 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
     train = squad_slice(real_data, tmp_path, "train.json", real_data / source, slice(0, 20))
     dev = squad_slice(real_data, tmp_path, "dev.json", real_data / source, slice(20, 30))
     settings = SquadSettings(
+        do_train=True,
+        do_predict=True,
         output_dir=str(tmp_path / "out"),
         version=version,
         train_file=train,

@@ -263,6 +263,8 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
         )
     tuned = run_classifier(
         ClassifierSettings(
+            do_train=True,
+            do_eval=True,
             output_dir=str(tmp_path / "tuned"),
             task_name="sst-2",
             data_dir=str(glue),
@@ -323,6 +325,8 @@ def test_cased_model_keeps_its_case_through_fine_tuning_and_export_without_flags
         (glue / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(f"{s}\t{y}\n" for s, y in rows))
     run_classifier(
         ClassifierSettings(
+            do_train=True,
+            do_eval=True,
             output_dir=str(tmp_path / "tuned"),
             task_name="sst-2",
             data_dir=str(glue),

@@ -17,27 +17,10 @@ from typing import Callable
 
 from absl import app, flags
 
+from albert_tf.cli.verbosity import verbosity_from_argv
 from albert_tf.errors import AlbertError
 
 TRACEBACK_ENV = "ALBERT_TF_TRACEBACK"
-
-
-def verbosity_from_argv(argv) -> int:
-    """absl's `-v/--verbosity` read before flags are parsed (TensorFlow reads its log level at import)."""
-    for index, arg in enumerate(argv):
-        for prefix in ("--verbosity=", "-v="):
-            if arg.startswith(prefix):
-                return _int(arg[len(prefix) :])
-        if arg in ("-v", "--verbosity") and index + 1 < len(argv):
-            return _int(argv[index + 1])
-    return -1
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        return -1
 
 
 LIBRARY_LOGGERS = ("tensorflow", "absl", "apache_beam", "h5py", "keras", "jax")

@@ -32,20 +32,19 @@ def define_model_flags(init_help: str = "Google's TF1 checkpoint, our model dir,
     flags.DEFINE_string("init_checkpoint", None, init_help)
 
 
-def define_finetune_flags(defaults, head_dropout: bool = True, do_train: bool = False, schedule: str = "steps") -> None:
+def define_finetune_flags(defaults, head_dropout: bool = True, schedule: str = "steps") -> None:
     """The flags of every fine-tuning runner, with that runner's defaults (a `FineTuneSettings`).
 
     Args:
         defaults: the runner's settings with its defaults.
         head_dropout: the head has a dropout (classifier, multiple choice; not the span heads).
-        do_train: `--do_train`'s default (the original's run_race trains by default).
         schedule: "steps" (`--train_step`/`--warmup_step`, run_classifier and run_race) or
             "epochs" (`--num_train_epochs`/`--warmup_proportion`, run_squad; explicit steps override).
     """
     define_model_flags()
     define_vocabulary_flags()
     flags.DEFINE_string("output_dir", None, "Where results and the best model go.")
-    flags.DEFINE_bool("do_train", do_train, "Fine-tune.")
+    flags.DEFINE_bool("do_train", defaults.do_train, "Fine-tune.")
     flags.DEFINE_integer("max_seq_length", defaults.max_seq_length, "Tokens per example.")
     flags.DEFINE_integer("train_batch_size", defaults.train_batch_size, "Training batch.")
     flags.DEFINE_integer("eval_batch_size", defaults.eval_batch_size, "Eval/predict batch.")

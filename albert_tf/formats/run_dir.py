@@ -14,7 +14,7 @@ True
 import os
 from typing import Optional
 
-from albert_tf.formats import native
+from albert_tf.formats.native import claims as holds_our_model
 
 NAME = "run_dir"
 MODEL_SUBDIRS = ("final", "best")  # in order of preference
@@ -22,7 +22,7 @@ MODEL_SUBDIRS = ("final", "best")  # in order of preference
 
 def model_dir(path: str) -> Optional[str]:
     """The published model directory inside the run directory `path`, or None."""
-    if not os.path.isdir(path) or native.claims(path):
+    if not os.path.isdir(path) or holds_our_model(path):
         return None
     for sub in MODEL_SUBDIRS:
         candidate = os.path.join(path, sub)

@@ -1,0 +1,88 @@
+"""Flags and settings dataclasses agree on every default, and every output directory records its settings."""
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from paths import CONFIGS, REPO
+
+# (CLI module, its settings dataclass, flags whose value the CLI transforms before it reaches the dataclass)
+CLIS = [
+    # run_pretraining's lengths default to the data's (metadata.json).
+    (
+        "albert_tf.run_pretraining",
+        "albert_tf.pretraining.settings:TrainSettings",
+        ("max_seq_length", "max_predictions_per_seq"),
+    ),
+    ("albert_tf.run_classifier", "albert_tf.run_classifier:ClassifierSettings", ()),
+    ("albert_tf.run_race", "albert_tf.run_race:RaceSettings", ()),
+    # run_squad's schedule flags are epochs or steps (`schedule_settings`), not the dataclass's fields 1:1.
+    (
+        "albert_tf.run_squad",
+        "albert_tf.run_squad:SquadSettings",
+        ("train_step", "warmup_step", "num_train_epochs", "warmup_proportion"),
+    ),
+]
+
+CHECK = """
+import dataclasses, importlib, json, sys
+from absl import flags
+cli, settings, transformed = sys.argv[1], sys.argv[2], set(json.loads(sys.argv[3]))
+importlib.import_module(cli).define_flags()
+module, name = settings.split(":")
+cls = getattr(importlib.import_module(module), name)
+defaults = cls(output_dir="")
+drift = {}
+for field in dataclasses.fields(cls):
+    if field.name in flags.FLAGS and field.name not in transformed and field.name != "output_dir":
+        flag_default = flags.FLAGS[field.name].default
+        value = getattr(defaults, field.name)
+        value = list(value) if isinstance(value, tuple) else value
+        if flag_default != value and not (flag_default is None and value == ""):  # a required path
+            drift[field.name] = [flag_default, value]
+print(json.dumps(drift))
+"""
+
+
+@pytest.mark.parametrize("cli,settings,transformed", CLIS, ids=[c[0].split(".")[-1] for c in CLIS])
+def test_flag_defaults_are_the_settings_defaults(cli, settings, transformed):
+    result = subprocess.run(
+        [sys.executable, "-c", CHECK, cli, settings, json.dumps(list(transformed))],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {}, "flag default != dataclass default"
+
+
+def test_conversion_writes_settings_json_with_flags_version_and_input_hashes(tmp_path):
+    import albert_tf
+    from albert_tf import formats
+    from albert_tf.models.backbone import AlbertBackbone
+
+    source = tmp_path / "ours"
+    formats.save(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), str(source))
+    out = tmp_path / "hf"
+    argv = ["--input", str(source), "--output_dir", str(out), "--output_format", "hf"]
+    for _ in range(2):  # the second run keeps the first's record in `previous`
+        result = subprocess.run(
+            [sys.executable, "-m", "albert_tf.convert_checkpoint", *argv],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads((out / "settings.json").read_text())
+    assert record["albert_tf_version"] == albert_tf.__version__
+    assert record["argv"] == argv
+    assert record["flags"]["output_format"] == "hf" and record["flags"]["input"] == str(source)
+    weights = source / "backbone.weights.h5"
+    assert record["input_sha256"]["input"][str(weights)] == hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert len(record["previous"]) == 1 and record["previous"][0]["argv"] == argv
+    assert formats.detect(str(out)) == "hf"  # the record does not make the directory something else

@@ -1,0 +1,142 @@
+"""The package itself: one version, declared dependencies that match the pins, no import cycle, no side effects."""
+
+import ast
+import importlib.metadata
+import re
+import subprocess
+import sys
+import tomllib
+
+from packaging.requirements import Requirement
+
+from paths import REPO
+
+PACKAGES = ("albert_tf", "data_prep")
+
+
+def pyproject():
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def pins(path):
+    """{normalized name: version} of a requirements file's `name==version` lines."""
+    found = {}
+    for line in (REPO / path).read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            requirement = Requirement(line)
+            (version,) = [s.version for s in requirement.specifier]
+            found[normalize(requirement.name)] = version
+    return found
+
+
+def normalize(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_one_version_number():
+    import albert_tf
+
+    assert pyproject()["project"]["dynamic"] == ["version"]
+    assert pyproject()["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "albert_tf.__version__"}
+    bazel = re.search(r'module\(name = "albert_tf", version = "([^"]+)"\)', (REPO / "MODULE.bazel").read_text())
+    assert bazel.group(1) == albert_tf.__version__
+
+
+def test_runtime_dependencies_are_declared_once_and_pinned_within_their_ranges():
+    declared = {normalize(Requirement(r).name): Requirement(r) for r in pyproject()["project"]["dependencies"]}
+    pinned = pins("requirements.txt")
+    constraints = pins("constraints.txt")
+    assert sorted(declared) == sorted(pinned), "requirements.txt pins exactly the runtime dependencies"
+    for name, requirement in declared.items():
+        assert requirement.specifier.contains(pinned[name]), f"{name}=={pinned[name]} is outside {requirement}"
+        assert constraints.get(name) == pinned[name], f"constraints.txt pins {name} differently"
+
+
+def _third_party_imports():
+    """Top-level names the package's modules import, the standard library and our own excepted."""
+    names = set()
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names.add(node.module.split(".")[0])
+    return names - set(sys.stdlib_module_names) - set(PACKAGES)
+
+
+def test_every_imported_distribution_is_a_declared_dependency():
+    declared = {normalize(Requirement(r).name) for r in pyproject()["project"]["dependencies"]}
+    distributions = importlib.metadata.packages_distributions()
+    for module in sorted(_third_party_imports()):
+        providers = {normalize(d) for d in distributions.get(module, [])}
+        assert providers & declared, f"`import {module}` (from {sorted(providers)}) is not in pyproject's dependencies"
+
+
+def _module_imports(path, name):
+    """Modules of ours that `path` (module `name`) imports when it is imported (function bodies excepted)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        statements = [node] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
+        if isinstance(node, (ast.If, ast.Try)):
+            statements = [n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        for statement in statements:
+            if isinstance(statement, ast.Import):
+                found |= {alias.name for alias in statement.names}
+            else:
+                base = statement.module or ""
+                if statement.level:
+                    base = ".".join(package.split(".")[: len(package.split(".")) - statement.level + 1] + [base])
+                found.add(base)
+                found |= {f"{base}.{alias.name}" for alias in statement.names}
+    return found
+
+
+def test_no_import_cycle():
+    modules = {}
+    for package in PACKAGES:
+        for path in (REPO / package).rglob("*.py"):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    graph = {
+        name: {m for m in _module_imports(path, name) if m in modules and m != name} for name, path in modules.items()
+    }
+    # Importing a.b.c runs a/__init__ and a/b/__init__ first.
+    for name in modules:
+        parents = name.split(".")
+        for i in range(1, len(parents)):
+            parent = ".".join(parents[:i])
+            if parent in modules:
+                for importer in graph:
+                    if name in graph[importer] and importer != parent and not importer.startswith(parent + "."):
+                        graph[importer].add(parent)
+    visiting, done, cycles = set(), set(), []
+
+    def visit(node, trail):
+        if node in done:
+            return
+        if node in visiting:
+            cycles.append(trail[trail.index(node) :] + [node])
+            return
+        visiting.add(node)
+        for nxt in sorted(graph[node]):
+            visit(nxt, trail + [node])
+        visiting.discard(node)
+        done.add(node)
+
+    for name in sorted(graph):
+        visit(name, [])
+    assert cycles == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_importing_the_package_has_no_side_effects():
+    code = (
+        "import os, sys; sys.argv = ['-m', '--verbosity=-1']; before = dict(os.environ); import albert_tf; "
+        "assert dict(os.environ) == before, set(os.environ) ^ set(before); "
+        "print('ok')"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
