@@ -16,6 +16,7 @@ Example:
 """
 
 import contextlib
+import ctypes
 import os
 import shutil
 import tempfile
@@ -24,8 +25,32 @@ from typing import Iterator
 STAGING_PREFIX = ".staging-"
 
 
+# Linux renameat2(2): swap two paths in one step (glibc >= 2.28; local file systems, not every network one).
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def exchange_paths(first: str, second: str) -> bool:
+    """Swaps two existing paths atomically; False where the system cannot (then nothing happened)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    result = renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE)
+    return result == 0
+
+
 def replace_dir(staging: str, target: str) -> None:
-    """Moves the complete `staging` to `target`; the old `target` is removed only after."""
+    """Moves the complete `staging` to `target`; a reader finds the old or the new `target`, never neither.
+
+    On Linux the two are swapped in one `renameat2(RENAME_EXCHANGE)` and the old
+    copy is removed after. Where the system has no such call (macOS, some network
+    file systems) the old `target` is renamed to `target.old` first, so for the
+    moment between the two renames `target` is missing (`target.old` holds it).
+    """
+    if os.path.isdir(target) and exchange_paths(staging, target):
+        shutil.rmtree(staging, ignore_errors=True)  # the old version, swapped into the staging path
+        return
     old = target + ".old"
     shutil.rmtree(old, ignore_errors=True)
     if os.path.exists(target):
