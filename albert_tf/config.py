@@ -62,7 +62,7 @@ REQUIRED_FIELDS = (
 # by the original code; `sharing` is ours (the paper's sharing ablation).
 OPTIONAL_FIELDS = {"down_scale_factor": 1, "sharing": "all"}
 # Keys the released `albert_config.json` files carry that Google's code stores
-# but never uses (spec §1; `net_structure_type` only for --init_from_group0).
+# but never uses (Google's released configs; `net_structure_type` only for --init_from_group0).
 # Accepted, kept in `extra` and written back; any other key is an error.
 PASSTHROUGH_FIELDS = ("gap_size", "layers_to_keep", "net_structure_type", "num_memory_blocks")
 

@@ -1,6 +1,6 @@
 """ALBERT's optimizers and learning-rate schedule, as Keras 3 optimizers.
 
-Both follow Google's `optimization.py` / `lamb_optimizer.py` exactly (spec §5):
+Both follow Google's `optimization.py` / `lamb_optimizer.py` exactly:
 no bias correction, ε outside the square root, weight decay added to the
 update (inside LAMB's trust ratio), and `LayerNorm`/`layer_norm`/`bias`
 variables excluded from both decay and adaptation (regex search on the

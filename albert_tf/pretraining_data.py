@@ -1,7 +1,7 @@
 """The pretraining data contract: what `data_prep` writes and `albert_tf.inputs` reads.
 
 One owner for everything both sides share: feature names, dtypes and lengths
-(the original's, spec §4), shard file names, `metadata.json` and its format
+(the original's `create_pretraining_data.py`), shard file names, `metadata.json` and its format
 version. No TensorFlow or Beam import here: Beam workers and the reader both
 use it.
 

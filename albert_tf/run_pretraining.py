@@ -19,7 +19,7 @@ import json
 from absl import flags
 
 from albert_tf import demo
-from albert_tf.cli.app import run_cli
+from albert_tf.cli.app import our_flags, run_cli
 from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags
 from albert_tf.cli.settings_record import write_settings
 from albert_tf.errors import AlbertError
@@ -37,7 +37,7 @@ def define_flags():
     flags.DEFINE_string(
         "input_file",
         None,
-        "data_prep output directories, globs or shard files, comma-separated. Without it the built-in demo runs.",
+        "data_prep output directories, globs or shard files, comma-separated. With no flag at all the demo runs.",
     )
     flags.DEFINE_string("eval_file", None, "Eval shards (default: --input_file, as the original).")
     flags.DEFINE_string("albert_config_file", None, "ALBERT config JSON.")
@@ -91,11 +91,21 @@ def define_flags():
     flags.DEFINE_string("demo_dir", "albert_tf_demo", "Demo only: where everything goes.")
 
 
+DEMO_FLAGS = ("demo_minutes", "demo_dir")
+
+
+def runs_the_demo() -> bool:
+    """Only a bare command (or one with demo flags alone) runs the demo; any other flag means a real run."""
+    return not any(flag.present for flag in our_flags() if flag.name not in DEMO_FLAGS)
+
+
 def main(argv):
     del argv
-    if FLAGS.input_file is None and FLAGS.do_train:
+    if runs_the_demo():
         demo.run_demo(FLAGS.demo_dir, minutes=FLAGS.demo_minutes)
         return
+    if FLAGS.do_train and not FLAGS.input_file:
+        raise AlbertError("--input_file required (data_prep's output); run without any flag for the demo")
     missing = [name for name in ("albert_config_file", "output_dir") if not FLAGS[name].value]
     if missing:
         mode = "--input_file" if FLAGS.do_train else "--nodo_train"

@@ -32,7 +32,7 @@ from albert_tf.errors import AlbertError
 SPIECE_UNDERLINE = "\u2581"
 PAD_PIECE, UNK_PIECE = "<pad>", "<unk>"
 CLS_PIECE, SEP_PIECE, MASK_PIECE = "[CLS]", "[SEP]", "[MASK]"
-# The ids every released ALBERT vocabulary has (spec §4).
+# The ids every released ALBERT vocabulary has (the original's `tokenization.py`).
 ALBERT_SPECIAL_IDS = {PAD_PIECE: 0, UNK_PIECE: 1, CLS_PIECE: 2, SEP_PIECE: 3, MASK_PIECE: 4}
 # The README's `spm_train --user_defined_symbols`.
 ALBERT_USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")

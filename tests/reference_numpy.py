@@ -1,7 +1,7 @@
 """Google's `modeling.py` forward pass in plain NumPy, on TF1 variable names.
 
 The independent "hand computation" the model is checked against: it reads
-the original checkpoint layout directly (spec §2-3) and shares no code with
+the original checkpoint layout directly and shares no code with
 albert_tf.
 """
 

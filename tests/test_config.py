@@ -48,7 +48,7 @@ def test_every_shipped_config_loads_and_round_trips():
     for size in ("base", "large", "xlarge", "xxlarge"):
         chinese = AlbertConfig.from_json_file(str(CONFIGS / f"albert_{size}_zh.json")).to_dict()
         english = AlbertConfig.from_json_file(str(CONFIGS / f"albert_{size}_v2.json")).to_dict()
-        # The released Chinese models: WordPiece vocab.txt of 21,128 entries and ReLU (spec §1).
+        # The released Chinese models: WordPiece vocab.txt of 21,128 entries and ReLU (their albert_config.json).
         assert (chinese.pop("vocab_size"), chinese.pop("hidden_act")) == (21128, "relu")
         assert {k: v for k, v in english.items() if k not in ("vocab_size", "hidden_act")} == chinese
 

@@ -1,4 +1,4 @@
-"""Hardening (issue 14): each probe feeds one broken input and checks the error, and what is kept.
+"""Hardening: each probe feeds one broken input and checks the error, and what is kept.
 
 One test per probe. The serving probe runs the loaded SavedModel in a
 subprocess, so a crash of the process (abort, segfault) fails the test

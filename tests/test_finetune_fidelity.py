@@ -1,4 +1,4 @@
-"""Results-changing details of the original's fine-tuning and pretraining set-up (issue 15).
+"""Results-changing details of the original's fine-tuning and pretraining set-up.
 
 Gradient clipping in fine-tuning, the runners' schedules, `hidden_act` names,
 `--init_from_group0` / `--start_warmup_step`, the v2 null threshold, answer

@@ -10,7 +10,7 @@ EXCLUDE = ("LayerNorm", "layer_norm", "bias")
 
 
 def numpy_update(w, g, m, v, lr, decay, adapt, wd=0.01, b1=0.9, b2=0.999, eps=1e-6):
-    """lamb_optimizer.py / optimization.py, one step (spec §5)."""
+    """lamb_optimizer.py / optimization.py, one step."""
     m = b1 * m + (1 - b1) * g
     v = b2 * v + (1 - b2) * g * g
     u = m / (np.sqrt(v) + eps)

@@ -10,7 +10,7 @@ from albert_tf.param_table import count_parameters
 
 from paths import CONFIGS, REPO
 
-# Released models, counted by running Google's graph (spec §1).
+# Released models, counted by running Google's graph (param counts published with the checkpoints).
 RELEASED = {
     "albert_base": (11_683_584, 11_813_810),
     "albert_large": (17_683_968, 17_847_474),

@@ -392,3 +392,19 @@ def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining
             pretraining_data["config"],
             pretraining_data["data"],
         )
+
+
+def test_best_and_final_carry_the_datas_vocabulary_with_no_flag(pretraining_data, tmp_path):
+    from albert_tf import formats
+    from albert_tf.tokenization import SentencePieceTokenizer
+
+    output_dir = tmp_path / "run"
+    run = cli(common_args(pretraining_data, str(output_dir), 4, save_checkpoints_steps=2, do_eval=True))
+    out, err = run.communicate(timeout=600)
+    assert run.returncode == 0, err[-3000:]
+    expected = SentencePieceTokenizer(pretraining_data["spm"]).model_sha256
+    for published in ("best", "final"):
+        loaded = formats.load(str(output_dir / published))
+        assert loaded.tokenizer is not None and loaded.tokenizer.model_sha256 == expected, published
+    record = json.loads((output_dir / "settings.json").read_text())
+    assert record["flags"]["num_train_steps"] == 4 and record["input_sha256"]["input_file"]

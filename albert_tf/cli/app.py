@@ -70,6 +70,36 @@ def error_line(error: BaseException) -> str:
     return f"error: {message}"
 
 
+HELP_ARGS = ("--help", "-h", "-?", "--helpshort")
+# Flags that libraries define when imported; under `python -m`, absl names our own by the script's path.
+LIBRARY_FLAG_MODULES = ("absl", "tensorflow", "tf_keras", "keras", "jax", "apache_beam")
+
+
+def our_flags(flag_values=None) -> list:
+    """The flags the program itself defined (absl's and TensorFlow's own left out)."""
+    flag_values = flag_values or flags.FLAGS
+    return [
+        flag
+        for module, module_flags in sorted(flag_values.flags_by_module_dict().items())
+        if not module.startswith(LIBRARY_FLAG_MODULES)
+        for flag in module_flags
+    ]
+
+
+def help_text(description) -> str:
+    """The command's description and every flag it defined, absl's own left to `--helpfull`.
+
+    absl's `--help` lists only the flags of the `__main__` module (none under a console
+    script, whose `__main__` is a wrapper) and exits with status 1.
+    """
+    sections = [(description or "").strip()]
+    for module, module_flags in sorted(flags.FLAGS.flags_by_module_dict().items()):
+        if not module.startswith(LIBRARY_FLAG_MODULES) and module_flags:
+            sections.append(flags.FLAGS.module_help(module).strip())
+    sections.append("Try --helpfull for absl's own flags too.")
+    return "\n\n".join(s for s in sections if s)
+
+
 def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: bool = False) -> None:
     """Defines the flags, parses them, runs `main(argv)` inside the error boundary.
 
@@ -78,6 +108,9 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
     verbosity = verbosity_from_argv(sys.argv)
     quiet_libraries(verbosity)
     define_flags()
+    if any(arg in HELP_ARGS for arg in sys.argv[1:]):
+        print(help_text(sys.modules[main.__module__].__doc__))
+        sys.exit(0)
 
     def guarded(argv):
         quiet_libraries(verbosity)  # again: absl's flag parsing reset the levels and added its handler

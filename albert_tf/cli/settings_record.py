@@ -22,6 +22,7 @@ from typing import Dict, Iterable, Optional
 from absl import flags
 
 import albert_tf
+from albert_tf.cli.app import our_flags
 from albert_tf.formats import run_dir
 
 SETTINGS_FILE = "settings.json"
@@ -75,16 +76,11 @@ def input_hashes(values: Dict[str, object]) -> Dict[str, Dict[str, str]]:
     return hashes
 
 
-def flag_values(flag_values: Optional[flags.FlagValues] = None) -> Dict[str, object]:
-    """Every flag the program defined (absl's own excepted) with its value."""
-    flag_values = flag_values or flags.FLAGS
+def flag_values(flag_values_: Optional[flags.FlagValues] = None) -> Dict[str, object]:
+    """Every flag the program defined (absl's and TensorFlow's own excepted) with its value."""
     values = {}
-    for module, module_flags in flag_values.flags_by_module_dict().items():
-        if module.startswith("absl"):
-            continue
-        for flag in module_flags:
-            value = flag.value
-            values[flag.name] = list(value) if isinstance(value, tuple) else value
+    for flag in our_flags(flag_values_):
+        values[flag.name] = list(flag.value) if isinstance(flag.value, tuple) else flag.value
     return dict(sorted(values.items()))
 
 

@@ -1,0 +1,99 @@
+"""Every CLI's entry point: quiet output by default, and bad input as one line.
+
+    run_cli(main, define_flags)
+
+- Library chatter (TensorFlow's C++ and Python INFO/WARNING logs, absl INFO)
+  is off unless `-v 1` / `--verbosity 1` is given; our own messages and the
+  progress bars are printed once each.
+- `AlbertError`, `OSError` (h5py's file errors are OSErrors) and TensorFlow's `OpError` become
+  `error: <message>` on stderr with exit status 1. `-v 1` (or
+  `ALBERT_TF_TRACEBACK=1`) shows the traceback instead.
+"""
+
+import logging
+import os
+import sys
+from typing import Callable
+
+from absl import app, flags
+
+from albert_tf.cli.verbosity import verbosity_from_argv
+from albert_tf.errors import AlbertError
+
+TRACEBACK_ENV = "ALBERT_TF_TRACEBACK"
+
+
+LIBRARY_LOGGERS = ("tensorflow", "absl", "apache_beam", "h5py", "keras", "jax")
+LIBRARY_PATHS = tuple(
+    f"{os.sep}{name}{os.sep}" for name in ("tensorflow", "apache_beam", "keras", "tf_keras", "absl", "tensorflow_text")
+)
+
+
+class _LibraryChatterFilter(logging.Filter):
+    """Drops below-ERROR records that libraries log through the root logger (Beam does)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or not any(p in record.pathname for p in LIBRARY_PATHS)
+
+
+def quiet_libraries(verbosity: int) -> None:
+    """Silences TensorFlow/Beam/absl INFO and WARNING chatter unless verbosity ≥ 1."""
+    if verbosity >= 1:
+        return
+    # 3: even TF's C++ "errors" that are not ours to report (e.g. no CUDA driver on a CPU machine).
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    root = logging.getLogger()
+    root.setLevel(logging.WARNING)  # absl's app.run leaves the root at INFO
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    # Records that libraries log through the root or an unlevelled logger (Beam, TF's absl-logging
+    # modules) reach the root's handlers directly: filter there, not on the logger.
+    for handler in root.handlers:
+        if not any(isinstance(f, _LibraryChatterFilter) for f in handler.filters):
+            handler.addFilter(_LibraryChatterFilter())
+
+
+def _boundary_errors() -> tuple:
+    """The exception types a CLI reports as one line (library types only when already imported)."""
+    types = [AlbertError, OSError]
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        types.append(tf.errors.OpError)
+    return tuple(types)
+
+
+def error_line(error: BaseException) -> str:
+    """`error: <message>`; a message that lists several problems keeps its list (one problem a line)."""
+    message = str(error).strip() or type(error).__name__
+    if isinstance(error, OSError) and error.filename and str(error.filename) not in message:
+        message = f"{error.filename}: {message}"
+    return f"error: {message}"
+
+
+def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: bool = False) -> None:
+    """Defines the flags, parses them, runs `main(argv)` inside the error boundary.
+
+    `known_flags_only` leaves unknown flags in `argv` (data_prep passes them to Beam).
+    """
+    verbosity = verbosity_from_argv(sys.argv)
+    quiet_libraries(verbosity)
+    define_flags()
+
+    def guarded(argv):
+        quiet_libraries(verbosity)  # again: absl's flag parsing reset the levels and added its handler
+        show_trace = verbosity >= 1 or os.environ.get(TRACEBACK_ENV) == "1"
+        try:
+            return main(argv)
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            sys.exit(130)
+        except _boundary_errors() as error:
+            if show_trace:
+                raise
+            print(error_line(error), file=sys.stderr)
+            sys.exit(1)
+
+    if known_flags_only:
+        app.run(guarded, flags_parser=lambda argv: flags.FLAGS(argv, known_only=True))
+    else:
+        app.run(guarded)

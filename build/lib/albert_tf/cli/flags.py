@@ -1,0 +1,90 @@
+"""Flags that several CLIs share, defined once, and settings objects built from flags.
+
+Names and help are the original's where it has the flag.
+"""
+
+import dataclasses
+from typing import Type, TypeVar
+
+from absl import flags
+
+FLAGS = flags.FLAGS
+Settings = TypeVar("Settings")
+
+
+def define_vocabulary_flags(default_help: str = "", lower_case_flag: bool = True) -> None:
+    """--spm_model_file / --vocab_file (at most one) and, where the command tokenizes, --do_lower_case."""
+    flags.DEFINE_string("spm_model_file", None, "SentencePiece model (or --vocab_file)." + default_help)
+    flags.DEFINE_string(
+        "vocab_file", None, "WordPiece vocab.txt (Chinese models), instead of --spm_model_file." + default_help
+    )
+    if lower_case_flag:
+        flags.DEFINE_bool(
+            "do_lower_case",
+            None,
+            "Lowercase. Default: the setting saved with the model "
+            "(tokenizer.json), else True (the released English models are uncased).",
+        )
+
+
+def define_model_flags(init_help: str = "Google's TF1 checkpoint, our model dir, run dir or .keras.") -> None:
+    flags.DEFINE_string("albert_config_file", None, "ALBERT config (default: the one beside --init_checkpoint).")
+    flags.DEFINE_string("init_checkpoint", None, init_help)
+
+
+def define_finetune_flags(defaults, head_dropout: bool = True, schedule: str = "steps") -> None:
+    """The flags of every fine-tuning runner, with that runner's defaults (a `FineTuneSettings`).
+
+    Args:
+        defaults: the runner's settings with its defaults.
+        head_dropout: the head has a dropout (classifier, multiple choice; not the span heads).
+        schedule: "steps" (`--train_step`/`--warmup_step`, run_classifier and run_race) or
+            "epochs" (`--num_train_epochs`/`--warmup_proportion`, run_squad; explicit steps override).
+    """
+    define_model_flags()
+    define_vocabulary_flags()
+    flags.DEFINE_string("output_dir", None, "Where results and the best model go.")
+    flags.DEFINE_bool("do_train", defaults.do_train, "Fine-tune.")
+    flags.DEFINE_integer("max_seq_length", defaults.max_seq_length, "Tokens per example.")
+    flags.DEFINE_integer("train_batch_size", defaults.train_batch_size, "Training batch.")
+    flags.DEFINE_integer("eval_batch_size", defaults.eval_batch_size, "Eval/predict batch.")
+    flags.DEFINE_alias("predict_batch_size", "eval_batch_size")  # the original's name
+    flags.DEFINE_float("learning_rate", defaults.learning_rate, "Peak learning rate.")
+    if schedule == "epochs":
+        flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training questions (the original's step count).")
+        flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with linear warmup.")
+        flags.DEFINE_integer("train_step", None, "Optimizer steps, instead of --num_train_epochs.")
+        flags.DEFINE_integer("warmup_step", None, "Warmup steps (default: --warmup_proportion of the steps).")
+    else:
+        flags.DEFINE_integer("train_step", defaults.train_step, "Optimizer steps.")
+        flags.DEFINE_integer("warmup_step", defaults.warmup_step, "Linear warmup steps.")
+    flags.DEFINE_integer(
+        "save_checkpoints_steps", defaults.save_checkpoints_steps, "Evaluate (and keep the best) every N steps."
+    )
+    flags.DEFINE_enum("optimizer", defaults.optimizer, ["adamw", "lamb"], "As the original.")
+    if head_dropout:
+        flags.DEFINE_float("dropout", defaults.dropout, "Head dropout (0.1 in the original; the README's v2 RACE: 0).")
+    flags.DEFINE_integer("seed", defaults.seed, "Seed of head init and data order.")
+    flags.DEFINE_integer(
+        "grad_accum_steps",
+        defaults.grad_accum_steps,
+        "Micro-batches per optimizer step (their "
+        "gradients averaged: the same update as one --train_batch_size batch, less memory).",
+    )
+    flags.DEFINE_bool(
+        "remat",
+        defaults.remat,
+        "Recompute each layer application in the backward pass: much less "
+        "activation memory for some extra compute (large models on small GPUs).",
+    )
+
+
+def settings_from_flags(cls: Type[Settings], **overrides) -> Settings:
+    """An instance of the dataclass `cls` whose fields take the flags of the same name (where defined)."""
+    values = {}
+    for field in dataclasses.fields(cls):
+        if field.name in overrides:
+            values[field.name] = overrides[field.name]
+        elif field.name in FLAGS:
+            values[field.name] = FLAGS[field.name].value
+    return cls(**values)

@@ -1,0 +1,59 @@
+"""What every export format shares: the error, the model's test inputs, output comparison."""
+
+from typing import Dict, Optional
+
+import numpy as np
+
+from albert_tf.errors import AlbertError
+from albert_tf.export.signatures import MLM_POSITIONS
+from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
+
+
+class ExportError(AlbertError, RuntimeError):
+    """An export that cannot be made or does not match its model; nothing was written."""
+
+
+def backbone_of(model):
+    return getattr(model, "backbone", model)
+
+
+def python_tokenizer(
+    model, tokenizer, spm_model_file: Optional[str], vocab_file: Optional[str], do_lower_case: Optional[bool]
+):
+    """The export's tokenizer (given, or from the files), None for an ids-only export; sized as the model."""
+    if tokenizer is None:
+        tokenizer = resolve_tokenizer(spm_model_file, vocab_file, do_lower_case, required=False)
+    if tokenizer is not None:
+        check_vocab_size(backbone_of(model).albert_config.vocab_size, tokenizer, "export")
+    return tokenizer
+
+
+def random_inputs(model, batch: int, seq: int, predictions: int = 3, seed: int = 0) -> Dict[str, np.ndarray]:
+    """Inputs of the model's structure: random ids, a padded tail in row 0."""
+    rng = np.random.default_rng(seed)
+    vocab = backbone_of(model).albert_config.vocab_size
+    result = {}
+    for name, tensor in model.input.items():
+        shape = [batch] + [d for d in tensor.shape[1:-1]] + [predictions if name == MLM_POSITIONS else seq]
+        if name == "input_ids":
+            result[name] = rng.integers(5, vocab, shape).astype("int32")
+        elif name == "input_mask":
+            mask = np.ones(shape, "int32")
+            mask[0, ..., seq // 2 :] = 0
+            result[name] = mask
+        elif name == "segment_ids":
+            result[name] = (np.arange(seq) >= seq // 3).astype("int32") * np.ones(shape, "int32")
+        elif name == MLM_POSITIONS:
+            result[name] = rng.integers(1, seq // 2, shape).astype("int32")
+        else:
+            raise ExportError(f"the model has an input {name!r} export does not know how to fill")
+    return result
+
+
+def compare_outputs(expected: Dict, got: Dict, atol: float, what: str):
+    for name, value in expected.items():
+        value = np.asarray(value)
+        other = np.asarray(got[name])
+        if value.shape != other.shape or not np.allclose(value, other, atol=atol, rtol=0):
+            diff = np.abs(value - other).max() if value.shape == other.shape else f"shape {other.shape}"
+            raise ExportError(f"{what}: output {name!r} differs from the Keras model ({diff})")

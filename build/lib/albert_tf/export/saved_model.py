@@ -1,0 +1,118 @@
+"""SavedModels for TF Serving: `<export_base>/<version>/` with ids and text signatures.
+
+Signatures are `albert_tf.export.signatures`'; assets: the config, the
+vocabulary (`spm.model` or `vocab.txt`) and `serving_config.json`; TF
+Serving's warm-up requests in `assets.extra/`. Written aside, loaded back and
+compared with the Keras model (`verify`), then moved into place: a failed
+export leaves nothing behind.
+
+Example:
+
+>>> import tempfile
+>>> import tensorflow as tf
+>>> from albert_tf import AlbertBackbone
+>>> backbone = AlbertBackbone.from_albert_config("configs/albert_tiny.json")
+>>> path = export_saved_model(backbone, tempfile.mkdtemp(), version=1)
+>>> loaded = tf.saved_model.load(path)
+>>> sorted(loaded.signatures["serving_default"].structured_outputs)
+['pooled_output', 'sequence_output']
+"""
+
+import json
+import os
+import shutil
+from typing import Optional
+
+from albert_tf.export.common import ExportError, backbone_of, python_tokenizer
+from albert_tf.export.signatures import ServingEndpoints
+from albert_tf.export.verify import verify_saved_model
+from albert_tf.export.warmup import write_warmup_requests
+from albert_tf.locking import OutputDirLock
+from albert_tf.publish import staged_dir
+
+SERVING_CONFIG = "serving_config.json"
+
+
+def next_version(export_base: str) -> int:
+    """1 + the highest numeric version directory under `export_base` (TF Serving serves the highest)."""
+    versions = [int(n) for n in os.listdir(export_base) if n.isdigit()] if os.path.isdir(export_base) else []
+    return max(versions, default=0) + 1
+
+
+def export_saved_model(
+    model,
+    export_base: str,
+    version: Optional[int] = None,
+    spm_model_file: Optional[str] = None,
+    do_lower_case: Optional[bool] = None,
+    max_seq_length: int = 128,
+    top_k: int = 5,
+    warmup: bool = True,
+    vocab_file: Optional[str] = None,
+    tokenizer=None,
+    jit_compile: bool = False,
+) -> str:
+    """Exports `model` to `export_base/<version>`; returns that path.
+
+    Args:
+        model: any albert_tf Keras model (backbone, pretrainer, task model).
+        export_base: TF Serving's model base path.
+        version: the version directory (default: the next free number).
+        spm_model_file: adds the text signatures and the spm asset.
+        do_lower_case: the text signatures' lowercasing (as in training; default True).
+        vocab_file: a WordPiece vocab.txt instead of `spm_model_file`.
+        tokenizer: the model's `Tokenizer` instead of the files (e.g. `formats.load(...).tokenizer`).
+        max_seq_length: the text signatures' truncation length.
+        top_k: MLM candidates returned.
+        warmup: write TF Serving warm-up requests.
+        jit_compile: XLA-compile the model in `serving_default` (see `ServingEndpoints`).
+
+    Raises:
+        ExportError: the export does not reproduce the model; nothing is left behind.
+    """
+    config = backbone_of(model).albert_config
+    if max_seq_length > config.max_position_embeddings or max_seq_length < 3:
+        raise ExportError(
+            f"--max_seq_length {max_seq_length}: must be in [3, max_position_embeddings="
+            f"{config.max_position_embeddings}]"
+        )
+    vocab_tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
+    with OutputDirLock(export_base):
+        version = next_version(export_base) if version is None else version
+        _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup, jit_compile)
+    return os.path.join(export_base, str(version))
+
+
+def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup, jit_compile):
+    config = backbone_of(model).albert_config
+    in_graph = vocab_tokenizer.to_tf() if vocab_tokenizer is not None else None
+    special_ids = vocab_tokenizer.special_ids if vocab_tokenizer is not None else None
+    with staged_dir(os.path.join(export_base, str(version))) as staging:
+        endpoints = ServingEndpoints(
+            model, in_graph, special_ids, max_seq_length=max_seq_length, top_k=top_k, jit_compile=jit_compile
+        )
+        signatures = sorted(endpoints.signatures())
+        shutil.rmtree(staging)  # the archive writes a new directory
+        endpoints.archive().write_out(staging, verbose=False)
+        # Files for clients in assets/ (the graph holds the vocabulary as constants and reads none).
+        assets = os.path.join(staging, "assets")
+        os.makedirs(assets, exist_ok=True)
+        config.to_json_file(os.path.join(assets, "albert_config.json"))
+        if vocab_tokenizer is not None:
+            vocab_tokenizer.save(assets)
+        with open(os.path.join(assets, SERVING_CONFIG), "w") as f:
+            json.dump(
+                {
+                    "model_class": type(model).__name__,
+                    "signatures": signatures,
+                    "vocab_type": vocab_tokenizer.kind if vocab_tokenizer else None,
+                    "do_lower_case": vocab_tokenizer.do_lower_case if vocab_tokenizer else None,
+                    "max_seq_length": max_seq_length,
+                    "top_k": top_k,
+                },
+                f,
+                indent=2,
+            )
+        if warmup:
+            write_warmup_requests(staging, model, signatures, max_seq_length)
+        verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)

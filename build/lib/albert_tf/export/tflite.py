@@ -1,0 +1,143 @@
+"""TFLite files for phones: float32, float16 or dynamic-range int8, builtin ops only.
+
+`<output_dir>/albert_<variant>.tflite`, inputs of shape [1, max_seq_length];
+beside it the config, the vocabulary and `tokenizer_test_vectors.json` (texts
+with the ids the app's tokenizer must produce: TFLite has no op for ALBERT's
+NFKD preprocessing, so apps tokenise). Written aside, checked against the
+Keras model, then moved into place.
+"""
+
+import json
+import os
+from typing import Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.export.common import ExportError, backbone_of, compare_outputs, python_tokenizer, random_inputs
+from albert_tf.export.signatures import MLM_POSITIONS
+from albert_tf.inputs.packing import pack_segments
+from albert_tf.locking import OutputDirLock
+from albert_tf.publish import staged_files
+
+QUANTIZATIONS = ("none", "float16", "dynamic_int8")
+TFLITE_NAMES = {
+    "none": "albert_float32.tflite",
+    "float16": "albert_float16.tflite",
+    "dynamic_int8": "albert_dynamic_int8.tflite",
+}
+TEST_VECTOR_TEXTS = (
+    "Hello, World! ALBERT is a lite BERT.",
+    "  multiple   spaces\tand\ttabs\n",
+    "Café déjà vu — naïve façade, résumé.",
+    "1,000,000 people in 2,019; 3.14 and 42,",
+    "中文字符 and 한국어 텍스트",
+    "ＦＵＬＬＷＩＤＴＨ ｔｅｘｔ ①②",
+    "emoji 🙂 and symbols ©®™",
+    "",
+)
+
+
+def converter_options(quantize: str) -> Dict:
+    options = {"target_spec": {"supported_ops": [tf.lite.OpsSet.TFLITE_BUILTINS]}}
+    if quantize != "none":
+        options["optimizations"] = [tf.lite.Optimize.DEFAULT]
+    if quantize == "float16":
+        options["target_spec"]["supported_types"] = [tf.float16]
+    return options
+
+
+def tflite_input_signature(model, max_seq_length: int, max_predictions_per_seq: int):
+    """Batch 1, fixed lengths (what phone delegates want)."""
+    specs = {}
+    for name, tensor in model.input.items():
+        last = max_predictions_per_seq if name == MLM_POSITIONS else max_seq_length
+        specs[name] = tf.TensorSpec([1] + list(tensor.shape[1:-1]) + [last], tf.int32, name=name)
+    return [specs]
+
+
+def run_tflite(model_file: str, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """Runs a .tflite file's `serving_default` signature (LiteRT's interpreter)."""
+    from ai_edge_litert.interpreter import Interpreter  # the runtime loads only to run a file
+
+    runner = Interpreter(model_path=model_file).get_signature_runner("serving_default")
+    return runner(**inputs)
+
+
+def tokenizer_test_vectors(python_tokenizer, max_seq_length: int) -> List[Dict]:
+    """Texts with the preprocessed text, pieces and packed ids an app's tokenizer must reproduce."""
+    vectors = []
+    for text in TEST_VECTOR_TEXTS:
+        ids, _ = pack_segments(
+            python_tokenizer.encode(text), None, max_seq_length, python_tokenizer.cls_id, python_tokenizer.sep_id
+        )
+        vectors.append(
+            {
+                "text": text,
+                "preprocessed": python_tokenizer.preprocess(text),
+                "pieces": python_tokenizer.tokenize(text),
+                "input_ids": ids,
+            }
+        )
+    return vectors
+
+
+def export_tflite(
+    model,
+    output_dir: str,
+    quantize: str = "none",
+    max_seq_length: int = 128,
+    max_predictions_per_seq: int = 20,
+    spm_model_file: Optional[str] = None,
+    do_lower_case: Optional[bool] = None,
+    vocab_file: Optional[str] = None,
+    tokenizer=None,
+) -> str:
+    """Writes `output_dir/albert_<variant>.tflite` (builtin ops only) and its side files; returns its path.
+
+    The float32 file must match the Keras model within 1e-4; quantized files
+    must give finite outputs (their accuracy is measured by the tests and
+    `bench/export.py`).
+    """
+    if quantize not in QUANTIZATIONS:
+        raise ExportError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZATIONS)}")
+    config = backbone_of(model).albert_config
+    if max_seq_length > config.max_position_embeddings:
+        raise ExportError(
+            f"--max_seq_length {max_seq_length} exceeds max_position_embeddings {config.max_position_embeddings}"
+        )
+    tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
+    with OutputDirLock(output_dir), staged_files(output_dir) as staging:
+        staged = os.path.join(staging, TFLITE_NAMES[quantize])
+        signature = tflite_input_signature(model, max_seq_length, max_predictions_per_seq)
+        try:
+            model.export(
+                staged, format="litert", input_signature=signature, verbose=False, **converter_options(quantize)
+            )
+        except Exception as error:  # noqa: BLE001  (the converter's ConverterError lives in private modules)
+            raise ExportError(f"TFLite conversion failed: {str(error).splitlines()[0]}") from None
+        inputs = {
+            name: np.resize(value, signature[0][name].shape)
+            for name, value in random_inputs(model, 1, max_seq_length, max_predictions_per_seq).items()
+        }
+        got = run_tflite(staged, inputs)
+        if quantize == "none":
+            compare_outputs(model(inputs, training=False), got, 1e-4, staged)
+        elif not all(np.isfinite(v).all() for v in got.values()):
+            raise ExportError(f"{staged}: non-finite outputs")
+        config.to_json_file(os.path.join(staging, "albert_config.json"))
+        if tokenizer is not None:
+            tokenizer.save(staging)
+            with open(os.path.join(staging, "tokenizer_test_vectors.json"), "w") as f:
+                json.dump(
+                    {
+                        "vocab_type": tokenizer.kind,
+                        "do_lower_case": tokenizer.do_lower_case,
+                        "max_seq_length": max_seq_length,
+                        "vectors": tokenizer_test_vectors(tokenizer, max_seq_length),
+                    },
+                    f,
+                    ensure_ascii=False,
+                    indent=1,
+                )
+    return os.path.join(output_dir, TFLITE_NAMES[quantize])

@@ -1,0 +1,35 @@
+"""What every format module shares: the error for a path that holds no model, and what `load` returns.
+
+Example:
+
+>>> issubclass(ModelFileError, ValueError)
+True
+"""
+
+import dataclasses
+from typing import Optional
+
+from albert_tf.errors import AlbertError
+
+
+class ModelFileError(AlbertError, ValueError):
+    """A path that holds no loadable model; the message says what was looked for."""
+
+
+@dataclasses.dataclass
+class LoadedModel:
+    """A model read from disk, where it came from and the tokenizer saved with it."""
+
+    model: object  # a keras.Model of ours
+    source: str  # the file or directory the weights came from
+    tokenizer: Optional[object] = None  # the one saved with the model (or given), None if there is none
+    zero_filled: tuple = ()  # tensors the source lacks (e.g. keras-hub's SOP head), set to zeros
+    format: str = ""  # the format name `albert_tf.formats.detect` gives
+
+    @property
+    def spm_model_file(self) -> Optional[str]:
+        return self.tokenizer.model_file if self.tokenizer and self.tokenizer.kind == "sentencepiece" else None
+
+    @property
+    def vocab_file(self) -> Optional[str]:
+        return self.tokenizer.model_file if self.tokenizer and self.tokenizer.kind == "wordpiece" else None

@@ -1,0 +1,1 @@
+"""tf.data readers: pretraining TFRecords (and, later, the fine-tuning tasks)."""

@@ -1,0 +1,188 @@
+"""tf.data reader of the pretraining TFRecords that `data_prep.create_pretraining_data` writes.
+
+The format (features, lengths, shard names, `metadata.json`) is owned by
+`albert_tf.pretraining_data`; this module turns it into batches.
+
+Example:
+
+>>> spec = feature_description(8, 2)
+>>> sorted(spec)[:3]
+['input_ids', 'input_mask', 'masked_lm_ids']
+"""
+
+import dataclasses
+import os
+from typing import Dict, List, Optional
+
+import tensorflow as tf
+
+from albert_tf.pretraining_data import (
+    LABELS,
+    MODEL_INPUTS,
+    SHARD_PATTERN,
+    DataError,
+    PretrainingData,
+    feature_spec,
+    is_shard_name,
+)
+
+_DTYPES = {"int64": tf.int64, "float": tf.float32}
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingInput:
+    """The shard files a run reads and the contract they follow (checked to agree across directories)."""
+
+    data: PretrainingData
+    files: List[str]
+
+
+def feature_description(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, tf.io.FixedLenFeature]:
+    """`tf.io.parse_example` spec of the original features."""
+    return {
+        name: tf.io.FixedLenFeature([f["length"]], _DTYPES[f["dtype"]])
+        for name, f in feature_spec(max_seq_length, max_predictions_per_seq).items()
+    }
+
+
+def decode_batch(serialized: tf.Tensor, spec: Dict[str, tf.io.FixedLenFeature]) -> Dict[str, tf.Tensor]:
+    """Parses a batch of Examples; int64 becomes int32 as the original's input_fn."""
+    features = tf.io.parse_example(serialized, spec)
+    return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in features.items()}
+
+
+def resolve_input(patterns: str, flag: str = "--input_file") -> PretrainingInput:
+    """Comma-separated data_prep directories, globs or shard files → the listed shards.
+
+    Only shards that the directory's `metadata.json` lists are read: a glob
+    such as `data/*` also matches `metadata.json` and staging leftovers, which
+    are ignored.
+
+    Raises:
+        DataError: a pattern that matches nothing, a directory without
+            metadata.json, directories that disagree, or no shard at all.
+    """
+    datasets: Dict[str, PretrainingData] = {}
+    files: List[str] = []
+    for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
+        if tf.io.gfile.isdir(pattern):
+            data = datasets.setdefault(pattern, PretrainingData.load(pattern))
+            files.extend(data.shard_paths())
+            continue
+        matched = sorted(f for f in tf.io.gfile.glob(pattern) if is_shard_name(f))
+        if not matched:
+            raise DataError(f"{flag} pattern {pattern!r} matches no file (data_prep's shards are {SHARD_PATTERN})")
+        for path in matched:
+            directory = os.path.dirname(path)
+            data = datasets.setdefault(directory, PretrainingData.load(directory))
+            if os.path.basename(path) in data.metadata["shards"]:
+                files.append(path)
+    if not files:
+        raise DataError(f"{flag} {patterns!r}: no shard listed in the metadata.json of the matched directories")
+    first, *others = datasets.values()
+    for other in others:
+        for key in ("max_seq_length", "max_predictions_per_seq", "vocab_size", "vocab_sha256"):
+            if other.metadata.get(key) != first.metadata.get(key):
+                raise DataError(f"{other.directory} and {first.directory} differ in {key}")
+    for data in datasets.values():
+        data.check_sizes(lambda path: tf.io.gfile.stat(path).length)
+    if all(tf.io.gfile.stat(f).length == 0 for f in files):
+        raise DataError(f"every input file is empty: {', '.join(files[:3])}")
+    source = PretrainingInput(first, sorted(dict.fromkeys(files)))
+    _check_record_lengths(source)
+    return source
+
+
+def _check_record_lengths(source: PretrainingInput) -> None:
+    """The first record's feature lengths are the metadata's (an edited metadata.json fails here, not at step 0)."""
+    data = source.data
+    for path in source.files:
+        for record in tf.data.TFRecordDataset(path).take(1):
+            feature = tf.train.Example.FromString(record.numpy()).features.feature
+            found = {
+                "max_seq_length": len(feature["input_ids"].int64_list.value) if "input_ids" in feature else None,
+                "max_predictions_per_seq": len(feature["masked_lm_positions"].int64_list.value)
+                if "masked_lm_positions" in feature
+                else None,
+            }
+            expected = {"max_seq_length": data.max_seq_length, "max_predictions_per_seq": data.max_predictions_per_seq}
+            wrong = [f"{k} {found[k]} (metadata.json says {expected[k]})" for k in found if found[k] != expected[k]]
+            if wrong:
+                raise DataError(f"{path}: its records do not match {data.directory}/metadata.json: " + "; ".join(wrong))
+            return
+
+
+def find_corrupt_shard(source: PretrainingInput) -> str:
+    """Names the shard(s) behind a DataLossError: by checksum when recorded, else by reading each."""
+    corrupt = source.data.corrupt_shards() if source.data.shard_files else []
+    if not corrupt:
+        for path in source.files:
+            try:
+                for _ in tf.data.TFRecordDataset(path):
+                    pass
+            except tf.errors.DataLossError:
+                corrupt.append(path)
+    return ", ".join(corrupt) or "one of " + ", ".join(source.files[:3])
+
+
+def pretraining_dataset(
+    source: PretrainingInput,
+    batch_size: int,
+    is_training: bool = True,
+    seed: int = 12345,
+    input_context: Optional[tf.distribute.InputContext] = None,
+    shuffle_buffer: int = 100,
+    skip_batches: int = 0,
+) -> tf.data.Dataset:
+    """Batches of (model inputs, labels) from pretraining TFRecords.
+
+    As the original input_fn for training: file order shuffled, repeated,
+    interleaved over up to 4 files, shuffled, batched with drop_remainder;
+    int64 cast to int32. Deterministic for a seed (so an interrupted run
+    resumes onto the same batches). Under tf.distribute each input pipeline
+    reads its own share of the files (of the records if files are fewer).
+
+    Args:
+        source: the shard files and their contract (from `resolve_input`).
+        batch_size: examples per batch of this input pipeline.
+        is_training: shuffle and repeat; else read in order, repeated.
+        seed: shuffling seed.
+        input_context: from `distribute_datasets_from_function`.
+        shuffle_buffer: examples in the shuffle buffer.
+        skip_batches: batches to skip (undecoded), to resume where a run stopped.
+    """
+    files = source.files
+    spec = feature_description(source.data.max_seq_length, source.data.max_predictions_per_seq)
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
+    pipelines = input_context.num_input_pipelines if input_context else 1
+    pipeline_id = input_context.input_pipeline_id if input_context else 0
+    by_file = pipelines > 1 and len(files) >= pipelines
+    if by_file:
+        dataset = dataset.shard(pipelines, pipeline_id)
+    if is_training:
+        dataset = dataset.shuffle(len(files), seed=seed).repeat()
+        dataset = dataset.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=min(4, len(files)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+    else:
+        dataset = tf.data.TFRecordDataset(dataset).repeat()
+    if pipelines > 1 and not by_file:
+        dataset = dataset.shard(pipelines, pipeline_id)
+    if is_training:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    if skip_batches:
+        dataset = dataset.skip(skip_batches)
+    dataset = dataset.map(
+        lambda records: _to_inputs_and_labels(decode_batch(records, spec)),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _to_inputs_and_labels(features):
+    return {k: features[k] for k in MODEL_INPUTS}, {k: features[k] for k in LABELS}

@@ -1,0 +1,177 @@
+"""The self-attention half of ALBERT's post-LN transformer block."""
+
+import math
+
+import keras
+from keras import ops
+
+from albert_tf.layers.precision import layer_norm
+from albert_tf.layers.remat import recompute_in_backward
+
+# The original's additive key mask: (1 - mask) * -10000.
+MASK_ADDER = -10000.0
+
+
+class AlbertAttention(keras.layers.Layer):
+    """Multi-head self-attention, residual, LayerNorm (post-LN, as BERT).
+
+    Computes `LayerNorm(h + dropout(W_o · softmax(q kᵀ/√D + bias) v))` where the
+    bias is `(1 - input_mask) * -10000` on the keys only, as in Google's code.
+    Logits and softmax are computed in float32 under mixed precision.
+
+    Sublayer names are stable (the checkpoint converter targets them):
+    `query`, `key`, `value` (kernels `[H, N, D]`), `output` (`[N, D, H]`) and
+    `layer_norm`.
+
+    Args:
+        hidden_size: width H.
+        num_attention_heads: heads N (D = H / N).
+        initializer_range: stddev of the truncated-normal initializer.
+        attention_dropout: dropout on the attention probabilities.
+        output_dropout: dropout on the projected output, before the residual.
+        layer_norm_epsilon: LayerNorm epsilon.
+        remat: in training, keep only the inputs for the backward pass and
+            recompute the rest there (see `albert_tf.layers.remat`).
+        fused_qkv: compute q, k and v with one matmul against the three
+            kernels concatenated at call time (the variables stay three);
+            the same numbers to float rounding.
+
+    Example:
+
+    >>> layer = AlbertAttention(16, 4, 0.02, 0.0, 0.0)
+    >>> x = keras.ops.ones((2, 5, 16))
+    >>> tuple(layer(x, keras.ops.ones((2, 5), dtype="int32")).shape)
+    (2, 5, 16)
+    """
+
+    def __init__(
+        self,
+        hidden_size,
+        num_attention_heads,
+        initializer_range,
+        attention_dropout,
+        output_dropout,
+        layer_norm_epsilon=1e-12,
+        remat=False,
+        fused_qkv=False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.remat = remat
+        self.fused_qkv = fused_qkv
+        # Opt-in, not config: `keras.ops.dot_product_attention` (a fused kernel on GPUs
+        # where the backend has one). A boolean key mask instead of the -10000 bias:
+        # the same probabilities in float32 (exp(-10000) underflows to 0), for
+        # inputs whose rows keep at least one key. No attention dropout.
+        self.use_dot_product_attention = False
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.initializer_range = initializer_range
+        self.attention_dropout = attention_dropout
+        self.output_dropout = output_dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.head_size = hidden_size // num_attention_heads
+
+        def projection(name):
+            return keras.layers.EinsumDense(
+                "bsh,hnd->bsnd",
+                output_shape=(None, num_attention_heads, self.head_size),
+                bias_axes="nd",
+                kernel_initializer=self._initializer(),
+                name=name,
+                dtype=self.dtype_policy,
+            )
+
+        self.query = projection("query")
+        self.key = projection("key")
+        self.value = projection("value")
+        self.output_dense = keras.layers.EinsumDense(
+            "bsnd,ndh->bsh",
+            output_shape=(None, hidden_size),
+            bias_axes="h",
+            kernel_initializer=self._initializer(),
+            name="output",
+            dtype=self.dtype_policy,
+        )
+        self.attention_dropout_layer = keras.layers.Dropout(
+            attention_dropout, name="attention_dropout", dtype=self.dtype_policy
+        )
+        self.output_dropout_layer = keras.layers.Dropout(output_dropout, name="output_dropout", dtype=self.dtype_policy)
+        self.layer_norm = layer_norm(layer_norm_epsilon, "layer_norm", self.dtype_policy)
+
+    def _initializer(self):
+        return keras.initializers.TruncatedNormal(stddev=self.initializer_range)
+
+    def build(self, hidden_shape, input_mask_shape=None):
+        hidden_shape = tuple(hidden_shape)
+        for projection in (self.query, self.key, self.value):
+            projection.build(hidden_shape)
+        self.output_dense.build(hidden_shape[:2] + (self.num_attention_heads, self.head_size))
+        self.layer_norm.build(hidden_shape)
+        self.built = True
+
+    def call(self, hidden, input_mask, training=None):
+        if self.remat and training:
+            return recompute_in_backward(
+                lambda h, m: self._attend(h, m, training),
+                (self.attention_dropout_layer, self.output_dropout_layer),
+                hidden,
+                input_mask,
+            )
+        return self._attend(hidden, input_mask, training)
+
+    def _project_qkv(self, hidden):
+        if not self.fused_qkv:
+            return self.query(hidden), self.key(hidden), self.value(hidden)
+        # One [H, 3·N, D] matmul instead of three [H, N, D] ones. Off by default:
+        # on the 2-core AVX2 CPU it was not faster (bench/levers.py, README);
+        # kept for accelerators, where one wide GEMM usually is.
+        projections = (self.query, self.key, self.value)
+        kernel = ops.concatenate([ops.cast(p.kernel, self.compute_dtype) for p in projections], axis=1)
+        bias = ops.concatenate([ops.cast(p.bias, self.compute_dtype) for p in projections], axis=0)
+        fused = ops.einsum("bsh,hnd->bsnd", ops.cast(hidden, self.compute_dtype), kernel) + bias
+        return ops.split(fused, 3, axis=2)
+
+    def _attend(self, hidden, input_mask, training):
+        query, key, value = self._project_qkv(hidden)
+        # Scaling q (B·S·H values) is cheaper than scaling the logits (B·N·S·S).
+        query = query * ops.cast(1.0 / math.sqrt(self.head_size), self.compute_dtype)
+        if self.use_dot_product_attention and not (training and self.attention_dropout > 0):
+            key_mask = ops.expand_dims(ops.expand_dims(ops.cast(input_mask, "bool"), 1), 1)
+            context = ops.dot_product_attention(query, key, value, mask=key_mask, scale=1.0)
+            return self._output(context, hidden, training)
+        logits = ops.einsum("bqnd,bknd->bnqk", query, key)
+        key_bias = (1.0 - ops.cast(input_mask, "float32")) * MASK_ADDER
+        # [B, 1, 1, S] by reshape: a `[:, None, None, :]` slice is no TFLite builtin.
+        key_bias = ops.expand_dims(ops.expand_dims(key_bias, 1), 1)
+        probs = ops.softmax(ops.cast(logits, "float32") + key_bias, axis=-1)
+        probs = ops.cast(probs, self.compute_dtype)
+        if self.attention_dropout > 0:
+            probs = self.attention_dropout_layer(probs, training=training)
+        context = ops.einsum("bnqk,bknd->bqnd", probs, value)
+        return self._output(context, hidden, training)
+
+    def _output(self, context, hidden, training):
+        output = self.output_dense(context)
+        if self.output_dropout > 0:
+            output = self.output_dropout_layer(output, training=training)
+        return self.layer_norm(output + hidden)
+
+    def compute_output_shape(self, hidden_shape, input_mask_shape=None):
+        return tuple(hidden_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "hidden_size": self.hidden_size,
+                "num_attention_heads": self.num_attention_heads,
+                "initializer_range": self.initializer_range,
+                "attention_dropout": self.attention_dropout,
+                "output_dropout": self.output_dropout,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "remat": self.remat,
+                "fused_qkv": self.fused_qkv,
+            }
+        )
+        return config

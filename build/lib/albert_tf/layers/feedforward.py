@@ -1,0 +1,105 @@
+"""The feed-forward half of ALBERT's post-LN transformer block."""
+
+import keras
+
+from albert_tf.layers.activations import get_activation
+from albert_tf.layers.precision import layer_norm
+from albert_tf.layers.remat import recompute_in_backward
+
+
+class AlbertFeedForward(keras.layers.Layer):
+    """`LayerNorm(a + dropout(W_2 · act(W_1 · a)))`, no dropout after `act`.
+
+    Sublayer names are stable (the checkpoint converter targets them):
+    `intermediate` (`[H, I]`), `output` (`[I, H]`) and `layer_norm`.
+
+    Args:
+        hidden_size: width H.
+        intermediate_size: inner width I.
+        hidden_act: a config activation name (`gelu` is the tanh form).
+        initializer_range: stddev of the truncated-normal initializer.
+        dropout: dropout on the output, before the residual.
+        layer_norm_epsilon: LayerNorm epsilon.
+        remat: in training, keep only the input for the backward pass and
+            recompute the rest there (see `albert_tf.layers.remat`).
+
+    Example:
+
+    >>> layer = AlbertFeedForward(16, 32, "gelu", 0.02, 0.0)
+    >>> tuple(layer(keras.ops.ones((2, 5, 16))).shape)
+    (2, 5, 16)
+    """
+
+    def __init__(
+        self,
+        hidden_size,
+        intermediate_size,
+        hidden_act,
+        initializer_range,
+        dropout,
+        layer_norm_epsilon=1e-12,
+        remat=False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.remat = remat
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.dropout = dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.activation = get_activation(hidden_act)
+
+        initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.intermediate = keras.layers.Dense(
+            intermediate_size,
+            kernel_initializer=initializer,
+            name="intermediate",
+            dtype=self.dtype_policy,
+        )
+        self.output_dense = keras.layers.Dense(
+            hidden_size,
+            kernel_initializer=initializer,
+            name="output",
+            dtype=self.dtype_policy,
+        )
+        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout", dtype=self.dtype_policy)
+        self.layer_norm = layer_norm(layer_norm_epsilon, "layer_norm", self.dtype_policy)
+
+    def build(self, input_shape):
+        input_shape = tuple(input_shape)
+        self.intermediate.build(input_shape)
+        self.output_dense.build(input_shape[:-1] + (self.intermediate_size,))
+        self.layer_norm.build(input_shape)
+        self.built = True
+
+    def call(self, inputs, training=None):
+        if self.remat and training:
+            return recompute_in_backward(lambda x: self._feed_forward(x, training), (self.dropout_layer,), inputs)
+        return self._feed_forward(inputs, training)
+
+    def _feed_forward(self, inputs, training):
+        x = self.activation(self.intermediate(inputs))
+        x = self.output_dense(x)
+        if self.dropout > 0:
+            x = self.dropout_layer(x, training=training)
+        return self.layer_norm(x + inputs)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "hidden_size": self.hidden_size,
+                "intermediate_size": self.intermediate_size,
+                "hidden_act": self.hidden_act,
+                "initializer_range": self.initializer_range,
+                "dropout": self.dropout,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "remat": self.remat,
+            }
+        )
+        return config

@@ -1,0 +1,1 @@
+"""ALBERT models built functionally from the layers."""

@@ -1,0 +1,86 @@
+"""AlbertPretrainer: the backbone with the masked-LM and SOP heads (the loss: `albert_tf.pretraining.objective`)."""
+
+import keras
+from keras import ops
+
+from albert_tf.layers.heads import AlbertMaskedLMHead
+from albert_tf.models.backbone import LAYER_NORM_EPSILON, AlbertBackbone  # noqa: F401  (the docstring example)
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertPretrainer(keras.Model):
+    """ALBERT with the pretraining heads of Google's `run_pretraining.py`.
+
+    Inputs (dict): the backbone's `input_ids`, `input_mask`, `segment_ids`,
+    plus `masked_lm_positions` int32 `[B, P]`.
+    Outputs (dict): `mlm_logits` float32 `[B, P, V]` (computed only at the
+    masked positions; the decoder is the word-embedding table) and
+    `sop_logits` float32 `[B, 2]` (label 1 = swapped / random next).
+
+    Args:
+        backbone: an `AlbertBackbone`.
+
+    Example:
+
+    >>> backbone = AlbertBackbone.from_albert_config("configs/albert_tiny.json")
+    >>> model = AlbertPretrainer(backbone)
+    >>> ids = keras.ops.ones((2, 8), dtype="int32")
+    >>> out = model({"input_ids": ids, "input_mask": ids,
+    ...              "segment_ids": keras.ops.zeros_like(ids),
+    ...              "masked_lm_positions": keras.ops.ones((2, 3), "int32")})
+    >>> tuple(out["sop_logits"].shape)
+    (2, 2)
+    """
+
+    hf_architectures = ("AlbertForPreTraining", "AlbertForMaskedLM")  # HF's, first one written
+    keras_hub_task = "masked_lm"
+
+    def __init__(self, backbone, **kwargs):
+        config = backbone.albert_config
+        policy = backbone.dtype_policy
+
+        # === Layers ===
+        mlm_head = AlbertMaskedLMHead(
+            backbone.word_embeddings,
+            hidden_act=config.hidden_act,
+            initializer_range=config.initializer_range,
+            layer_norm_epsilon=LAYER_NORM_EPSILON,
+            name="mlm_head",
+            dtype=policy,
+        )
+        sop_head = keras.layers.Dense(
+            2,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range),
+            name="sop_head",
+            dtype=policy,
+        )
+
+        # === Functional model ===
+        inputs = dict(backbone.input)
+        inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
+        backbone_outputs = backbone({k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")})
+        mlm_logits = mlm_head(backbone_outputs["sequence_output"], inputs["masked_lm_positions"])
+        sop_logits = ops.cast(sop_head(backbone_outputs["pooled_output"]), "float32")
+        super().__init__(
+            inputs=inputs,
+            outputs={"mlm_logits": mlm_logits, "sop_logits": sop_logits},
+            **kwargs,
+        )
+
+        # === Config ===
+        self.backbone = backbone
+        self.mlm_head = mlm_head
+        self.sop_head = sop_head
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)

@@ -1,0 +1,172 @@
+"""The whole pretraining job as a function: `pretrain(settings, config, data)`.
+
+Data → checks → loop (resumes where a previous run stopped) → final model.
+Exports are the caller's (the `run_pretraining` CLI and the demo export the
+`final/` model with `albert_tf.export`).
+"""
+
+import contextlib
+import json
+import logging
+import os
+from typing import Dict, Optional, Union
+
+import keras
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.inputs.pretraining import PretrainingInput, resolve_input
+from albert_tf.locking import OutputDirLock
+from albert_tf.pretraining.loop import PretrainingLoop
+from albert_tf.pretraining.run_state import CHECKPOINT_DIR, CheckpointPolicy
+from albert_tf.pretraining.settings import TrainingError, TrainSettings
+from albert_tf.pretraining.strategy import is_chief, make_strategy
+from albert_tf.pretraining_data import DataError
+from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
+
+SUMMARY_FILE = "train_summary.json"
+
+
+def data_tokenizer(train_input: PretrainingInput, spm_model_file: Optional[str], vocab_file: Optional[str]):
+    """The data's tokenizer: the vocabulary flag, else the data's own; lowercasing as the data was made.
+
+    Raises:
+        DataError: both files given, or a vocabulary other than the one the data was made with.
+    """
+    if spm_model_file and vocab_file:
+        raise DataError("give at most one of --spm_model_file and --vocab_file")
+    # Without a flag: the vocabulary data_prep wrote beside the shards (None for data made before it did).
+    model_dir = None if spm_model_file or vocab_file else train_input.data.directory
+    tokenizer = resolve_tokenizer(spm_model_file, vocab_file, train_input.data.do_lower_case, model_dir, required=False)
+    if tokenizer is None:
+        return None
+    train_input.data.check_vocabulary(tokenizer.model_sha256, tokenizer.model_file)
+    return tokenizer
+
+
+def pretrain(
+    settings: TrainSettings,
+    albert_config_file: str,
+    input_file: Union[str, PretrainingInput],
+    *,
+    eval_file: Optional[Union[str, PretrainingInput]] = None,
+    init_checkpoint: Optional[str] = None,
+    spm_model_file: Optional[str] = None,
+    vocab_file: Optional[str] = None,
+    strategy_name: str = "default",
+    tpu: Optional[str] = None,
+    strategy=None,
+) -> dict:
+    """Pretrains; returns the summary (also written to `output_dir/train_summary.json`).
+
+    Args:
+        settings: the run's `TrainSettings`.
+        albert_config_file: the model's config.
+        input_file: shards (directory, glob or comma list), or an already resolved `PretrainingInput`.
+        eval_file: eval shards (default: the training shards, as the original).
+        init_checkpoint: warm start of a fresh run (Google's TF1 checkpoint or ours).
+        spm_model_file / vocab_file: the data's vocabulary, saved into `final/` with the data's lowercasing.
+        strategy_name / tpu: the tf.distribute strategy (or `strategy`, already made: a multi-worker
+            strategy must exist before any TensorFlow op runs, so the CLI makes it first).
+    """
+    if settings.init_from_group0 and not init_checkpoint:
+        raise TrainingError(
+            "--init_from_group0 needs --init_checkpoint (the checkpoint whose group 0 starts every group)"
+        )
+    strategy = strategy or make_strategy(strategy_name, tpu)  # first: collectives are configured at startup
+    keras.utils.set_random_seed(settings.seed)
+    if settings.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    config = AlbertConfig.from_json_file(albert_config_file)
+    train_input = resolve_input(input_file) if isinstance(input_file, str) else input_file
+    train_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
+    if train_input.data.max_seq_length > config.max_position_embeddings:
+        raise DataError(
+            f"{albert_config_file}: max_position_embeddings {config.max_position_embeddings} is "
+            f"shorter than the data's sequences ({train_input.data.max_seq_length})"
+        )
+    if settings.verify_data:
+        corrupt = train_input.data.corrupt_shards()
+        if corrupt:
+            raise DataError(f"{', '.join(corrupt)}: checksum differs from metadata.json (corrupt or replaced)")
+    tokenizer = data_tokenizer(train_input, spm_model_file, vocab_file)
+    check_vocab_size(config.vocab_size, tokenizer, albert_config_file)
+    eval_input = None
+    if eval_file is not None:
+        eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
+        eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
+    os.makedirs(settings.output_dir, exist_ok=True)
+    # One writer per output directory; the other workers of a multi-worker run write only their own dirs.
+    lock = OutputDirLock(settings.output_dir) if is_chief(strategy) else contextlib.nullcontext()
+    with lock:
+        loop = PretrainingLoop(strategy, config, settings, train_input, eval_input)
+
+        def say(message: str):
+            if loop.chief:
+                logging.info(message)
+                if settings.verbose:
+                    print(message, flush=True)
+
+        policy = CheckpointPolicy(loop, init_checkpoint, say, tokenizer)
+        say(policy.restore_or_initialize(config.to_dict()))
+        summary = {"start_step": loop.step}
+        if settings.eval_at_start:
+            summary["eval_start"] = loop.evaluate()
+        summary["history"] = loop.train(policy, say, os.path.join(settings.output_dir, "train"))
+        if not loop.weights_are_finite():  # the last checkpoint has no next step to confirm it
+            good = policy.discard_unconfirmed()
+            raise TrainingError(
+                f"the final weights are not finite; last good checkpoint: {good or '(none)'}; lower --learning_rate"
+            )
+        policy.confirm()
+        summary["end_step"] = loop.step
+        summary["replicas"] = loop.strategy.num_replicas_in_sync
+        summary["weights_sha256"] = loop.weights_fingerprint()
+        if settings.do_eval:
+            summary["eval"] = policy.evaluate_and_keep_best()
+        policy.clean_worker_dirs()
+        summary["outputs"] = {"final": policy.write_final()} if loop.chief else {}
+        if loop.chief:
+            with open(os.path.join(settings.output_dir, SUMMARY_FILE), "w") as f:
+                json.dump(summary, f, indent=2)
+    return summary
+
+
+def evaluate_checkpoints(
+    settings: TrainSettings,
+    albert_config_file: str,
+    eval_file: Union[str, PretrainingInput],
+    *,
+    strategy_name: str = "default",
+    tpu: Optional[str] = None,
+    strategy=None,
+) -> Dict[int, Dict[str, float]]:
+    """Every checkpoint kept in `settings.output_dir`, evaluated on `eval_file`; nothing is trained or written.
+
+    The original's `--do_train=false --do_eval`, for every kept checkpoint: a run (finished or still
+    going) measured on another eval set, e.g. held-out documents, or NSP data for a model trained with SOP.
+    `max_eval_steps` batches of `eval_batch_size` each, as the evaluation during training.
+
+    Returns:
+        {global step: metrics}, in step order.
+
+    Raises:
+        TrainingError: the run has no checkpoint.
+        DataError: the eval data do not fit the settings or the model.
+    """
+    checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
+    state = tf.train.get_checkpoint_state(checkpoint_dir) if tf.io.gfile.isdir(checkpoint_dir) else None
+    if state is None or not state.all_model_checkpoint_paths:
+        raise TrainingError(f"{checkpoint_dir}: no checkpoint to evaluate (train first, or check --output_dir)")
+    strategy = strategy or make_strategy(strategy_name, tpu)
+    config = AlbertConfig.from_json_file(albert_config_file)
+    eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
+    eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
+    loop = PretrainingLoop(strategy, config, settings, eval_input, eval_input)
+    # The weights and the step only: the training iterator in the checkpoint belongs to other data.
+    weights = tf.train.Checkpoint(model=loop.model, optimizer=loop.optimizer)
+    results = {}
+    for path in state.all_model_checkpoint_paths:
+        weights.restore(path).expect_partial()
+        results[loop.step] = loop.evaluate()
+    return dict(sorted(results.items()))

@@ -1,0 +1,319 @@
+"""The pretraining loop on tf.distribute: model, optimizer, train and eval steps.
+
+A custom loop rather than `Model.fit`, because a run must resume exactly where
+it stopped, data iterator position included, and Keras' callbacks cannot
+checkpoint the input iterator. Per optimizer step:
+
+  1. each replica computes gradients of its batch, split into
+     `grad_accum_steps` micro-batches whose gradients are summed;
+  2. the gradients of all replicas are summed (all-reduce);
+  3. the summed gradient is clipped to global norm 1.0 (the original's order:
+     clip once, after aggregation);
+  4. LAMB/AdamW applies it.
+
+Saving and resuming are `run_state.CheckpointPolicy`'s job: the loop calls
+its `save(step)` every `save_checkpoints_steps`.
+"""
+
+import hashlib
+import math
+import time
+from typing import Callable, Dict, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.inputs.pretraining import PretrainingInput, find_corrupt_shard, pretraining_dataset
+from albert_tf.models.backbone import AlbertBackbone
+from albert_tf.models.pretrainer import AlbertPretrainer
+from albert_tf.optimization import create_optimizer
+from albert_tf.pretraining import objective
+from albert_tf.pretraining.settings import PRECISIONS, TrainingError, TrainSettings
+from albert_tf.pretraining.strategy import checkpoints_iterator, is_chief
+from albert_tf.pretraining_data import DataError
+
+
+class PretrainingLoop:
+    """Model, optimizer and steps of one pretraining job under a strategy.
+
+    Args:
+        strategy: from `strategy.make_strategy`.
+        albert_config: the model's `AlbertConfig`.
+        settings: `TrainSettings`.
+        train_input: the training shards (from `inputs.pretraining.resolve_input`).
+        eval_input: the eval shards (default: the training shards, as the original).
+    """
+
+    def __init__(
+        self,
+        strategy,
+        albert_config: AlbertConfig,
+        settings: TrainSettings,
+        train_input: PretrainingInput,
+        eval_input: Optional[PretrainingInput] = None,
+    ):
+        self.strategy = strategy
+        self.config = albert_config
+        self.settings = s = settings
+        self.train_input = train_input
+        self.eval_input = eval_input or train_input
+        self.chief = is_chief(strategy)
+        replicas = strategy.num_replicas_in_sync
+        if s.train_batch_size % (replicas * s.grad_accum_steps):
+            raise TrainingError(
+                f"--train_batch_size {s.train_batch_size} must divide by replicas ({replicas}) × "
+                f"--grad_accum_steps ({s.grad_accum_steps})"
+            )
+        if s.mixed_precision not in PRECISIONS:
+            raise TrainingError(f"--mixed_precision must be one of {sorted(PRECISIONS)}")
+        with strategy.scope():
+            backbone = AlbertBackbone.from_albert_config(
+                albert_config, dtype=PRECISIONS[s.mixed_precision], remat=s.remat
+            )
+            self.model = AlbertPretrainer(backbone)
+            optimizer = create_optimizer(
+                s.optimizer, s.learning_rate, s.num_train_steps, s.num_warmup_steps, s.poly_power, s.start_warmup_step
+            )
+            if s.mixed_precision == "float16":
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            self.optimizer = optimizer
+            self.optimizer.build(self.model.trainable_variables)
+        self.iterator_in_checkpoint = checkpoints_iterator(strategy)
+        # A checkpointable iterator must exist before the checkpoint that tracks it.
+        self.train_iterator = self._make_train_iterator(0) if self.iterator_in_checkpoint else None
+        self._train_step = self._make_train_step()
+        self._eval_step = None
+
+    @property
+    def step(self) -> int:
+        return int(self.optimizer.iterations.numpy())
+
+    def trackables(self) -> Dict[str, object]:
+        """What a checkpoint holds: model, optimizer (step, slots) and, where possible, the iterator."""
+        tracked = {"model": self.model, "optimizer": self.optimizer}
+        if self.iterator_in_checkpoint:
+            tracked["train_iterator"] = self.train_iterator
+        return tracked
+
+    def ensure_iterator(self):
+        """After a restore: a run that cannot checkpoint its iterator skips the batches already used."""
+        if self.train_iterator is None:
+            self.train_iterator = self._make_train_iterator(skip_batches=self.step)
+
+    # --- steps --------------------------------------------------------------------------------------
+
+    def _make_train_iterator(self, skip_batches: int):
+        s = self.settings
+        if self.iterator_in_checkpoint:
+            return iter(
+                pretraining_dataset(
+                    self.train_input,
+                    s.train_batch_size,
+                    is_training=True,
+                    seed=s.seed,
+                    shuffle_buffer=s.shuffle_buffer,
+                    skip_batches=skip_batches,
+                )
+            )
+        return iter(
+            self.strategy.distribute_datasets_from_function(
+                lambda context: pretraining_dataset(
+                    self.train_input,
+                    context.get_per_replica_batch_size(s.train_batch_size),
+                    is_training=True,
+                    seed=s.seed,
+                    input_context=context,
+                    shuffle_buffer=s.shuffle_buffer,
+                    skip_batches=skip_batches,
+                )
+            )
+        )
+
+    def _make_train_step(self):
+        s, strategy, model, optimizer = self.settings, self.strategy, self.model, self.optimizer
+        accum = s.grad_accum_steps
+        replicas = strategy.num_replicas_in_sync
+        loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+        def micro_step(inputs, labels):
+            with tf.GradientTape() as tape:
+                outputs = model(inputs, training=True)
+                stats = objective.batch_stats(outputs, labels)
+                loss = objective.loss(stats)
+                # Gradients are summed over micro-batches and replicas: pre-divide.
+                scaled = loss / float(accum * replicas)
+                if loss_scaled:
+                    scaled = optimizer.scale_loss(scaled)
+            # Embedding gradients come as IndexedSlices; LAMB/AdamW update every row anyway.
+            grads = [tf.convert_to_tensor(g) for g in tape.gradient(scaled, model.trainable_variables)]
+            stats["loss"] = loss / float(accum * replicas)
+            return grads, stats
+
+        def replica_step(inputs, labels):
+            grads, stats = None, None
+            for i in range(accum):  # unrolled: accum is small and static
+                chunk = lambda t: tf.split(t, accum, axis=0)[i]  # noqa: E731
+                g, st = micro_step(tf.nest.map_structure(chunk, inputs), tf.nest.map_structure(chunk, labels))
+                grads = g if grads is None else [a + b for a, b in zip(grads, g)]
+                stats = st if stats is None else {k: stats[k] + st[k] for k in st}
+            return grads, stats
+
+        if s.jit_compile:
+            replica_step = tf.function(replica_step, jit_compile=True)
+
+        @tf.function
+        def train_step(iterator):
+            inputs, labels = next(iterator)
+            grads, stats = strategy.run(replica_step, args=(inputs, labels))
+            grads = [strategy.reduce(tf.distribute.ReduceOp.SUM, g, axis=None) for g in grads]
+            stats = {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in stats.items()}
+            if loss_scaled:
+                scale = tf.cast(optimizer.scale_loss(1.0), tf.float32)
+                grads = [g / scale for g in grads]
+            grads, norm = tf.clip_by_global_norm(grads, 1.0)
+            if loss_scaled:  # LossScaleOptimizer unscales (and skips non-finite steps) itself
+                grads = [g * scale for g in grads]
+            optimizer.apply(grads, model.trainable_variables)
+            stats["grad_norm"] = norm
+            return stats
+
+        return train_step
+
+    def _make_eval_step(self):
+        strategy, model = self.strategy, self.model
+
+        def replica_eval(inputs, labels):
+            stats = objective.batch_stats(model(inputs, training=False), labels)
+            stats["loss"] = objective.loss(stats) / float(strategy.num_replicas_in_sync)
+            return stats
+
+        @tf.function
+        def eval_step(iterator):
+            inputs, labels = next(iterator)
+            stats = strategy.run(replica_eval, args=(inputs, labels))
+            return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in stats.items()}
+
+        return eval_step
+
+    def evaluate(self) -> Dict[str, float]:
+        """`max_eval_steps` batches of the eval shards, as the original's eval."""
+        s = self.settings
+        if self._eval_step is None:
+            self._eval_step = self._make_eval_step()
+        iterator = iter(
+            self.strategy.distribute_datasets_from_function(
+                lambda context: pretraining_dataset(
+                    self.eval_input,
+                    context.get_per_replica_batch_size(s.eval_batch_size),
+                    is_training=False,
+                    input_context=context,
+                )
+            )
+        )
+        totals = dict.fromkeys(objective.STAT_KEYS, 0.0)
+        for _ in range(s.max_eval_steps):
+            stats = self._eval_step(iterator)
+            for k in objective.STAT_KEYS:
+                totals[k] += float(stats[k])
+        return objective.summarize(totals, s.max_eval_steps)
+
+    # --- the loop -----------------------------------------------------------------------------------
+
+    def train(self, checkpointer, say: Callable[[str], None], summary_dir: Optional[str] = None) -> list:
+        """Trains to `num_train_steps`, logging and checkpointing on schedule; returns the log history.
+
+        `checkpointer` (a `CheckpointPolicy`) saves every `save_checkpoints_steps`. A checkpoint counts as
+        good only once the next step's loss (computed with its weights) is finite; a non-finite loss
+        discards the unconfirmed checkpoint and stops the run, naming the last good one.
+        """
+        s = self.settings
+        history = []
+        writer = tf.summary.create_file_writer(summary_dir) if (self.chief and summary_dir) else None
+        if self.step >= s.num_train_steps:
+            say(f"already at step {self.step} ≥ --num_train_steps {s.num_train_steps}: nothing to train")
+        progress = keras.utils.Progbar(
+            s.num_train_steps, stateful_metrics=["lr", "steps/s"], verbose=1 if (s.verbose and self.chief) else 0
+        )
+        progress.update(self.step)
+        window = dict.fromkeys(objective.STAT_KEYS, 0.0)
+        window_steps, window_start = 0, time.perf_counter()
+        while self.step < s.num_train_steps:
+            try:
+                stats = self._train_step(self.train_iterator)
+            except tf.errors.DataLossError as error:
+                offset = str(error).strip().splitlines()[0]
+                raise DataError(
+                    f"{find_corrupt_shard(self.train_input)}: corrupt record ({offset}) at step "
+                    f"{self.step}; checkpoints are intact (last: {checkpointer.latest() or 'none'}); "
+                    "recreate the data or restore the shard, then run again"
+                ) from None
+            loss = float(stats["loss"])
+            if not math.isfinite(loss):
+                good = checkpointer.discard_unconfirmed()
+                advice = (
+                    f"resume from the last good checkpoint {good} (run the same command again)"
+                    if good
+                    else "no good checkpoint yet: the run starts again from the beginning"
+                )
+                raise TrainingError(
+                    f"loss is {loss} at step {self.step}; stopped without saving; {advice} with a lower "
+                    "--learning_rate (or --mixed_precision=float32)"
+                )
+            checkpointer.confirm()
+            for k in objective.STAT_KEYS:
+                window[k] += float(stats[k])
+            window_steps += 1
+            step = self.step
+            if step % s.log_every_steps == 0 or step == s.num_train_steps:
+                elapsed = time.perf_counter() - window_start
+                metrics = objective.summarize(window, window_steps)
+                metrics["lr"] = float(self.optimizer.learning_rate)
+                metrics["steps/s"] = window_steps / elapsed
+                history.append({"step": step, **metrics})
+                progress.update(
+                    step,
+                    [
+                        (k, v)
+                        for k, v in metrics.items()
+                        if k in ("loss", "masked_lm_accuracy", "sentence_order_accuracy", "lr", "steps/s")
+                    ],
+                )
+                if writer:
+                    with writer.as_default(step=step):
+                        for k, v in metrics.items():
+                            tf.summary.scalar(k.replace("/", "_per_"), v)
+                window = dict.fromkeys(objective.STAT_KEYS, 0.0)
+                window_steps, window_start = 0, time.perf_counter()
+            if step % s.save_checkpoints_steps == 0 or step == s.num_train_steps:
+                checkpointer.save(step)
+        if writer:
+            writer.flush()
+        return history
+
+    def time_steps(self, steps: int) -> float:
+        """Seconds per training step, measured over `steps` (after one traced step)."""
+        self.ensure_iterator()
+        self._train_step(self.train_iterator)
+        start = time.perf_counter()
+        for _ in range(steps):
+            self._train_step(self.train_iterator)
+        return (time.perf_counter() - start) / steps
+
+    def weights_are_finite(self) -> bool:
+        return all(np.isfinite(w).all() for w in self.model.get_weights())
+
+    def weights_fingerprint(self) -> str:
+        """sha256 of every weight's bytes: equal on all workers of a synchronous run."""
+        digest = hashlib.sha256()
+        for weight in self.model.get_weights():
+            digest.update(np.ascontiguousarray(weight).tobytes())
+        return digest.hexdigest()
+
+    def plain_copy(self) -> AlbertPretrainer:
+        """The model outside the strategy (float32), for saving and export."""
+        # from_albert_config keeps the file's passthrough keys (gap_size, ...) in the saved config.
+        copy = AlbertPretrainer(AlbertBackbone.from_albert_config(self.config))
+        copy.set_weights([np.asarray(w) for w in self.model.get_weights()])
+        return copy

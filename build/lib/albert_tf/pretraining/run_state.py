@@ -1,0 +1,211 @@
+"""Where a pretraining run keeps its state, and how it starts again.
+
+Checkpoints (`tf.train.Checkpoint`: model, optimizer with its step and slots,
+input iterator where it can be saved) go to `<output_dir>/checkpoints` every
+`save_checkpoints_steps`; TensorFlow writes each to temporary files and
+renames them, and the `checkpoint` index is replaced atomically after, so a
+kill at any moment leaves the last complete checkpoint usable. Running the
+same command again resumes from it; a fresh run may warm-start from
+`--init_checkpoint` (weights only, as the original).
+
+`best/` (highest masked_lm_accuracy) and `final/` are our model directories
+(config + weights + vocabulary), published whole (`albert_tf.publish`).
+"""
+
+import json
+import os
+import shutil
+from typing import Dict, Optional
+
+import tensorflow as tf
+
+from albert_tf import formats
+from albert_tf.pretraining.loop import PretrainingLoop
+from albert_tf.pretraining.settings import TrainingError
+from albert_tf.publish import staged_dir
+
+CHECKPOINT_DIR = "checkpoints"
+BEST_DIR = "best"
+FINAL_DIR = "final"
+CONFIG_RECORD = "albert_config.json"  # the config a run's checkpoints were made with
+
+
+class CheckpointPolicy:
+    """Saves, resumes and publishes the models of one `PretrainingLoop`.
+
+    Args:
+        loop: the run's loop (its model, optimizer and iterator are saved).
+        init_checkpoint: any model `albert_tf.formats` reads, used by a fresh run only.
+        say: prints a message (the chief's).
+        tokenizer: the run's tokenizer, saved into `best/` and `final/`.
+    """
+
+    def __init__(self, loop: PretrainingLoop, init_checkpoint: Optional[str] = None, say=print, tokenizer=None):
+        self.loop = loop
+        self.tokenizer = tokenizer  # published with best/ and final/, so every model carries its vocabulary
+        self.settings = loop.settings
+        self.init_checkpoint = init_checkpoint
+        self.say = say
+        self.checkpoint_dir = os.path.join(self.settings.output_dir, CHECKPOINT_DIR)
+        self.checkpoint = tf.train.Checkpoint(**loop.trackables())
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint,
+            self._checkpoint_dir_for_this_task(),
+            max_to_keep=self.settings.keep_checkpoint_max,
+            checkpoint_name="ckpt",
+        )
+        self.unconfirmed: Optional[str] = None  # saved, but no finite loss has been computed from it yet
+
+    def _checkpoint_dir_for_this_task(self) -> str:
+        if self.loop.chief:
+            return self.checkpoint_dir
+        # Every worker must take part in a save; only the chief's copy is kept.
+        resolver = self.loop.strategy.cluster_resolver
+        return os.path.join(self.settings.output_dir, f".worker_{resolver.task_type}_{resolver.task_id}")
+
+    def latest(self) -> Optional[str]:
+        return tf.train.latest_checkpoint(self.checkpoint_dir)
+
+    def restore_or_initialize(self, config_dict: Optional[dict] = None) -> str:
+        """Resumes from our latest readable checkpoint, else warm-starts from `init_checkpoint`; says which.
+
+        A run records its config in `checkpoints/albert_config.json`; resuming with another config is
+        refused (the checkpoint would not fit). An unreadable latest checkpoint (a truncated file) falls
+        back to the previous one.
+        """
+        self._check_same_config(config_dict)
+        candidates = list(reversed(self.manager.checkpoints)) if self.loop.chief else [self.latest()]
+        candidates = [c for c in candidates if c]
+        skipped = []
+        for path in candidates:
+            try:
+                self.checkpoint.restore(path).assert_existing_objects_matched()
+            except (tf.errors.OpError, ValueError, AssertionError, IndexError) as error:  # IndexError: truncated
+                skipped.append(f"{os.path.basename(path)} ({str(error).strip().splitlines()[0][:200]})")
+                continue
+            note = f" (unreadable, skipped: {'; '.join(skipped)})" if skipped else ""
+            message = f"resumed from {path} at step {self.loop.step}{note}"
+            break
+        else:
+            if candidates:
+                raise TrainingError(
+                    f"{self.checkpoint_dir}: no checkpoint can be restored: {'; '.join(skipped)}. "
+                    "Use a new --output_dir to start again"
+                )
+            message = self._warm_start()
+        self._record_config(config_dict)
+        self.loop.ensure_iterator()
+        return message
+
+    def _check_same_config(self, config_dict: Optional[dict]):
+        if config_dict is None or not self.loop.chief:
+            return
+        recorded = os.path.join(self.checkpoint_dir, CONFIG_RECORD)
+        if os.path.exists(recorded):
+            with open(recorded) as f:
+                before = json.load(f)
+            changed = sorted(k for k in set(before) | set(config_dict) if before.get(k) != config_dict.get(k))
+            if changed:
+                raise TrainingError(
+                    f"{self.settings.output_dir} was trained with another config ({', '.join(changed)} differ: "
+                    f"{recorded}); resume with that config, or use a new --output_dir"
+                )
+
+    def _record_config(self, config_dict: Optional[dict]):
+        """After a successful start only, so a failed warm start leaves no record to refuse a retry with."""
+        recorded = os.path.join(self.checkpoint_dir, CONFIG_RECORD)
+        if config_dict is None or not self.loop.chief or os.path.exists(recorded):
+            return
+        os.makedirs(self.checkpoint_dir, exist_ok=True)
+        with open(recorded, "w") as f:
+            json.dump(config_dict, f, indent=2, sort_keys=True)
+
+    def _warm_start(self) -> str:
+        if not self.init_checkpoint:
+            return "initialized from scratch"
+        model = self.loop.model
+        # --init_from_group0: every group starts from the checkpoint's group 0 (the paper's way to grow G).
+        from_group0 = self.settings.init_from_group0
+        try:
+            try:
+                formats.load_weights(model, self.init_checkpoint, from_group0)
+            except formats.NoHeadsError:  # an encoder alone: the heads start fresh, as the original
+                formats.load_weights(model.backbone, self.init_checkpoint, from_group0)
+        except formats.CheckpointError as error:
+            raise TrainingError(f"--init_checkpoint {error}") from None
+        return f"initialized from {self.init_checkpoint} (weights only, as the original)"
+
+    def save(self, step: int) -> None:
+        """Writes the checkpoint of `step` (unconfirmed until a finite loss follows); with `do_eval`, keeps the best."""
+        if not self.loop.weights_are_finite():
+            self.discard_unconfirmed()
+            raise TrainingError(
+                f"the weights are not finite at step {step}; nothing saved. Last good checkpoint: "
+                f"{self.latest() or '(none yet)'}; lower --learning_rate"
+            )
+        try:
+            self.unconfirmed = self.manager.save(checkpoint_number=step)
+        except (tf.errors.OpError, OSError) as error:
+            raise TrainingError(
+                f"saving the checkpoint of step {step} failed ({type(error).__name__}: {error}); "
+                f"the previous checkpoint {self.latest()} is intact"
+            ) from None
+        if self.settings.do_eval and step != self.settings.num_train_steps:
+            self.evaluate_and_keep_best()
+
+    def confirm(self) -> None:
+        """A finite loss was computed from the current weights: the newest checkpoint is good."""
+        self.unconfirmed = None
+
+    def discard_unconfirmed(self) -> Optional[str]:
+        """Deletes the checkpoint no finite loss has confirmed; returns the last good one (or None)."""
+        if self.unconfirmed and self.loop.chief:
+            for path in tf.io.gfile.glob(self.unconfirmed + ".*"):
+                tf.io.gfile.remove(path)
+            remaining = [c for c in self.manager.checkpoints if c != self.unconfirmed]
+            if remaining:
+                tf.train.update_checkpoint_state(self.checkpoint_dir, remaining[-1], remaining)
+            else:
+                state = os.path.join(self.checkpoint_dir, "checkpoint")
+                if os.path.exists(state):
+                    os.remove(state)
+        self.unconfirmed = None
+        return self.latest()
+
+    def evaluate_and_keep_best(self) -> Dict[str, float]:
+        """Evaluates; keeps the weights with the best masked_lm_accuracy in `best/`."""
+        metrics = self.loop.evaluate()
+        metrics["global_step"] = self.loop.step
+        if not self.loop.chief:
+            return metrics
+        output_dir = self.settings.output_dir
+        with open(os.path.join(output_dir, "eval_results.txt"), "a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        best_file = os.path.join(output_dir, BEST_DIR, "best.json")
+        best = None
+        if os.path.exists(best_file):
+            with open(best_file) as f:
+                best = json.load(f)
+        if best is None or metrics["masked_lm_accuracy"] > best["masked_lm_accuracy"]:
+            with staged_dir(os.path.join(output_dir, BEST_DIR)) as staging:
+                formats.save(self.loop.plain_copy(), staging, tokenizer=self.tokenizer)
+                with open(os.path.join(staging, "best.json"), "w") as f:
+                    json.dump(metrics, f, indent=2)
+        self.say(
+            "eval at step {global_step}: masked_lm_accuracy {masked_lm_accuracy:.4f}, "
+            "sentence_order_accuracy {sentence_order_accuracy:.4f}, loss {loss:.4f}".format(**metrics)
+        )
+        return metrics
+
+    def write_final(self) -> Optional[str]:
+        """`final/`: config, weights and the tokenizer (vocabulary + tokenizer.json); chief only."""
+        if not self.loop.chief:
+            return None
+        final = os.path.join(self.settings.output_dir, FINAL_DIR)
+        with staged_dir(final) as staging:
+            formats.save(self.loop.plain_copy(), staging, tokenizer=self.tokenizer)
+        return final
+
+    def clean_worker_dirs(self):
+        if not self.loop.chief:
+            shutil.rmtree(self._checkpoint_dir_for_this_task(), ignore_errors=True)

@@ -1,0 +1,45 @@
+"""The pretraining settings (the original's flag names and defaults where it has them)."""
+
+import dataclasses
+
+from albert_tf.errors import AlbertError
+
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+
+
+class TrainingError(AlbertError, RuntimeError):
+    """A run that cannot start or continue; the message says why and what is kept."""
+
+
+@dataclasses.dataclass
+class TrainSettings:
+    """The pretraining flags that shape the run."""
+
+    output_dir: str
+    train_batch_size: int = 4096
+    eval_batch_size: int = 64
+    max_seq_length: int = 512
+    max_predictions_per_seq: int = 20
+    num_train_steps: int = 125000
+    num_warmup_steps: int = 3125
+    learning_rate: float = 0.00176
+    poly_power: float = 1.0
+    start_warmup_step: int = 0
+    init_from_group0: bool = False
+    optimizer: str = "lamb"
+    save_checkpoints_steps: int = 5000
+    keep_checkpoint_max: int = 5
+    do_eval: bool = False
+    max_eval_steps: int = 100
+    grad_accum_steps: int = 1
+    remat: bool = False
+    mixed_precision: str = "float32"
+    jit_compile: bool = False
+    seed: int = 12345
+    deterministic: bool = False
+    log_every_steps: int = 10
+    shuffle_buffer: int = 100  # the original's d.shuffle(buffer_size=100)
+    eval_at_start: bool = False
+    verify_data: bool = False
+    verbose: bool = True

@@ -1,0 +1,267 @@
+"""The pretraining data contract: what `data_prep` writes and `albert_tf.inputs` reads.
+
+One owner for everything both sides share: feature names, dtypes and lengths
+(the original's `create_pretraining_data.py`), shard file names, `metadata.json` and its format
+version. No TensorFlow or Beam import here: Beam workers and the reader both
+use it.
+
+A dataset directory holds `part-SSSSS-of-NNNNN.tfrecord` shards and
+`metadata.json` (written last), whose `shards` maps each shard name to its
+record count and `shard_files` to its size and sha256. Readers read exactly
+the listed shards, check their sizes before training, and can check every
+checksum (`run_pretraining --verify_data`, or to name the culprit of a
+corrupt record).
+
+Example:
+
+>>> sorted(feature_spec(8, 2))[:3]
+['input_ids', 'input_mask', 'masked_lm_ids']
+>>> shard_name(3, 10)
+'part-00003-of-00010.tfrecord'
+"""
+
+import dataclasses
+import fnmatch
+import hashlib
+import json
+import os
+from typing import Dict, List, Optional
+
+from albert_tf.errors import AlbertError
+
+FORMAT_VERSION = 1
+METADATA_FILE = "metadata.json"
+SHARD_PREFIX = "part-"
+SHARD_SUFFIX = ".tfrecord"
+SHARD_PATTERN = SHARD_PREFIX + "*" + SHARD_SUFFIX
+SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "token_boundary")
+PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+REQUIRED_METADATA = ("format_version", "shards", "max_seq_length", "max_predictions_per_seq")
+
+
+class DataError(AlbertError, ValueError):
+    """Pretraining data that cannot be read or does not fit the model; the message names the file."""
+
+
+class HashingWriter:
+    """Wraps a binary stream: counts and hashes what is written (for the shard manifest)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.digest = hashlib.sha256()
+        self.bytes = 0
+
+    def write(self, data: bytes) -> None:
+        self.digest.update(data)
+        self.bytes += len(data)
+        self.stream.write(data)
+
+    def manifest_entry(self) -> dict:
+        return {"bytes": self.bytes, "sha256": self.digest.hexdigest()}
+
+
+def file_sha256(path: str, chunk: int = 1 << 22) -> str:
+    digest = hashlib.sha256()
+    if "://" in path:
+        from apache_beam.io.filesystems import FileSystems  # Beam only for remote paths
+
+        handle = FileSystems.open(path)
+    else:
+        handle = open(path, "rb")
+    with handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def shard_name(shard: int, num_shards: int) -> str:
+    return f"{SHARD_PREFIX}{shard:05d}-of-{num_shards:05d}{SHARD_SUFFIX}"
+
+
+def is_shard_name(name: str) -> bool:
+    return fnmatch.fnmatch(os.path.basename(name), SHARD_PATTERN)
+
+
+def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, dict]:
+    """Every feature's dtype (`int64` or `float`) and length, as the original writes them."""
+    spec = {name: {"dtype": "int64", "length": max_seq_length} for name in SEQUENCE_FEATURES}
+    spec.update({name: {"dtype": "int64", "length": max_predictions_per_seq} for name in PREDICTION_FEATURES})
+    spec["masked_lm_weights"] = {"dtype": "float", "length": max_predictions_per_seq}
+    spec["next_sentence_labels"] = {"dtype": "int64", "length": 1}
+    return spec
+
+
+def _read_text(path: str) -> str:
+    if "://" in path:  # gs://, hdfs://: through Beam's file systems, as data_prep wrote them
+        from apache_beam.io.filesystems import FileSystems  # Beam only for remote paths
+
+        with FileSystems.open(path) as f:
+            return f.read().decode("utf-8")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _join(directory: str, name: str) -> str:
+    return directory.rstrip("/") + "/" + name if "://" in directory else os.path.join(directory, name)
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingData:
+    """One data_prep output directory: its metadata, read and checked once.
+
+    Args:
+        directory: where the shards and `metadata.json` are.
+        metadata: the parsed `metadata.json`.
+    """
+
+    directory: str
+    metadata: dict
+
+    @classmethod
+    def load(cls, directory: str) -> "PretrainingData":
+        """Reads and checks `directory/metadata.json`.
+
+        Raises:
+            DataError: no metadata (not a finished data_prep output), not JSON,
+                a format version this code does not know, or missing fields.
+        """
+        path = _join(directory, METADATA_FILE)
+        try:
+            text = _read_text(path)
+        except FileNotFoundError:
+            raise DataError(
+                f"{path} not found: {directory} is not a finished data_prep output (metadata.json is written last)"
+            ) from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise DataError(f"{path}: cannot be read ({error})") from None
+        try:
+            metadata = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise DataError(f"{path}: line {error.lineno}: not JSON ({error.msg})") from None
+        if not isinstance(metadata, dict):
+            raise DataError(f"{path}: expected a JSON object")
+        missing = [key for key in REQUIRED_METADATA if key not in metadata]
+        if missing:
+            raise DataError(f"{path}: missing field(s) {', '.join(missing)}")
+        version = metadata["format_version"]
+        if version != FORMAT_VERSION:
+            raise DataError(
+                f"{path}: format_version {version}, but this albert_tf reads version "
+                f"{FORMAT_VERSION}; recreate the data with this version's data_prep "
+                "(or use the albert_tf that wrote it)"
+            )
+        return cls(directory, metadata)
+
+    @property
+    def max_seq_length(self) -> int:
+        return self.metadata["max_seq_length"]
+
+    @property
+    def max_predictions_per_seq(self) -> int:
+        return self.metadata["max_predictions_per_seq"]
+
+    @property
+    def vocab_size(self) -> Optional[int]:
+        return self.metadata.get("vocab_size")
+
+    @property
+    def vocab_sha256(self) -> Optional[str]:
+        return self.metadata.get("vocab_sha256")
+
+    @property
+    def do_lower_case(self) -> bool:
+        return self.metadata.get("settings", {}).get("do_lower_case", True)
+
+    @property
+    def shard_names(self) -> List[str]:
+        return sorted(self.metadata["shards"])
+
+    def shard_paths(self) -> List[str]:
+        return [_join(self.directory, name) for name in self.shard_names]
+
+    @property
+    def shard_files(self) -> Dict[str, dict]:
+        """{shard name: {"bytes", "sha256"}}; empty for data written before the manifest existed."""
+        return self.metadata.get("shard_files", {})
+
+    def check_sizes(self, file_size) -> None:
+        """Every listed shard exists with its recorded size (`file_size(path)` → bytes)."""
+        for name, path in zip(self.shard_names, self.shard_paths()):
+            expected = self.shard_files.get(name, {}).get("bytes")
+            try:
+                size = file_size(path)
+            except (OSError, ValueError) as error:
+                raise DataError(f"{path}: listed in {METADATA_FILE} but cannot be read ({error})") from None
+            if expected is not None and size != expected:
+                raise DataError(
+                    f"{path}: {size} bytes, but {METADATA_FILE} records {expected} (truncated or "
+                    "replaced); recreate the data or restore the file"
+                )
+
+    def corrupt_shards(self) -> List[str]:
+        """Shards whose sha256 differs from the manifest's (reads every byte)."""
+        return [
+            path
+            for name, path in zip(self.shard_names, self.shard_paths())
+            if name in self.shard_files and file_sha256(path) != self.shard_files[name]["sha256"]
+        ]
+
+    def check_fits(self, max_seq_length: int, max_predictions_per_seq: int, vocab_size: int) -> None:
+        """Refuses data that does not fit the flags or the model (names both sides)."""
+        problems = []
+        if self.max_seq_length != max_seq_length:
+            problems.append(f"sequence length {self.max_seq_length} (--max_seq_length is {max_seq_length})")
+        if self.max_predictions_per_seq != max_predictions_per_seq:
+            problems.append(
+                f"{self.max_predictions_per_seq} masked positions per sequence "
+                f"(--max_predictions_per_seq is {max_predictions_per_seq})"
+            )
+        if self.vocab_size is not None and self.vocab_size != vocab_size:
+            problems.append(f"vocabulary of {self.vocab_size} pieces (the config's vocab_size is {vocab_size})")
+        if problems:
+            raise DataError(f"{self.directory}: the data has " + "; ".join(problems))
+
+    def check_vocabulary(self, sha256: str, name: str) -> None:
+        """The vocabulary shipped with the model must be the one the data was made with."""
+        if self.vocab_sha256 and sha256 != self.vocab_sha256:
+            raise DataError(
+                f"{name}: not the vocabulary {self.directory} was made with (metadata.json "
+                f"vocab_sha256 {self.vocab_sha256[:12]}..., vocab_type "
+                f"{self.metadata.get('vocab_type')})"
+            )
+
+
+def metadata_record(
+    *,
+    num_instances: int,
+    shards: Dict[str, int],
+    shard_files: Dict[str, dict],
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    vocab_size: int,
+    vocab_type: str,
+    vocab_sha256: str,
+    task: str,
+    settings: dict,
+    input_files: List[str],
+    counts: dict,
+) -> dict:
+    """The `metadata.json` that data_prep writes (the fields readers rely on come first)."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "num_instances": num_instances,
+        "shards": dict(sorted(shards.items())),
+        "shard_files": dict(sorted(shard_files.items())),
+        "features": feature_spec(max_seq_length, max_predictions_per_seq),
+        "max_seq_length": max_seq_length,
+        "max_predictions_per_seq": max_predictions_per_seq,
+        "vocab_size": vocab_size,
+        "vocab_type": vocab_type,
+        "vocab_sha256": vocab_sha256,
+        "task": task,
+        "settings": settings,
+        "input_files": input_files,
+        "counts": counts,
+    }

@@ -1,0 +1,102 @@
+"""The shape of a fine-tuning task.
+
+A task turns its files into model inputs and the model's outputs into its
+official score and files. Every step is one method, in the order
+`albert_tf.tasks.runner.run` calls them:
+
+1. `read(split)`: the examples of a split, and what was skipped.
+2. `encode(split, examples, tokenizer, max_seq_length, training)`: an `Encoded`.
+3. `build_model(backbone, dropout)`: the task model (`training_model` when
+   training wires it differently, as SQuAD v2's answerability head).
+4. `losses()` / `loss_weights()`: by model output.
+5. `postprocess(data, outputs, tokenizer)`: the model's outputs → predictions.
+6. `score(data, predictions)`: the official metric (`metric` picks the best checkpoint).
+7. `write(output_dir, data, predictions)`: prediction / submission files.
+
+A GLUE-style TSV task needs no subclass: see `albert_tf.tasks.glue.TsvTask`.
+"""
+
+import abc
+import dataclasses
+from typing import Any, Callable, Dict, List, Optional
+
+import keras
+import numpy as np
+
+
+@dataclasses.dataclass
+class ReadReport:
+    """What reading one split left out: counts and the first few `file:line: why`."""
+
+    file: str
+    rows: int = 0
+    skipped: int = 0
+    first_problems: List[str] = dataclasses.field(default_factory=list)
+    replaced_bytes: int = 0  # invalid UTF-8 sequences replaced by U+FFFD
+    first_replaced: Optional[str] = None  # `file:line` of the first
+
+    def skip(self, line: int, why: str):
+        self.skipped += 1
+        if len(self.first_problems) < 5:
+            self.first_problems.append(f"{self.file}:{line}: {why}")
+
+
+@dataclasses.dataclass
+class Encoded:
+    """One split, read and encoded.
+
+    Attributes:
+        split: "train", "dev", "test", ...
+        examples: the task's examples, in file order.
+        features: the model's inputs (int32 arrays, one row per model input row).
+        labels: training targets by model output name (`training=True` only).
+        rows: what decoding needs per input row (SQuAD's windows), if the rows are not the examples.
+    """
+
+    split: str
+    examples: list
+    features: Dict[str, np.ndarray]
+    labels: Optional[Dict[str, np.ndarray]] = None
+    rows: Optional[list] = None
+
+
+class Task(abc.ABC):
+    """One fine-tuning task. Subclasses set `name` and `metric` and fill in the steps."""
+
+    name: str  # reported as the summary's "task"
+    metric: str  # the `score` key that picks the best checkpoint (higher is better)
+
+    @abc.abstractmethod
+    def read(self, split: str) -> "tuple[list, ReadReport]":
+        """The examples of `split`; bad records are skipped and reported, none usable is an error."""
+
+    @abc.abstractmethod
+    def encode(self, split: str, examples: list, tokenizer, max_seq_length: int, training: bool) -> Encoded:
+        """Model inputs (and with `training`, the labels) of `examples`."""
+
+    @abc.abstractmethod
+    def build_model(self, backbone, dropout: float) -> keras.Model:
+        """The task model on `backbone`: what is evaluated, saved and served."""
+
+    def training_model(self, model: keras.Model) -> keras.Model:
+        """The model `fit` trains (default: `model` itself)."""
+        return model
+
+    @abc.abstractmethod
+    def losses(self) -> Dict[str, Callable]:
+        """Loss function by the training model's output name."""
+
+    def loss_weights(self) -> Optional[Dict[str, float]]:
+        return None
+
+    @abc.abstractmethod
+    def postprocess(self, data: Encoded, outputs: Dict[str, np.ndarray], tokenizer) -> Any:
+        """The task's predictions from the model's outputs on `data.features`."""
+
+    @abc.abstractmethod
+    def score(self, data: Encoded, predictions: Any) -> Dict[str, float]:
+        """The official metrics of `predictions` against `data`'s gold labels (includes `metric`)."""
+
+    @abc.abstractmethod
+    def write(self, output_dir: str, data: Encoded, predictions: Any) -> List[str]:
+        """Writes the prediction files for `data.split`; returns their paths."""

@@ -1,0 +1,198 @@
+"""RACE reading and packing, as the original `race_utils.py`.
+
+Reads `data_dir/<split>/<level>/`: the original's `all.txt` (one JSON object
+per line) when present, else every `*.txt` file holding one JSON object (the
+RACE release's layout). Each of the 4 options becomes `[CLS] article [SEP]
+question⊕option [SEP]`: a `_` in the question is replaced by the option (else
+the option is appended), the question side keeps its last `max_qa_length`
+tokens, the article is cut from the end to fit.
+
+Example:
+
+>>> question_with_option("He was born in _ .", "1990")
+'He was born in 1990 .'
+>>> question_with_option("Which is right?", "None")
+'Which is right? None'
+"""
+
+import dataclasses
+import glob
+import json
+import os
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from albert_tf import finetuning
+from albert_tf.errors import AlbertError
+from albert_tf.models.multiple_choice import AlbertMultipleChoice
+from albert_tf.tasks.base import Encoded, ReadReport, Task
+from albert_tf.tasks.text_files import ReplacedLines, decode_replacing
+
+LEVELS = ("middle", "high")
+ANSWERS = "ABCD"
+
+
+class RaceDataError(AlbertError, ValueError):
+    """RACE files that cannot be used; the message names the files."""
+
+
+@dataclasses.dataclass
+class RaceExample:
+    example_id: str
+    level: str
+    article: str
+    question: str
+    options: List[str]
+    label: int
+
+
+def question_with_option(question: str, option: str) -> str:
+    return question.replace("_", option) if "_" in question else " ".join([question, option])
+
+
+def _records(directory: str, replaced: Dict[str, int]) -> List[Tuple[str, str]]:
+    """(location, JSON text) of every record under one level directory.
+
+    Invalid UTF-8 becomes U+FFFD; `replaced[file]` counts it for each file that had any.
+    """
+    all_file = os.path.join(directory, "all.txt")
+    if os.path.isfile(all_file):
+        with open(all_file, encoding="utf-8", errors="surrogateescape") as f:
+            lines = ReplacedLines(f, all_file)
+            records = [(f"{all_file}:{n}", line) for n, line in enumerate(lines, start=1) if line.strip()]
+        if lines.replaced:
+            replaced[all_file] = lines.replaced
+        return records
+    records = []
+    for path in sorted(glob.glob(os.path.join(directory, "*.txt"))):
+        with open(path, "rb") as f:
+            text, count = decode_replacing(f.read(), path)
+        if count:
+            replaced[path] = count
+        records.append((path, text))
+    return records
+
+
+def read_examples(data_dir: str, split: str, levels: Sequence[str] = LEVELS) -> Tuple[List[RaceExample], Dict]:
+    """Examples of `split`; bad records are skipped and reported (`{"skipped", "first_problems"}`).
+
+    Invalid UTF-8 is replaced by U+FFFD and counted (`replaced_bytes`, `replaced_by_file`).
+    """
+    examples, problems, skipped, replaced = [], [], 0, {}
+    for level in levels:
+        directory = os.path.join(data_dir, split, level)
+        for location, text in _records(directory, replaced):
+            try:
+                record = json.loads(text)
+                article, questions = record["article"], record["questions"]
+                options, answers = record["options"], record["answers"]
+                if not (len(questions) == len(options) == len(answers)):
+                    raise ValueError("questions, options and answers differ in number")
+                rows = []
+                for i, (question, choices, answer) in enumerate(zip(questions, options, answers)):
+                    if len(choices) != len(ANSWERS) or answer not in ANSWERS:
+                        raise ValueError(f"question {i}: needs 4 options and an answer in A-D")
+                    rows.append(
+                        RaceExample(
+                            f"{record.get('id', location)}-{i}",
+                            level,
+                            article,
+                            question,
+                            list(choices),
+                            ANSWERS.index(answer),
+                        )
+                    )
+                examples.extend(rows)
+            except (ValueError, KeyError, TypeError) as error:
+                skipped += 1
+                if len(problems) < 5:
+                    problems.append(f"{location}: {type(error).__name__}: {error}")
+    if not examples:
+        raise RaceDataError(
+            f"{data_dir}/{split}/{{{','.join(levels)}}}: no usable RACE example "
+            f"({skipped} records skipped{': ' + '; '.join(problems) if problems else ''})"
+        )
+    return examples, {
+        "skipped": skipped,
+        "first_problems": problems,
+        "replaced_bytes": sum(replaced.values()),
+        "replaced_by_file": replaced,
+    }
+
+
+def encode_examples(
+    examples: List[RaceExample], tokenizer, max_seq_length: int, max_qa_length: int
+) -> Dict[str, np.ndarray]:
+    """int32 `[N, 4, max_seq_length]` inputs, packed and truncated as the original."""
+    shape = (len(examples), len(ANSWERS), max_seq_length)
+    features = {name: np.zeros(shape, "int32") for name in ("input_ids", "input_mask", "segment_ids")}
+    for i, example in enumerate(examples):
+        article = tokenizer.encode(example.article)
+        for j, option in enumerate(example.options):
+            # Keep the end of the option side (at most max_qa_length, and never more than fits).
+            qa = tokenizer.encode(question_with_option(example.question, option))[
+                -min(max_qa_length, max_seq_length - 3) :
+            ]
+            context = article[: max(0, max_seq_length - 3 - len(qa))]
+            ids = [tokenizer.cls_id] + context + [tokenizer.sep_id] + qa + [tokenizer.sep_id]
+            features["input_ids"][i, j, : len(ids)] = ids
+            features["input_mask"][i, j, : len(ids)] = 1
+            features["segment_ids"][i, j, len(context) + 2 : len(ids)] = 1
+    return features
+
+
+def accuracy_by_level(examples: List[RaceExample], logits) -> Dict[str, float]:
+    predictions = np.asarray(logits).argmax(-1)
+    correct = predictions == np.array([e.label for e in examples])
+    result = {"accuracy": float(correct.mean()), "num_examples": len(examples)}
+    for level in LEVELS:
+        chosen = np.array([e.level == level for e in examples])
+        if chosen.any():
+            result[f"accuracy_{level}"] = float(correct[chosen].mean())
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class RaceTask(Task):
+    """RACE as the original `run_race.py`: 4 options scored by `AlbertMultipleChoice`.
+
+    Predictions are written as `<split>_predictions.json` (`{id: "A".."D"}`).
+    """
+
+    data_dir: str
+    levels: Tuple[str, ...] = LEVELS
+    max_qa_length: int = 128
+    name: str = "race"
+    metric: str = "accuracy"
+
+    def read(self, split: str) -> Tuple[List[RaceExample], ReadReport]:
+        examples, found = read_examples(self.data_dir, split, self.levels)
+        report = ReadReport(os.path.join(self.data_dir, split), rows=len(examples) + found["skipped"])
+        report.skipped, report.first_problems = found["skipped"], found["first_problems"]
+        report.replaced_bytes = found["replaced_bytes"]
+        return examples, report
+
+    def encode(self, split, examples, tokenizer, max_seq_length, training) -> Encoded:
+        features = encode_examples(examples, tokenizer, max_seq_length, self.max_qa_length)
+        labels = {"logits": np.array([e.label for e in examples], "int32")} if training else None
+        return Encoded(split, examples, features, labels)
+
+    def build_model(self, backbone, dropout):
+        return AlbertMultipleChoice(backbone, num_choices=len(ANSWERS), dropout=dropout)
+
+    def losses(self):
+        return {"logits": finetuning.classification_loss}
+
+    def postprocess(self, data, outputs, tokenizer) -> np.ndarray:
+        return np.asarray(outputs["logits"])
+
+    def score(self, data, predictions) -> Dict[str, float]:
+        return accuracy_by_level(data.examples, predictions)
+
+    def write(self, output_dir, data, predictions) -> List[str]:
+        path = os.path.join(output_dir, f"{data.split}_predictions.json")
+        answers = {e.example_id: ANSWERS[p] for e, p in zip(data.examples, predictions.argmax(-1))}
+        with open(path, "w") as f:
+            json.dump(answers, f, indent=1)
+        return [path]

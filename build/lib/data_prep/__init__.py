@@ -1,0 +1,1 @@
+"""Apache Beam jobs that build ALBERT pretraining data (SentencePiece, SOP, n-gram masking)."""

@@ -1,0 +1,452 @@
+"""The Beam pipeline that writes SOP + n-gram-masked pretraining TFRecords (`run`).
+
+The CLI is `python -m data_prep.create_pretraining_data`; the output format is
+`albert_tf.pretraining_data`'s.
+
+Whole-word masking follows the vocabulary: SentencePiece words start at `▁`
+pieces (the original's `_is_start_piece_sp`), WordPiece words continue with
+`##` pieces (BERT's rule); `metadata.json` records `vocab_type`.
+
+Pipeline: files → documents (`documents.py`) → buckets → tokenize once, then
+`dupe_factor` passes of pairs (`instances.py`) and masks (`masking.py`) →
+serialized Examples keyed by a hash → `num_shards` shards, each sorted by that
+hash (a deterministic shuffle) → `part-SSSSS-of-NNNNN.tfrecord` + `metadata.json`.
+
+Determinism: every random choice for a document comes from
+`random.Random("<seed>/<document hash>/<dupe>")` and shards are sorted, so the
+same inputs, seed and flags give byte-identical shards whatever the runner or
+the number of workers. Memory: no global list; a bucket holds one document
+(SOP) or `--negative_pool_documents` documents (when B may come from another
+document), and the shuffle into shards is the runner's (disk-backed on
+Dataflow/Flink/Spark; in memory on the DirectRunner, ~1.2 KB per instance at
+length 128).
+
+Nothing half-written ever looks complete: shards are written under
+`<output_dir>/.tmp-<id>/`, moved into place when all succeeded, and
+`metadata.json` is written last.
+"""
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import uuid
+from typing import List, Optional, Sequence
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from albert_tf.errors import AlbertError
+from albert_tf.locking import OutputDirLock
+from albert_tf.pretraining_data import METADATA_FILE, HashingWriter, is_shard_name, metadata_record, shard_name
+from albert_tf.tokenization import (
+    TOKENIZER_FILE,
+    TokenizerError,
+    load_tokenizer,
+    tokenizer_from_bytes,
+    tokenizer_json,
+)
+from data_prep import documents as documents_lib
+from data_prep.instances import ONE_SENTENCE_CHUNK_MODES, Instance, InstanceBuilder, InstanceOptions
+from data_prep.masking import MaskingOptions, NgramMasker
+from data_prep.records import pack_instance, serialize_instance, unpack_instance
+from data_prep.tfrecord import write_record
+
+STAGING_PREFIX = ".tmp-"  # shards are written under <output_dir>/.tmp-<id>/ and moved into place at the end
+
+
+class DataPrepError(AlbertError, ValueError):
+    """Bad input or output for the pipeline; the message says what and where."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Every flag that shapes the output (recorded in metadata.json)."""
+
+    input_file: str
+    output_dir: str
+    spm_model_file: Optional[str] = None
+    vocab_file: Optional[str] = None  # a WordPiece vocab.txt instead of the spm model
+    input_format: str = "bert"
+    do_lower_case: bool = True
+    max_seq_length: int = 512
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    ngram: int = 3
+    favor_shorter_ngram: bool = True
+    do_whole_word_mask: bool = True
+    random_next_sentence: bool = False
+    one_sentence_chunks: str = "split"
+    short_target_per_document: bool = False
+    short_seq_prob: float = 0.1
+    dupe_factor: int = 40
+    random_seed: int = 12345
+    num_shards: int = 10
+    negative_pool_documents: int = 256
+    overwrite: bool = False
+
+    def instance_options(self) -> InstanceOptions:
+        return InstanceOptions(
+            self.max_seq_length,
+            self.short_seq_prob,
+            self.random_next_sentence,
+            self.one_sentence_chunks,
+            self.short_target_per_document,
+        )
+
+    def masking_options(self) -> MaskingOptions:
+        return MaskingOptions(
+            self.masked_lm_prob,
+            self.max_predictions_per_seq,
+            self.ngram,
+            self.favor_shorter_ngram,
+            self.do_whole_word_mask,
+        )
+
+    def validate(self):
+        checks = [
+            (self.max_seq_length >= 5, "max_seq_length must be at least 5"),
+            (self.max_predictions_per_seq >= 1, "max_predictions_per_seq must be at least 1"),
+            (0.0 <= self.masked_lm_prob <= 1.0, "masked_lm_prob must be in [0, 1]"),
+            (0.0 <= self.short_seq_prob <= 1.0, "short_seq_prob must be in [0, 1]"),
+            (self.ngram >= 1, "ngram must be at least 1"),
+            (self.dupe_factor >= 1, "dupe_factor must be at least 1"),
+            (self.num_shards >= 1, "num_shards must be at least 1"),
+            (self.negative_pool_documents >= 2, "negative_pool_documents must be at least 2"),
+            (self.input_format in documents_lib.FORMATS, f"input_format must be one of {documents_lib.FORMATS}"),
+            (
+                self.one_sentence_chunks in ONE_SENTENCE_CHUNK_MODES,
+                f"one_sentence_chunks must be one of {ONE_SENTENCE_CHUNK_MODES}",
+            ),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise DataPrepError(message)
+
+
+def _hash(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def merge_counts(counts: Sequence[dict]) -> dict:
+    """Sums nested count dicts (numbers add, dicts merge recursively, strings are kept)."""
+    total: dict = {}
+    for count in counts:
+        for key, value in count.items():
+            if isinstance(value, dict):
+                total[key] = merge_counts([total.get(key, {}), value])
+            elif isinstance(value, str):  # a shard's checksum: each shard is written once
+                total[key] = value
+            else:
+                total[key] = total.get(key, 0) + value
+    return total
+
+
+class _ReadDocuments(beam.DoFn):
+    def __init__(self, input_format: str):
+        self.input_format = input_format
+
+    def process(self, path):
+        stats = documents_lib.ReadStats(path)
+        for sentences in documents_lib.read_documents(path, self.input_format, stats):
+            yield _hash("\n".join(sentences)), sentences
+        if stats.replaced_bytes:
+            logging.warning("%s: %d invalid UTF-8 sequences replaced with U+FFFD", path, stats.replaced_bytes)
+        if stats.cut_sentences:
+            logging.warning(
+                "%s: %d sentences over %d characters cut (%d characters dropped)",
+                path,
+                stats.cut_sentences,
+                documents_lib.MAX_SENTENCE_CHARS,
+                stats.cut_chars,
+            )
+        if not stats.documents:
+            logging.warning("%s: no text in this file", path)
+        yield beam.pvalue.TaggedOutput(
+            "stats",
+            {
+                "files": 1,
+                "empty_files": int(not stats.documents),
+                "replaced_utf8": {path: stats.replaced_bytes} if stats.replaced_bytes else {},
+                "cut_sentences": {path: stats.cut_sentences} if stats.cut_sentences else {},
+                "cut_chars": {path: stats.cut_chars} if stats.cut_chars else {},
+                "raw_documents": stats.documents,
+                "raw_sentences": stats.sentences,
+            },
+        )
+
+
+class _MakeInstances(beam.DoFn):
+    """A bucket of documents → (shard, (sort key, serialized Example))."""
+
+    def __init__(self, settings: Settings, vocab_type: str, vocab_bytes: bytes):
+        self.settings = settings
+        self.vocab_type = vocab_type
+        self.vocab_bytes = vocab_bytes
+
+    def setup(self):
+        s = self.settings
+        self.tokenizer = tokenizer_from_bytes(self.vocab_type, self.vocab_bytes, do_lower_case=s.do_lower_case)
+        masker = NgramMasker(self.tokenizer.pieces(), s.masking_options(), vocab_type=self.vocab_type)
+        self.builder = InstanceBuilder(masker, s.instance_options())
+
+    def process(self, bucket):
+        s = self.settings
+        _, keyed_documents = bucket
+        keyed_documents = sorted(keyed_documents)  # the runner's order is not ours to rely on
+        keys, pool = [], []
+        stats = {"documents": 0, "sentences": 0, "tokens": 0}
+        for key, sentences in keyed_documents:
+            tokenized = [ids for ids in (self.tokenizer.encode(x) for x in sentences) if ids]
+            if tokenized:
+                keys.append(key)
+                pool.append(tokenized)
+                stats["documents"] += 1
+                stats["sentences"] += len(tokenized)
+                stats["tokens"] += sum(len(x) for x in tokenized)
+        counts = {
+            "instances": 0,
+            "sop_label_1": 0,
+            "short_target": 0,
+            "masked_tokens": 0,
+            "non_special_tokens": 0,
+            "ngram_drawn": {},
+            "span_words": {},
+        }
+        for index, key in enumerate(keys):
+            for dupe in range(s.dupe_factor):
+                rng = random.Random(f"{s.random_seed}/{key}/{dupe}")
+                for number, instance in enumerate(self.builder.build(pool[index], pool, index, rng)):
+                    _count_instance(counts, instance)
+                    sort_key = _hash(f"{s.random_seed}/{key}/{dupe}/{number}")
+                    yield sort_key % s.num_shards, (sort_key, pack_instance(instance))
+        yield beam.pvalue.TaggedOutput("stats", merge_counts([stats, counts]))
+
+
+def _count_instance(counts: dict, instance: Instance):
+    counts["instances"] += 1
+    counts["sop_label_1"] += int(instance.is_random_next)
+    counts["short_target"] += int(instance.short_target)
+    counts["masked_tokens"] += len(instance.masked_lm_positions)
+    counts["non_special_tokens"] += len(instance.input_ids) - 3
+    for n in instance.drawn_ngrams:
+        counts["ngram_drawn"][str(n)] = counts["ngram_drawn"].get(str(n), 0) + 1
+    for n in instance.span_words:
+        counts["span_words"][str(n)] = counts["span_words"].get(str(n), 0) + 1
+
+
+class _WriteShard(beam.DoFn):
+    def __init__(self, directory: str, settings: Settings):
+        self.directory = directory
+        self.settings = settings
+
+    def process(self, shard_records):
+        from apache_beam.io.filesystems import FileSystems  # in the worker: DoFns travel pickled
+
+        s = self.settings
+        shard, records = shard_records
+        records = sorted(records)
+        name = shard_name(shard, s.num_shards)
+        with FileSystems.create(FileSystems.join(self.directory, name)) as stream:
+            hashed = HashingWriter(stream)
+            for _, packed in records:
+                write_record(
+                    hashed, serialize_instance(unpack_instance(packed), s.max_seq_length, s.max_predictions_per_seq)
+                )
+        yield {"shards": {name: len(records)}, "shard_files": {name: hashed.manifest_entry()}}
+
+
+def _bucket_key(document_hash: int, num_documents: int, pool_documents: int) -> int:
+    num_buckets = max(1, math.ceil(num_documents / pool_documents))
+    return document_hash % num_buckets
+
+
+def build_pipeline(
+    pipeline: beam.Pipeline, settings: Settings, input_paths: List[str], tokenizer, temp_dir: str
+) -> None:
+    """Adds the whole job to `pipeline`; shards and `_counts.json` land in `temp_dir`."""
+    read = (
+        pipeline
+        | "InputFiles" >> beam.Create(input_paths)
+        | "ReadDocuments" >> beam.ParDo(_ReadDocuments(settings.input_format)).with_outputs("stats", main="documents")
+    )
+    documents = read.documents
+    if settings.instance_options().needs_other_documents:
+        num_documents = beam.pvalue.AsSingleton(documents | "CountDocuments" >> beam.combiners.Count.Globally())
+        keyed = documents | "ToPools" >> beam.Map(
+            lambda kv, n: (_bucket_key(kv[0], n, settings.negative_pool_documents), kv), num_documents
+        )
+    else:
+        keyed = documents | "OnePerBucket" >> beam.Map(lambda kv: (kv[0], kv))
+    made = (
+        keyed
+        | "GroupBuckets" >> beam.GroupByKey()
+        | "MakeInstances"
+        >> beam.ParDo(_MakeInstances(settings, tokenizer.kind, tokenizer.model_proto)).with_outputs(
+            "stats", main="records"
+        )
+    )
+    written = (
+        made.records | "GroupShards" >> beam.GroupByKey() | "WriteShards" >> beam.ParDo(_WriteShard(temp_dir, settings))
+    )
+
+    counts_path = FileSystems.join(temp_dir, "_counts.json")
+    _ = (
+        (read.stats, made.stats, written)
+        | "AllCounts" >> beam.Flatten()
+        | "MergeCounts" >> beam.CombineGlobally(merge_counts)
+        | "WriteCounts" >> beam.Map(_write_json, counts_path)
+    )
+
+
+def _write_json(value, path):
+    with FileSystems.create(path) as stream:
+        stream.write(json.dumps(value, indent=2, sort_keys=True).encode("utf-8"))
+
+
+def _read_json(path):
+    with FileSystems.open(path) as stream:
+        return json.loads(stream.read().decode("utf-8"))
+
+
+def _existing_outputs(output_dir: str) -> List[str]:
+    pattern = FileSystems.join(output_dir, "*")
+    found = FileSystems.match([pattern])[0].metadata_list
+    return sorted(m.path for m in found if is_shard_name(m.path) or os.path.basename(m.path) == METADATA_FILE)
+
+
+def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
+    """Runs the job and returns the metadata it wrote.
+
+    Raises:
+        DataPrepError: bad flags, inputs matching nothing, an spm model without
+            ALBERT's symbols, an output dir that already holds a dataset
+            (without `overwrite`), or inputs that give no instances. Nothing in
+            `output_dir` is touched in any of these cases.
+    """
+    settings.validate()
+    try:
+        input_paths = documents_lib.expand_input_patterns(settings.input_file)
+        tokenizer = load_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case)
+    except (OSError, ValueError, TokenizerError) as error:
+        raise DataPrepError(str(error)) from None
+    with OutputDirLock(settings.output_dir):
+        removed = _remove_stale_staging(settings.output_dir)
+        if removed:
+            logging.warning(
+                "%s: removed %d staging directories of earlier runs that did not finish", settings.output_dir, removed
+            )
+        return _write_dataset(settings, pipeline_args, input_paths, tokenizer)
+
+
+def _remove_stale_staging(output_dir: str) -> int:
+    """Deletes `.tmp-*` dirs of killed runs (safe: the lock says no other run writes here). Local dirs only."""
+    if "://" in output_dir or not os.path.isdir(output_dir):
+        return 0
+    stale = [name for name in os.listdir(output_dir) if name.startswith(STAGING_PREFIX)]
+    for name in stale:
+        shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
+    return len(stale)
+
+
+def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], tokenizer) -> dict:
+    existing = _existing_outputs(settings.output_dir) if FileSystems.exists(settings.output_dir) else []
+    if existing and not settings.overwrite:
+        raise DataPrepError(
+            f"{settings.output_dir} already holds a dataset ({os.path.basename(existing[0])}, "
+            f"...); pass --overwrite to replace it"
+        )
+    temp_dir = FileSystems.join(settings.output_dir, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
+    FileSystems.mkdirs(temp_dir)
+    try:
+        options = _pipeline_options(pipeline_args or [])
+        with beam.Pipeline(options=PipelineOptions(options)) as pipeline:
+            build_pipeline(pipeline, settings, input_paths, tokenizer, temp_dir)
+        counts = _read_json(FileSystems.join(temp_dir, "_counts.json"))
+        if not counts.get("instances"):
+            raise DataPrepError(
+                f"no training instances: the inputs ({settings.input_file}) hold no text "
+                f"that tokenizes to at least two tokens"
+            )
+        shards = counts.pop("shards")
+        shard_files = counts.pop("shard_files")
+        for shard in range(settings.num_shards):  # a shard that drew no instance is still written
+            name = shard_name(shard, settings.num_shards)
+            if name not in shards:
+                FileSystems.create(FileSystems.join(temp_dir, name)).close()
+                shards[name] = 0
+                shard_files[name] = HashingWriter(None).manifest_entry()
+        metadata = metadata_record(
+            num_instances=counts["instances"],
+            shards=shards,
+            shard_files=shard_files,
+            max_seq_length=settings.max_seq_length,
+            max_predictions_per_seq=settings.max_predictions_per_seq,
+            vocab_size=tokenizer.vocab_size,
+            vocab_type=tokenizer.kind,
+            vocab_sha256=tokenizer.model_sha256,
+            task="nsp" if settings.random_next_sentence else "sop",
+            settings=dataclasses.asdict(settings),
+            input_files=input_paths,
+            counts=counts,
+        )
+        _publish(settings, temp_dir, existing, metadata, tokenizer)
+        return metadata
+    finally:
+        if FileSystems.exists(temp_dir):
+            FileSystems.delete([temp_dir])
+
+
+def _publish(settings: Settings, temp_dir: str, existing: List[str], metadata: dict, tokenizer):
+    """Moves the finished shards and the vocabulary into place; metadata.json goes last.
+
+    The vocabulary (`spm.model`/`vocab.txt` + `tokenizer.json`) travels with the data, so that
+    pretraining on it needs no vocabulary flag and every model it publishes carries its tokenizer.
+    """
+    metadata_path = FileSystems.join(settings.output_dir, METADATA_FILE)
+    if existing:
+        # Invalidate the old dataset first so a crash mid-swap never leaves old metadata on new shards.
+        if metadata_path in existing:
+            FileSystems.delete([metadata_path])
+        FileSystems.delete([p for p in existing if p != metadata_path])
+    names = list(metadata["shards"])
+    FileSystems.rename(
+        [FileSystems.join(temp_dir, n) for n in names], [FileSystems.join(settings.output_dir, n) for n in names]
+    )
+    vocabulary = {tokenizer.asset_name: tokenizer.model_proto, TOKENIZER_FILE: tokenizer_json(tokenizer)}
+    for name, data in vocabulary.items():
+        with FileSystems.create(FileSystems.join(temp_dir, name)) as stream:
+            stream.write(data)
+    FileSystems.rename(
+        [FileSystems.join(temp_dir, n) for n in vocabulary],
+        [FileSystems.join(settings.output_dir, n) for n in vocabulary],
+    )
+    staged = FileSystems.join(temp_dir, METADATA_FILE)
+    _write_json(metadata, staged)
+    FileSystems.rename([staged], [metadata_path])
+
+
+def _pipeline_options(args: List[str]) -> List[str]:
+    """Beam options; locally the FnApiRunner, several workers meaning several processes.
+
+    Without `--runner` we name Beam's local FnApiRunner: the DirectRunner would
+    first try Prism, which downloads a binary at run time.
+    """
+    args = list(args)
+    if not any(a.startswith("--runner") for a in args):
+        args.append("--runner=FnApiRunner")
+    local = any(a.split("=", 1)[-1] in ("FnApiRunner", "DirectRunner") for a in args if a.startswith("--runner"))
+    workers = [a.split("=", 1)[-1] for a in args if a.startswith("--direct_num_workers=")]
+    if local and workers and workers[-1] != "1" and not any(a.startswith("--direct_running_mode") for a in args):
+        args.append("--direct_running_mode=multi_processing")  # threads would share one GIL
+    # Worker processes import data_prep and albert_tf from this checkout.
+    repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if repo_root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([repo_root] + [p for p in paths if p])
+    return args
