@@ -106,4 +106,9 @@ def test_data_prep_refuses_a_busy_dir_and_cleans_the_staging_of_killed_runs(tmp_
     (tmp_path / "out" / ".tmp-0123abcd").mkdir()  # what a killed run leaves
     (tmp_path / "out" / ".tmp-0123abcd" / "part-00000-of-00001.tfrecord").write_bytes(b"x" * 1000)
     run(settings)
-    assert sorted(os.listdir(tmp_path / "out")) == ["metadata.json", "part-00000-of-00001.tfrecord"]
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "metadata.json",
+        "part-00000-of-00001.tfrecord",
+        "spm.model",  # the vocabulary travels with the data
+        "tokenizer.json",
+    ]

@@ -74,6 +74,11 @@ def test_every_imported_distribution_is_a_declared_dependency():
         assert providers & declared, f"`import {module}` (from {sorted(providers)}) is not in pyproject's dependencies"
 
 
+def known_module(name):
+    parts = name.split(".")
+    return (REPO.joinpath(*parts).with_suffix(".py")).is_file() or (REPO.joinpath(*parts) / "__init__.py").is_file()
+
+
 def _module_imports(path, name):
     """Modules of ours that `path` (module `name`) imports when it is imported (function bodies excepted)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -89,8 +94,11 @@ def _module_imports(path, name):
                 base = statement.module or ""
                 if statement.level:
                     base = ".".join(package.split(".")[: len(package.split(".")) - statement.level + 1] + [base])
-                found.add(base)
-                found |= {f"{base}.{alias.name}" for alias in statement.names}
+                # `from package import submodule` loads the submodule; `from package import name`, the package.
+                submodules = {f"{base}.{alias.name}" for alias in statement.names}
+                found |= submodules
+                if not all(known_module(m) for m in submodules):
+                    found.add(base)
     return found
 
 

@@ -23,9 +23,9 @@ import os
 import shutil
 from typing import Optional
 
+from albert_tf.export import verify
 from albert_tf.export.common import ExportError, backbone_of, python_tokenizer
 from albert_tf.export.signatures import ServingEndpoints
-from albert_tf.export.verify import verify_saved_model
 from albert_tf.export.warmup import write_warmup_requests
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_dir
@@ -115,4 +115,4 @@ def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, 
             )
         if warmup:
             write_warmup_requests(staging, model, signatures, max_seq_length)
-        verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)
+        verify.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)
