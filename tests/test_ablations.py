@@ -59,6 +59,7 @@ def tiny_args(real_data, tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_records_plots_and_resume(real_data, tmp_path, capsys):
     ablations = load_ablations()
 

@@ -127,6 +127,7 @@ def test_convert_round_trip_through_both_formats(tmp_path):
     np.testing.assert_array_equal(backbone.pooler.kernel.numpy(), values["bert/pooler/dense/kernel"])
 
 
+@pytest.mark.slow
 def test_cli_writes_nothing_on_error(tmp_path):
     # xlarge-shaped weights into a smaller config: one clear error, nothing written.
     _, prefix = original(tmp_path, hidden_size=128, intermediate_size=512)
@@ -151,6 +152,7 @@ def test_cli_writes_nothing_on_error(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".staging-")]
 
 
+@pytest.mark.slow
 def test_cli_reports_bad_config_file(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"vocab_size": 10}')

@@ -79,6 +79,7 @@ def write_slice(real_data, tmp_path, directory, train_rows, dev_rows, header=Tru
     return target
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "task,directory,metric,header",
     [
@@ -206,6 +207,7 @@ def test_fine_tuned_classifier_exports_and_int8_agrees_on_sst2_dev(real_data, ss
     np.testing.assert_allclose(served["probabilities"].numpy().sum(-1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_cli_bad_input_is_one_line(tmp_path, pretraining_data):
     # TF's own log level unset, as on a user's machine: its C++ start-up lines must not show either.
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}

@@ -48,6 +48,7 @@ print(json.dumps(drift))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cli,settings,transformed", CLIS, ids=[c[0].split(".")[-1] for c in CLIS])
 def test_flag_defaults_are_the_settings_defaults(cli, settings, transformed):
     result = subprocess.run(
@@ -61,6 +62,7 @@ def test_flag_defaults_are_the_settings_defaults(cli, settings, transformed):
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {}, "flag default != dataclass default"
 
 
+@pytest.mark.slow
 def test_conversion_writes_settings_json_with_flags_version_and_input_hashes(tmp_path):
     import albert_tf
     from albert_tf import formats

@@ -13,6 +13,7 @@ from albert_tf import demo
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_demo_corpus_comes_from_the_python_install():
     documents = list(demo.demo_documents())
     assert len(documents) > 300

@@ -60,6 +60,7 @@ def assert_outputs_match(keras_outputs, served, atol):
         np.testing.assert_allclose(np.asarray(served[name]), np.asarray(value), atol=atol, rtol=0, err_msg=name)
 
 
+@pytest.mark.slow
 def test_load_model_reads_every_format(pretrained_tiny, pretrained, tmp_path):
     from albert_tf import formats
     from albert_tf.formats import ModelFileError
@@ -89,6 +90,7 @@ def test_load_model_reads_every_format(pretrained_tiny, pretrained, tmp_path):
         formats.load(str(tmp_path / "missing"))
 
 
+@pytest.mark.slow
 def test_ids_signature_matches_keras_on_real_text(real_data, pretrained, exports):
     from albert_tf.export import reference_text_inputs
 
@@ -113,6 +115,7 @@ def test_ids_signature_matches_keras_on_real_text(real_data, pretrained, exports
     assert stored < 1.1 * pretrained.model.count_params() * 4
 
 
+@pytest.mark.slow
 def test_text_signatures_tokenise_pack_and_truncate_as_python(real_data, pretrained, exports):
     from albert_tf.export import reference_text_inputs
 
@@ -142,6 +145,7 @@ def test_text_signatures_tokenise_pack_and_truncate_as_python(real_data, pretrai
     assert_outputs_match(expected, served, 0)
 
 
+@pytest.mark.slow
 def test_mlm_text_signature_predicts_masked_words(real_data, pretrained, exports):
     from albert_tf.export import reference_text_inputs
 
@@ -160,6 +164,7 @@ def test_mlm_text_signature_predicts_masked_words(real_data, pretrained, exports
     np.testing.assert_array_equal(top[..., 0], np.argmax(np.asarray(outputs["mlm_logits"]), -1))
 
 
+@pytest.mark.slow
 def test_saved_model_cli_show_and_run(pretrained, exports, tmp_path):
     from albert_tf.export import reference_text_inputs
 
@@ -207,6 +212,7 @@ def test_saved_model_cli_show_and_run(pretrained, exports, tmp_path):
             np.testing.assert_allclose(np.load(outdir / f"{name}.npy"), np.asarray(expected[name]), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_warmup_requests_replay_against_the_export(exports):
     from tensorflow_serving.apis import prediction_log_pb2
 
@@ -237,6 +243,7 @@ def masked_batches(pretraining_data, count):
         yield {k: inputs[k].numpy().astype("int32") for k in names}, labels["masked_lm_weights"].numpy()
 
 
+@pytest.mark.slow
 def test_tflite_variants_builtin_shared_and_accurate(pretraining_data, pretrained, tmp_path):
     from albert_tf.export import TFLITE_NAMES, export_tflite, run_tflite
 
@@ -286,6 +293,7 @@ def test_tokenizer_test_vectors_match_the_in_graph_tokenizer(pretrained, tmp_pat
         assert json.loads(json.dumps(vector, ensure_ascii=False)) == vector
 
 
+@pytest.mark.slow
 def test_failed_export_leaves_nothing_and_cli_errors_are_clear(pretrained, pretrained_tiny, tmp_path, monkeypatch):
     from albert_tf import export
 

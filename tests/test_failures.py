@@ -52,6 +52,7 @@ SERVE_MISMATCHED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_serve_text_pair_rejects_mismatched_batches_and_keeps_serving(toy_spm, tmp_path):
     from albert_tf.config import AlbertConfig
     from albert_tf.export import export_saved_model

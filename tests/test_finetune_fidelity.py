@@ -61,6 +61,7 @@ def test_embedding_slices_are_clipped_by_the_norm_of_the_summed_gradient():
     assert np.isfinite(table.numpy()).all()
 
 
+@pytest.mark.slow
 def test_fine_tuning_clips_every_update(tmp_path):
     """`finetuning.train`: one step on a tiny classifier equals AdamW on the clipped gradient."""
     from albert_tf.models.backbone import AlbertBackbone
@@ -168,6 +169,7 @@ def _readme_defaults_table():
     return rows
 
 
+@pytest.mark.slow
 def test_runner_defaults_are_the_originals_and_the_readme_table_is_exact():
     import subprocess
     import sys
@@ -446,6 +448,7 @@ print(json.dumps([defaults, [s.start_warmup_step, s.init_from_group0, s.poly_pow
 """
 
 
+@pytest.mark.slow
 def test_run_pretraining_has_the_originals_flags():
     import subprocess
     import sys

@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import pytest
 
 from albert_tf import finetuning
 from albert_tf.models.backbone import AlbertBackbone
@@ -31,6 +32,7 @@ def one_step(tmp_path, name, weights, features, labels, grad_accum_steps, remat)
     return [np.array(w) for w in model.get_weights()]
 
 
+@pytest.mark.slow
 def test_two_micro_batches_with_remat_make_the_update_of_one_full_batch(tmp_path):
     keras.utils.set_random_seed(1)
     reference = AlbertClassifier(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), 2, dropout=0.0)

@@ -35,6 +35,7 @@ def our_dir(tmp_path, kind, spm, seed=0):
     return model, save_ours(model, directory, spm)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kind", ["backbone", "pretrainer", "classifier", "span_qa", "multiple_choice", "token_classifier"]
 )

@@ -28,6 +28,7 @@ def write_relabelled(source, target, rows: slice, with_label: bool = True):
     return [has_article(s) for s in sentences]
 
 
+@pytest.mark.slow
 @pytest.mark.realdata
 def test_a_new_tsv_task_learns_and_predicts_through_the_shared_runner(real_data, pretrained_tiny, tmp_path):
     source = real_data / "glue" / "SST-2" / "train.tsv"

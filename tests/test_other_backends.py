@@ -28,6 +28,7 @@ FORWARD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["numpy", "jax"])
 def test_forward_matches_tensorflow(tmp_path, backend):
     config = str(REPO / "configs" / "albert_tiny.json")

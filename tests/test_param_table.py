@@ -37,6 +37,7 @@ def test_bert_lands_at_the_papers_counts(name, paper, exact):
     assert abs(counts["backbone_without_pooler"] - paper) / paper < 0.01
 
 
+@pytest.mark.slow
 def test_cli_prints_table_and_json(tmp_path):
     for name in ("albert_tiny", "albert_base_v2"):
         shutil.copy(CONFIGS / f"{name}.json", tmp_path)

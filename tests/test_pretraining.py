@@ -216,6 +216,7 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
     assert logits["mlm_logits"].shape == (1, 1, 4000) and logits["sop_logits"].shape == (1, 2)
 
 
+@pytest.mark.slow
 def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     from albert_tf.inputs.pretraining import DataError
     from albert_tf.pretraining.job import pretrain
@@ -284,6 +285,7 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("learning_rate", [1e10, 1e38])
 def test_exploding_run_keeps_only_good_checkpoints_and_resumes_with_a_lower_rate(
     pretraining_data, tmp_path, learning_rate
@@ -326,6 +328,7 @@ def test_exploding_run_keeps_only_good_checkpoints_and_resumes_with_a_lower_rate
     assert summary["end_step"] == 6
 
 
+@pytest.mark.slow
 def test_cli_errors_have_no_traceback(tmp_path, pretraining_data):
     process = cli(
         [
@@ -339,6 +342,7 @@ def test_cli_errors_have_no_traceback(tmp_path, pretraining_data):
     assert "matches no file" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining_data, tmp_path):
     from albert_tf.pretraining.job import evaluate_checkpoints, pretrain
     from albert_tf.pretraining.settings import TrainingError, TrainSettings

@@ -172,6 +172,7 @@ def test_short_sequences(wikitext_dataset):
     assert 0.07 <= short < 0.2
 
 
+@pytest.mark.slow
 def test_same_bytes_whatever_the_number_of_workers(tmp_path, wikitext_spm, real_data):
     shakespeare = tmp_path / "shakespeare.txt"
     text = (real_data / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8")

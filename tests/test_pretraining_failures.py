@@ -38,6 +38,7 @@ def shards(directory):
     return sorted(p for p in directory.iterdir() if p.name.startswith("part-"))
 
 
+@pytest.mark.slow
 def test_a_corrupt_record_names_its_shard_and_keeps_the_checkpoints(pretraining_data, data_copy, tmp_path):
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining_data import DataError
@@ -85,6 +86,7 @@ def test_a_glob_over_the_data_dir_reads_only_the_listed_shards(pretraining_data,
     assert [os.path.basename(f) for f in source.files] == [f"part-0000{i}-of-00003.tfrecord" for i in range(3)]
 
 
+@pytest.mark.slow
 def test_positions_shorter_than_the_data_and_a_changed_config_on_resume_are_clear(pretraining_data, tmp_path):
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainingError
@@ -101,6 +103,7 @@ def test_positions_shorter_than_the_data_and_a_changed_config_on_resume_are_clea
         pretrain(settings(tmp_path / "run", steps=4), str(tmp_path / "wider.json"), pretraining_data["data"])
 
 
+@pytest.mark.slow
 def test_an_unreadable_latest_checkpoint_falls_back_to_the_previous_one(pretraining_data, tmp_path, capsys):
     from albert_tf.pretraining.job import pretrain
 

@@ -42,6 +42,7 @@ def test_packing_follows_the_original(real_data, wikitext_spm):
     assert ids == [tokenizer.cls_id, tokenizer.sep_id] + qa[-5:] + [tokenizer.sep_id]
 
 
+@pytest.mark.slow
 def test_runner_trains_evaluates_and_reports_levels(real_data, pretraining_data, tmp_path):
     from albert_tf.run_race import RaceSettings, run
 

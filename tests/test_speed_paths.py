@@ -70,6 +70,7 @@ def twin_pretrainers(config, dtype=None):
     return plain, remat
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
 def test_remat_gives_the_same_loss_and_gradients(dropout):
     config = tiny(
@@ -104,6 +105,7 @@ def test_remat_is_in_the_config_and_off_in_inference():
     np.testing.assert_array_equal(clone(inputs)["sequence_output"], backbone(inputs)["sequence_output"])
 
 
+@pytest.mark.slow
 def test_remat_under_mixed_precision():
     config = tiny()
     plain, remat = twin_pretrainers(config, dtype="mixed_bfloat16")
@@ -135,6 +137,7 @@ def test_fused_qkv_matches_three_projections(dtype):
     )
 
 
+@pytest.mark.slow
 def test_xla_serving_default_matches_the_graph_one(tmp_path):
     from albert_tf.export import export_saved_model
     from albert_tf.export.common import random_inputs
@@ -190,6 +193,7 @@ print("OK", loss)
 """
 
 
+@pytest.mark.slow
 def test_remat_gives_the_same_gradients_under_jax(tmp_path):
     import os
     import subprocess

@@ -9,6 +9,7 @@ import pytest
 pytestmark = pytest.mark.realdata
 
 
+@pytest.mark.slow
 def test_official_metrics_on_official_examples(real_data):
     from albert_tf.tasks import squad
 
@@ -152,6 +153,7 @@ def squad_slice(real_data, tmp_path, name, source, paragraphs):
     return str(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "version,source", [("1.1", "squad_v1.1/dev-v1.1.json"), ("2.0", "squad_v2.0/dev-v2.0.Normans-Rhine.json")]
 )

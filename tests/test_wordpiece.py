@@ -88,6 +88,7 @@ def test_bad_vocab_files_and_flags_are_clear_errors(tmp_path):
         load_tokenizer(spm_model_file=str(tmp_path / "missing.model"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_tf_twin_gives_identical_ids(wordpiece_vocab, wordpiece_corpus, do_lower_case):
     import tensorflow as tf
@@ -108,6 +109,7 @@ def test_tf_twin_gives_identical_ids(wordpiece_vocab, wordpiece_corpus, do_lower
         assert known > 0.95, (name, known)  # the vocab covers the text it was learned from
 
 
+@pytest.mark.slow
 def test_vocab_builder_cli(real_data, tmp_path):
     import subprocess
     import sys
@@ -298,6 +300,7 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     assert set(result["label"].numpy().tolist()) <= {0, 1}
 
 
+@pytest.mark.slow
 def test_cased_model_keeps_its_case_through_fine_tuning_and_export_without_flags(wordpiece_vocab, tmp_path):
     """The tokenizer travels with the model: no casing flag after fine-tuning (the trap of lowercasing)."""
     import subprocess
