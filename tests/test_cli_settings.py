@@ -91,6 +91,7 @@ def test_conversion_writes_settings_json_with_flags_version_and_input_hashes(tmp
     assert formats.detect(str(out)) == "hf"  # the record does not make the directory something else
 
 
+@pytest.mark.slow
 def test_flags_without_input_file_are_an_error_not_the_demo(tmp_path):
     argv = ["--output_dir", str(tmp_path / "run"), "--albert_config_file", str(CONFIGS / "albert_tiny.json")]
     result = subprocess.run(

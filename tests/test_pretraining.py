@@ -398,6 +398,7 @@ def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining
         )
 
 
+@pytest.mark.slow
 def test_best_and_final_carry_the_datas_vocabulary_with_no_flag(pretraining_data, tmp_path):
     from albert_tf import formats
     from albert_tf.tokenization import SentencePieceTokenizer
