@@ -20,7 +20,7 @@ from absl import flags
 
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.settings_record import write_settings
+from albert_tf.cli.run_record import write_settings
 from albert_tf.config import AlbertConfig
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_files

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.export import export_pretraining_run
-from albert_tf.inputs.pretraining import resolve_input
+from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.job import pretrain
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainSettings

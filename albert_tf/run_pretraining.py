@@ -21,10 +21,10 @@ from absl import flags
 from albert_tf import demo
 from albert_tf.cli.app import our_flags, run_cli
 from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags
-from albert_tf.cli.settings_record import write_settings
+from albert_tf.cli.run_record import write_settings
 from albert_tf.errors import AlbertError
 from albert_tf.export import export_pretraining_run
-from albert_tf.inputs.pretraining import resolve_input
+from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.job import evaluate_checkpoints, pretrain
 from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES, TrainSettings
 from albert_tf.pretraining.strategy import make_strategy

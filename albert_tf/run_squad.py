@@ -31,7 +31,7 @@ from absl import flags
 from albert_tf import finetuning
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
-from albert_tf.cli.settings_record import write_settings
+from albert_tf.cli.run_record import write_settings
 from albert_tf.finetuning import FineTuneSettings
 from albert_tf.tasks import runner, squad
 

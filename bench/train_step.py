@@ -262,7 +262,7 @@ def pipeline_bench(args):
     import tempfile
 
     from albert_tf.config import AlbertConfig
-    from albert_tf.inputs.pretraining import pretraining_dataset, resolve_input
+    from albert_tf.inputs.shard_reader import pretraining_dataset, resolve_input
     from albert_tf.pretraining.loop import PretrainingLoop
     from albert_tf.pretraining.settings import TrainSettings
 

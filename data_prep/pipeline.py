@@ -1,7 +1,7 @@
 """The Beam pipeline that writes SOP + n-gram-masked pretraining TFRecords (`run`).
 
 The CLI is `python -m data_prep.create_pretraining_data`; the output format is
-`albert_tf.pretraining_data`'s.
+`albert_tf.shard_set`'s.
 
 Whole-word masking follows the vocabulary: SentencePiece words start at `▁`
 pieces (the original's `_is_start_piece_sp`), WordPiece words continue with
@@ -43,7 +43,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from albert_tf.errors import AlbertError
 from albert_tf.locking import OutputDirLock
-from albert_tf.pretraining_data import METADATA_FILE, HashingWriter, is_shard_name, metadata_record, shard_name
+from albert_tf.shard_set import METADATA_FILE, HashingWriter, is_shard_name, metadata_record, shard_name
 from albert_tf.tokenization import (
     TOKENIZER_FILE,
     TokenizerError,

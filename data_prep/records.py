@@ -1,6 +1,6 @@
 """Instances as the original's `tf.train.Example`s, and a compact form for Beam's shuffle.
 
-The feature names and lengths are the contract's (`albert_tf.pretraining_data`).
+The feature names and lengths are the contract's (`albert_tf.shard_set`).
 """
 
 import array

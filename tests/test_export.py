@@ -235,7 +235,7 @@ def test_warmup_requests_replay_against_the_export(exports):
 
 def masked_batches(pretraining_data, count):
     """Real MLM inputs: the pretraining eval records of WikiText-2 valid."""
-    from albert_tf.inputs.pretraining import pretraining_dataset, resolve_input
+    from albert_tf.inputs.shard_reader import pretraining_dataset, resolve_input
 
     dataset = pretraining_dataset(resolve_input(pretraining_data["data"]), 1, is_training=False)
     names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")

@@ -393,7 +393,7 @@ def test_groups_the_checkpoint_holds_load_as_themselves(tmp_path, tiny_config_di
 def test_pretraining_run_grows_groups_and_shifts_warmup(pretraining_data, tmp_path):
     from albert_tf.config import AlbertConfig
     from albert_tf.formats import original
-    from albert_tf.inputs.pretraining import resolve_input
+    from albert_tf.inputs.shard_reader import resolve_input
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.pretrainer import AlbertPretrainer
     from albert_tf.pretraining.loop import PretrainingLoop
@@ -523,7 +523,7 @@ def test_v2_threshold_is_tuned_and_applied_as_the_original(real_data, seed):
 def test_pretraining_shuffle_buffer_is_the_originals_100():
     import inspect
 
-    from albert_tf.inputs.pretraining import pretraining_dataset
+    from albert_tf.inputs.shard_reader import pretraining_dataset
     from albert_tf.pretraining.settings import TrainSettings
 
     assert TrainSettings(output_dir="x").shuffle_buffer == 100

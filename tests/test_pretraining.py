@@ -218,7 +218,7 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
 
 @pytest.mark.slow
 def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
-    from albert_tf.inputs.pretraining import DataError
+    from albert_tf.inputs.shard_reader import DataError
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainingError, TrainSettings
     from albert_tf.tokenization import TokenizerError

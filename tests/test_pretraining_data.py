@@ -22,8 +22,8 @@ SEQ = 128
 def read_dataset(directory):
     import tensorflow as tf
 
-    from albert_tf.inputs.pretraining import decode_batch, feature_description
-    from albert_tf.pretraining_data import PretrainingData
+    from albert_tf.inputs.shard_reader import decode_batch, feature_description
+    from albert_tf.shard_set import PretrainingData
 
     data = PretrainingData.load(str(directory))
     spec = feature_description(data.max_seq_length, data.max_predictions_per_seq)

@@ -41,7 +41,7 @@ def shards(directory):
 @pytest.mark.slow
 def test_a_corrupt_record_names_its_shard_and_keeps_the_checkpoints(pretraining_data, data_copy, tmp_path):
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining_data import DataError
+    from albert_tf.shard_set import DataError
 
     victim = shards(data_copy)[1]
     raw = bytearray(victim.read_bytes())
@@ -57,7 +57,7 @@ def test_a_corrupt_record_names_its_shard_and_keeps_the_checkpoints(pretraining_
 
 def test_a_truncated_shard_or_edited_metadata_is_refused_before_training(pretraining_data, data_copy, tmp_path):
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining_data import DataError
+    from albert_tf.shard_set import DataError
 
     metadata = json.loads((data_copy / "metadata.json").read_text())
     metadata["max_seq_length"] = 128
@@ -80,7 +80,7 @@ def test_a_truncated_shard_or_edited_metadata_is_refused_before_training(pretrai
 
 
 def test_a_glob_over_the_data_dir_reads_only_the_listed_shards(pretraining_data, tmp_path):
-    from albert_tf.inputs.pretraining import resolve_input
+    from albert_tf.inputs.shard_reader import resolve_input
 
     source = resolve_input(os.path.join(pretraining_data["data"], "*"))  # also matches metadata.json
     assert [os.path.basename(f) for f in source.files] == [f"part-0000{i}-of-00003.tfrecord" for i in range(3)]
@@ -90,7 +90,7 @@ def test_a_glob_over_the_data_dir_reads_only_the_listed_shards(pretraining_data,
 def test_positions_shorter_than_the_data_and_a_changed_config_on_resume_are_clear(pretraining_data, tmp_path):
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainingError
-    from albert_tf.pretraining_data import DataError
+    from albert_tf.shard_set import DataError
 
     config = json.loads(open(pretraining_data["config"]).read())
     short = dict(config, max_position_embeddings=32)

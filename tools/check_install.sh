@@ -7,7 +7,10 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3 -m pip wheel -q --no-deps -w "$work/dist" . 2>&1 | grep -v "^WARNING: Location" || true
+# Built from a copy of the tracked files, so no build/ or *.egg-info is left in the checkout.
+mkdir "$work/src"
+git ls-files -z | xargs -0 tar -cf - | tar -xf - -C "$work/src"
+python3 -m pip wheel -q --no-deps -w "$work/dist" "$work/src" 2>&1 | grep -v "^WARNING: Location" || true
 python3 -m venv "$work/venv"
 venv="$work/venv/bin"
 "$venv/python" -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true

@@ -3,7 +3,7 @@
 Every CLI module lives here (`albert_tf.<name>` modules only forward to them,
 so `python -m albert_tf.<name>` keeps working). `app.run_cli` is every CLI's
 entry: quiet library logs unless `-v 1`, and the error boundary. `flags`
-defines the flags several CLIs share, once; `settings_record` writes a run's
+defines the flags several CLIs share, once; `run_record` writes a run's
 `settings.json`.
 
 Importing this package is launching a CLI: TensorFlow prints its C++ start-up

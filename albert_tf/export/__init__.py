@@ -7,13 +7,13 @@
 
 One module per job: `signatures` (the serving functions), `saved_model`,
 `warmup` (TF Serving's warm-up requests), `verify` (a SavedModel checked
-against its Keras model), `tflite`, `pretraining_run` (the SavedModels at the
+against its Keras model), `tflite`, `from_run` (the SavedModels at the
 end of a pretraining run), `common` (the error, test inputs, comparison);
 `__main__` is the CLI.
 """
 
 from albert_tf.export.common import ExportError
-from albert_tf.export.pretraining_run import export_pretraining_run
+from albert_tf.export.from_run import export_pretraining_run
 from albert_tf.export.saved_model import export_saved_model, next_version
 from albert_tf.export.tflite import QUANTIZATIONS, TFLITE_NAMES, export_tflite, run_tflite, tokenizer_test_vectors
 from albert_tf.export.verify import reference_text_inputs

@@ -12,7 +12,7 @@ from absl import flags
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags
-from albert_tf.cli.settings_record import write_settings
+from albert_tf.cli.run_record import write_settings
 from albert_tf.export.saved_model import export_saved_model
 from albert_tf.export.tflite import QUANTIZATIONS, export_tflite
 from albert_tf.tokenization import TokenizerError

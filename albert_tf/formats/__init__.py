@@ -31,7 +31,7 @@ import os
 from typing import List, Optional
 
 from albert_tf.formats import hf, keras_hub, native, original, run_dir
-from albert_tf.formats.base import LoadedModel, ModelFileError
+from albert_tf.formats.loaded import LoadedModel, ModelFileError
 from albert_tf.formats.table import CheckpointError, LoadReport, NoHeadsError
 from albert_tf.models import (  # noqa: F401  (registers the task models that a .keras file may hold)
     classifier,

@@ -30,7 +30,7 @@ from typing import List, Optional, Tuple
 import h5py
 import keras
 
-from albert_tf.formats.base import ModelFileError
+from albert_tf.formats.loaded import ModelFileError
 from albert_tf.formats.table import CheckpointError, LoadReport, NoHeadsError, check_weight_values, split_model
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer

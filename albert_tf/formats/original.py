@@ -26,7 +26,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from albert_tf.config import AlbertConfig
-from albert_tf.formats.base import ModelFileError
+from albert_tf.formats.loaded import ModelFileError
 from albert_tf.formats.table import (
     HEADS_FIRST,
     HEADS_LAST,

@@ -15,13 +15,13 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.inputs.pretraining import PretrainingInput, resolve_input
+from albert_tf.inputs.shard_reader import PretrainingInput, resolve_input
 from albert_tf.locking import OutputDirLock
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.run_state import CHECKPOINT_DIR, CheckpointPolicy
 from albert_tf.pretraining.settings import TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import is_chief, make_strategy
-from albert_tf.pretraining_data import DataError
+from albert_tf.shard_set import DataError
 from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
 SUMMARY_FILE = "train_summary.json"

@@ -25,14 +25,14 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.inputs.pretraining import PretrainingInput, find_corrupt_shard, pretraining_dataset
+from albert_tf.inputs.shard_reader import PretrainingInput, find_corrupt_shard, pretraining_dataset
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.optimization import create_optimizer
 from albert_tf.pretraining import objective
 from albert_tf.pretraining.settings import PRECISIONS, TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import checkpoints_iterator, is_chief
-from albert_tf.pretraining_data import DataError
+from albert_tf.shard_set import DataError
 
 
 class PretrainingLoop:
@@ -42,7 +42,7 @@ class PretrainingLoop:
         strategy: from `strategy.make_strategy`.
         albert_config: the model's `AlbertConfig`.
         settings: `TrainSettings`.
-        train_input: the training shards (from `inputs.pretraining.resolve_input`).
+        train_input: the training shards (from `inputs.shard_reader.resolve_input`).
         eval_input: the eval shards (default: the training shards, as the original).
     """
 

@@ -1,7 +1,7 @@
 """tf.data reader of the pretraining TFRecords that `data_prep.create_pretraining_data` writes.
 
 The format (features, lengths, shard names, `metadata.json`) is owned by
-`albert_tf.pretraining_data`; this module turns it into batches.
+`albert_tf.shard_set`; this module turns it into batches.
 
 Example:
 
@@ -16,7 +16,7 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
-from albert_tf.pretraining_data import (
+from albert_tf.shard_set import (
     LABELS,
     MODEL_INPUTS,
     SHARD_PATTERN,

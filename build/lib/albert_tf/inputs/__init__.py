@@ -1,1 +1,0 @@
-"""tf.data readers: pretraining TFRecords (and, later, the fine-tuning tasks)."""

@@ -1,1 +1,0 @@
-"""ALBERT models built functionally from the layers."""

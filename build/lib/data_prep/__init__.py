@@ -1,1 +1,0 @@
-"""Apache Beam jobs that build ALBERT pretraining data (SentencePiece, SOP, n-gram masking)."""
