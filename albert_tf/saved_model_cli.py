@@ -13,9 +13,15 @@ import sys
 import tensorflow_text  # noqa: F401  registers the ops before the graph is imported
 from tensorflow.python.tools.saved_model_cli import main  # what the `saved_model_cli` script runs
 
+HELP_ARGS = ("--help", "-h", "-?", "--helpshort")
+
 
 def cli():
     """The console-script entry point."""
+    if len(sys.argv) < 2 or sys.argv[1] in HELP_ARGS:  # TF's own says nothing useful and exits 1
+        commands = "Commands: show, run, scan (TensorFlow's saved_model_cli; `show --help` lists flags)."
+        print(__doc__.strip() + "\n\n" + commands)
+        sys.exit(0)
     sys.exit(main())
 
 
