@@ -24,7 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import optimization
+from albert_tf import optimization, preemption
 from albert_tf.checkpoints import CONFIG_FILE, CheckpointError
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import AlbertError
@@ -265,8 +265,15 @@ def train(
             steps = min(interval, settings.train_step - step)
             # `dataset` yields micro-batches: `accum` of them make one optimizer step.
             fit = model.fit(
-                dataset, steps_per_epoch=steps * accum, epochs=1, shuffle=False, verbose=2 if settings.verbose else 0
+                dataset,
+                steps_per_epoch=steps * accum,
+                epochs=1,
+                shuffle=False,
+                verbose=2 if settings.verbose else 0,
+                callbacks=[preemption.keras_callback()],  # SIGTERM/SIGINT end fit after the current batch
             )
+            kept = f"best/ of step {best['global_step']}" if best else "no best/ yet"
+            preemption.raise_if_requested(f"{kept} is whole; the same command trains again from step 0")
             step += steps
             loss_value = float(fit.history["loss"][-1])
             if not np.isfinite(loss_value):

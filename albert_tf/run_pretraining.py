@@ -18,7 +18,7 @@ import json
 
 from absl import flags
 
-from albert_tf import demo
+from albert_tf import demo, preemption
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags
 from albert_tf.errors import AlbertError
@@ -120,22 +120,25 @@ def main(argv):
         for step, metrics in checkpoints.items():
             print(json.dumps({"global_step": step, **metrics}), flush=True)
         return
-    summary = pretrain(
-        settings,
-        FLAGS.albert_config_file,
-        data_input,
-        eval_file=FLAGS.eval_file,
-        init_checkpoint=FLAGS.init_checkpoint,
-        spm_model_file=FLAGS.spm_model_file,
-        vocab_file=FLAGS.vocab_file,
-        strategy=strategy,
-    )
-    if FLAGS.export and summary["outputs"]:
-        summary["outputs"].update(
-            export_pretraining_run(
-                settings.output_dir, version=summary["end_step"], max_seq_length=settings.max_seq_length
-            )
+    with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75
+        summary = pretrain(
+            settings,
+            FLAGS.albert_config_file,
+            data_input,
+            eval_file=FLAGS.eval_file,
+            init_checkpoint=FLAGS.init_checkpoint,
+            spm_model_file=FLAGS.spm_model_file,
+            vocab_file=FLAGS.vocab_file,
+            strategy=strategy,
         )
+        if FLAGS.export and summary["outputs"]:
+            preemption.raise_if_requested("training finished and final/ is written; the SavedModels are not")
+            # A signal from here on lets the export finish (it publishes whole directories only).
+            summary["outputs"].update(
+                export_pretraining_run(
+                    settings.output_dir, version=summary["end_step"], max_seq_length=settings.max_seq_length
+                )
+            )
     print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2, default=str))
 
 

@@ -6,7 +6,8 @@
   is off unless `-v 1` / `--verbosity 1` is given; our own messages and the
   progress bars are printed once each.
 - `AlbertError`, `OSError` (h5py's file errors are OSErrors) and TensorFlow's `OpError` become
-  `error: <message>` on stderr with exit status 1. `-v 1` (or
+  `error: <message>` on stderr with exit status 1 (75 for a run stopped by SIGTERM/SIGINT after
+  saving its work: `albert_tf.preemption`). `-v 1` (or
   `ALBERT_TF_TRACEBACK=1`) shows the traceback instead.
 """
 
@@ -108,7 +109,7 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
             if show_trace:
                 raise
             print(error_line(error), file=sys.stderr)
-            sys.exit(1)
+            sys.exit(getattr(error, "exit_status", 1))  # a preempted run: 75 (albert_tf.preemption)
 
     if known_flags_only:
         app.run(guarded, flags_parser=lambda argv: flags.FLAGS(argv, known_only=True))

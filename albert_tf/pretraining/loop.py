@@ -24,6 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import preemption
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs.pretraining import PretrainingInput, find_corrupt_shard, pretraining_dataset
 from albert_tf.models.backbone import AlbertBackbone
@@ -286,8 +287,13 @@ class PretrainingLoop:
                             tf.summary.scalar(k.replace("/", "_per_"), v)
                 window = dict.fromkeys(objective.STAT_KEYS, 0.0)
                 window_steps, window_start = 0, time.perf_counter()
-            if step % s.save_checkpoints_steps == 0 or step == s.num_train_steps:
+            scheduled = step % s.save_checkpoints_steps == 0 or step == s.num_train_steps
+            if scheduled:
                 checkpointer.save(step)
+            if preemption.requested_on_any_worker(self.strategy):
+                if not scheduled:
+                    checkpointer.save(step, evaluate=False)
+                preemption.raise_preempted(f"checkpoint of step {step} saved in {checkpointer.checkpoint_dir}")
         if writer:
             writer.flush()
         return history
