@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from paths import REPO
-
 from data_prep.pipeline import DataPrepError, Settings, run
+
+from paths import REPO
 
 pytestmark = pytest.mark.realdata
 WORKERS = 2
