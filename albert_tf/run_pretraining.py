@@ -73,6 +73,12 @@ def define_flags():
     flags.DEFINE_integer("max_eval_steps", d.max_eval_steps, "Eval batches.")
     flags.DEFINE_enum("strategy", "default", STRATEGIES, "tf.distribute strategy (multi_worker reads TF_CONFIG).")
     flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
+    flags.DEFINE_float(
+        "worker_timeout_seconds",
+        d.worker_timeout_seconds,
+        "--strategy=multi_worker: end the run (naming the unreachable workers) when no training step has "
+        "finished for this long; more than the slowest step + checkpoint + eval. 0: off.",
+    )
     flags.DEFINE_enum("mixed_precision", d.mixed_precision, sorted(PRECISIONS), "Compute dtype policy.")
     flags.DEFINE_bool("jit_compile", d.jit_compile, "XLA-compile the per-replica step.")
     flags.DEFINE_integer("grad_accum_steps", d.grad_accum_steps, "Micro-batches per optimizer step.")

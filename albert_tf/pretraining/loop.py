@@ -30,7 +30,7 @@ from albert_tf.inputs.pretraining import PretrainingInput, find_corrupt_shard, p
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.optimization import create_optimizer
-from albert_tf.pretraining import objective
+from albert_tf.pretraining import objective, worker_faults
 from albert_tf.pretraining.settings import PRECISIONS, TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import checkpoints_iterator, is_chief
 from albert_tf.pretraining_data import DataError
@@ -263,6 +263,7 @@ class PretrainingLoop:
                     "--learning_rate (or --mixed_precision=float32)"
                 )
             checkpointer.confirm()
+            worker_faults.step_finished()
             for k in objective.STAT_KEYS:
                 window[k] += float(stats[k])
             window_steps += 1
