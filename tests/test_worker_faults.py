@@ -81,10 +81,31 @@ def all_stopped(processes):
             process.wait()
 
 
+def run_until_checkpoint(args, cluster, checkpoints, step, signum):
+    """Starts both workers, sends `signum` to worker 1 once a checkpoint ≥ `step` is named; their stderr."""
+    with all_stopped(start_workers(args, cluster)) as workers:
+        deadline = time.time() + 300
+        while latest_checkpoint_step(checkpoints) < step:
+            assert all(w.poll() is None for w in workers), [w.communicate()[1][-2000:] for w in workers]
+            assert time.time() < deadline
+            time.sleep(0.05)
+        workers[1].send_signal(signum)
+        # Bounded: TensorFlow notices missed heartbeats within seconds (the watchdog would after 300 s).
+        errs = [w.communicate(timeout=400)[1] for w in workers]
+    return [w.returncode for w in workers], errs
+
+
+def error_lines(err):
+    assert "Traceback" not in err, err[-3000:]
+    return [line for line in err.splitlines() if line.startswith("error:")]
+
+
 @pytest.mark.slow
-def test_a_killed_worker_stops_the_other_naming_it_and_a_restart_resumes_to_the_same_weights(
+def test_a_killed_or_preempted_worker_stops_the_run_and_a_restart_resumes_to_the_same_weights(
     pretraining_data, tmp_path
 ):
+    from albert_tf.preemption import PREEMPTED_EXIT_STATUS
+
     steps = 20
 
     def args(name):
@@ -97,35 +118,33 @@ def test_a_killed_worker_stops_the_other_naming_it_and_a_restart_resumes_to_the_
     assert [w.returncode for w in workers] == [0, 0], results[0][1][-3000:] + results[1][1][-3000:]
     expected = final_weights(tmp_path / "reference")
 
-    cluster = cluster_of(free_ports(2))
-    checkpoints = tmp_path / "run" / "checkpoints"
-    with all_stopped(start_workers(args("run"), cluster)) as workers:
-        deadline = time.time() + 300
-        while latest_checkpoint_step(checkpoints) < 5:
-            assert all(w.poll() is None for w in workers), [w.communicate()[1][-2000:] for w in workers]
-            assert time.time() < deadline
-            time.sleep(0.05)
-        workers[1].send_signal(signal.SIGKILL)
-        # Bounded: TensorFlow notices the missed heartbeats within seconds; the watchdog would after 300 s.
-        _, err = workers[0].communicate(timeout=400)
-    assert workers[0].returncode == 1, err[-3000:]
-    errors = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "Traceback" not in err, err[-3000:]
-    assert errors[0].startswith(f"error: worker 1 ({cluster['worker'][1]}) is "), errors[0]
-    killed_at = latest_checkpoint_step(checkpoints)
-    assert errors[0].endswith(
-        f"the last checkpoint is {checkpoints / f'ckpt-{killed_at}'}; restart every worker with the same "
-        "command to resume from it"
-    )
+    for signum in (signal.SIGKILL, signal.SIGTERM):
+        name = signum.name
+        cluster = cluster_of(free_ports(2))
+        checkpoints = tmp_path / name / "checkpoints"
+        statuses, errs = run_until_checkpoint(args(name), cluster, checkpoints, 5, signum)
+        stopped_at = latest_checkpoint_step(checkpoints)
+        if signum == signal.SIGKILL:  # the survivor names the lost worker
+            assert statuses == [1, -signal.SIGKILL], errs[0][-3000:]
+            (line,) = error_lines(errs[0])
+            assert line.startswith(f"error: worker 1 ({cluster['worker'][1]}) is "), line
+            assert line.endswith(
+                f"the last checkpoint is {checkpoints / f'ckpt-{stopped_at}'}; restart every worker with the same "
+                "command to resume from it"
+            )
+        else:  # both save the same step together and stop
+            assert statuses == [PREEMPTED_EXIT_STATUS] * 2, errs
+            saved = f"checkpoint of step {stopped_at} saved in {checkpoints}; run the same command again"
+            assert error_lines(errs[0]) == [f"error: stopped by a signal on another worker: {saved} to resume"]
+            assert error_lines(errs[1]) == [f"error: stopped by SIGTERM: {saved} to resume"]
 
-    with all_stopped(start_workers(args("run"), cluster)) as workers:
-        results = [w.communicate(timeout=600) for w in workers]
-    assert [w.returncode for w in workers] == [0, 0], results[0][1][-3000:] + results[1][1][-3000:]
-    assert "resumed from" in results[0][0]
-    summary = json.loads((tmp_path / "run" / "train_summary.json").read_text())
-    assert summary["start_step"] == killed_at >= 5 and summary["end_step"] == steps
-    for a, b in zip(expected, final_weights(tmp_path / "run")):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        with all_stopped(start_workers(args(name), cluster)) as workers:
+            results = [w.communicate(timeout=600) for w in workers]
+        assert [w.returncode for w in workers] == [0, 0], results[0][1][-3000:] + results[1][1][-3000:]
+        summary = json.loads((tmp_path / name / "train_summary.json").read_text())
+        assert summary["start_step"] == stopped_at >= 5 and summary["end_step"] == steps
+        for a, b in zip(expected, final_weights(tmp_path / name)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_the_watchdog_ends_a_stuck_run_naming_the_unreachable_worker(capsys):
