@@ -46,6 +46,7 @@ MODULES = [
     "albert_tf.interop.detect",
     "albert_tf.predict",
     "albert_tf.preemption",
+    "albert_tf.pretraining.worker_faults",
     "data_prep.documents",
     "data_prep.masking",
     "data_prep.instances",
