@@ -8,8 +8,7 @@ checkpoint of that step; fine-tuning: `best/` is already whole), and raises
 `PREEMPTED_EXIT_STATUS` (75, sysexits' EX_TEMPFAIL: "try again"). The output
 directory's lock is released on the way out, and running the same command
 again resumes. A second signal while the first is being handled stops the
-process at once, as without the handler (the lock is then taken over by the
-next run).
+process at once (unwinding: the lock is released, nothing half-written is left).
 
 Example:
 
@@ -32,6 +31,19 @@ _received: Optional[int] = None  # the first stop signal received, if any
 _depth = 0  # nesting of stop_signals()
 
 
+TERMINATED_EXIT_STATUS = 143  # 128 + SIGTERM, what a shell reports for a process SIGTERM ended
+
+
+class Terminated(BaseException):
+    """SIGTERM outside `stop_signals()`: unwinds like Ctrl-C's KeyboardInterrupt, so every `finally` and
+    context manager on the way (the output lock, staging directories) cleans up before the exit."""
+
+
+def raise_terminated(signum, frame):
+    """The CLIs' SIGTERM handler (`albert_tf.cli.app`) outside `stop_signals()`."""
+    raise Terminated()
+
+
 class Preempted(AlbertError):
     """The run stopped on a signal after saving its work; running the same command again resumes it."""
 
@@ -41,10 +53,10 @@ class Preempted(AlbertError):
 def _on_signal(signum, frame):
     global _received
     _received = signum
-    # A second signal is not deferred: the default action (SIGTERM ends the process, SIGINT raises
-    # KeyboardInterrupt).
-    for sig in SIGNALS:
-        signal.signal(sig, signal.SIG_DFL if sig == signal.SIGTERM else signal.default_int_handler)
+    # A second signal is not deferred: it unwinds at once (SIGTERM raises Terminated, SIGINT
+    # KeyboardInterrupt), releasing the lock on the way.
+    signal.signal(signal.SIGTERM, raise_terminated)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @contextlib.contextmanager

@@ -155,3 +155,34 @@ def test_sigterm_during_fine_tuning_keeps_best_whole_and_the_rerun_trains_again(
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert not leftovers(output_dir)
     assert load_model(str(output_dir / "best" / "model.keras")).model is not None
+
+
+@pytest.mark.realdata
+def test_sigterm_during_data_prep_releases_the_lock_and_leaves_no_staging(tmp_path, wikitext_spm, real_data):
+    from data_prep.pipeline import STAGING_PREFIX
+
+    output_dir = tmp_path / "out"
+    command = [
+        sys.executable,
+        "-m",
+        "data_prep.create_pretraining_data",
+        f"--input_file={real_data / 'wikitext2' / 'valid.txt'}",
+        "--input_format=wikitext",
+        f"--output_dir={output_dir}",
+        f"--spm_model_file={wikitext_spm}",
+        "--max_seq_length=128",
+        "--dupe_factor=40",  # minutes of work: the signal lands mid-job
+    ]
+    with stopped_at_exit(subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE, text=True)) as victim:
+        deadline = time.time() + 120
+        while not (output_dir.is_dir() and any(p.startswith(STAGING_PREFIX) for p in os.listdir(output_dir))):
+            assert victim.poll() is None, victim.communicate()[1][-3000:]
+            assert time.time() < deadline
+            time.sleep(0.05)
+        victim.send_signal(signal.SIGTERM)
+        _, err = victim.communicate(timeout=120)
+    assert victim.returncode == preemption.TERMINATED_EXIT_STATUS, err[-3000:]
+    assert err.strip().splitlines()[-1] == "error: terminated by SIGTERM; nothing half-written is left"
+    assert "Traceback" not in err
+    # No lock, no staging, no shard: the run created the directory, and an interrupted run leaves no trace.
+    assert not output_dir.exists()
