@@ -89,15 +89,20 @@ def tasks_named_in(strategy, message: str) -> List[str]:
     return named
 
 
-def describe_loss(strategy, what: str, checkpoint: Optional[str], tf_message: str = "") -> str:
-    """One line: which workers are lost (unreachable now, else named by TensorFlow), why, what is kept."""
-    lost, verb = unreachable_peers(strategy), "unreachable"
-    if not lost:
-        lost, verb = tasks_named_in(strategy, tf_message), "not answering"
-    if lost:
-        who = ", ".join(lost) + (" is " if len(lost) == 1 else " are ") + verb
-    else:
-        who = "a worker stopped answering"
+def lost_workers(strategy, tf_message: str = "") -> str:
+    """'worker 1 (address) is unreachable' (probed now), else '... is not answering' (named by TensorFlow's
+    message), else ''."""
+    for lost, verb in (
+        (unreachable_peers(strategy), "unreachable"),
+        (tasks_named_in(strategy, tf_message), "not answering"),
+    ):
+        if lost:
+            return ", ".join(lost) + (" is " if len(lost) == 1 else " are ") + verb
+    return ""
+
+
+def describe_loss(who: str, what: str, checkpoint: Optional[str]) -> str:
+    """One line: who is lost, why we think so, what is kept and what to do."""
     return (
         f"{who} ({what}); the last checkpoint is {checkpoint or '(none yet)'}; restart every worker with the "
         "same command to resume from it"
@@ -110,15 +115,16 @@ def is_multi_worker(strategy) -> bool:
 
 @contextlib.contextmanager
 def reported_as_lost_worker(strategy, latest_checkpoint: Callable[[], Optional[str]]):
-    """Under a multi-worker strategy, a collective failing for a lost peer becomes one `WorkerLostError`
-    line (naming the unreachable workers, with the first line of TensorFlow's message)."""
+    """Under a multi-worker strategy, a collective failing because a peer is gone becomes one
+    `WorkerLostError` line naming it. Errors that name no lost peer pass through unchanged."""
     try:
         yield
     except LOST_PEER_ERRORS as error:
-        if not is_multi_worker(strategy):
+        who = lost_workers(strategy, str(error)) if is_multi_worker(strategy) else ""
+        if not who:
             raise
         cause = f"{type(error).__name__} in a collective"
-        raise WorkerLostError(describe_loss(strategy, cause, latest_checkpoint(), str(error))) from None
+        raise WorkerLostError(describe_loss(who, cause, latest_checkpoint())) from None
 
 
 _active: Optional["StepWatchdog"] = None
@@ -146,6 +152,8 @@ class StepWatchdog:
         latest_checkpoint: Callable[[], Optional[str]],
         exit: Callable[[int], None] = os._exit,
     ):
+        if timeout_s < 0:
+            raise TrainingError(f"--worker_timeout_seconds must be ≥ 0 (0: off), got {timeout_s:g}")
         self.strategy = strategy
         self.timeout_s = timeout_s
         self.latest_checkpoint = latest_checkpoint
@@ -178,7 +186,8 @@ class StepWatchdog:
             silent = time.monotonic() - self.last_beat
             if silent >= self.timeout_s:
                 what = f"no training step finished in {silent:.0f} s, --worker_timeout_seconds {self.timeout_s:g}"
-                message = describe_loss(self.strategy, what, self.latest_checkpoint())
+                who = lost_workers(self.strategy) or "a worker stopped answering"
+                message = describe_loss(who, what, self.latest_checkpoint())
                 print(f"error: {message}", file=sys.stderr, flush=True)
                 self.exit(1)
                 return
