@@ -28,6 +28,7 @@ Nothing half-written ever looks complete: shards are written under
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import logging
 import math
@@ -441,8 +442,11 @@ def _joined(args: List[str]) -> List[str]:
 
 
 def _check_runner_supports(settings: Settings, options: List[str]) -> None:
-    """Refuses what a runner is known to get wrong, before any work."""
-    if f"--runner={DASK_RUNNER}" in options and settings.instance_options().needs_other_documents:
+    """Refuses what a runner is known to get wrong, or cannot start without, before any work."""
+    dask = f"--runner={DASK_RUNNER}" in options
+    if dask and importlib.util.find_spec("distributed") is None:
+        raise DataPrepError("--runner DaskRunner needs dask and distributed: pip install 'dask[bag]' distributed")
+    if dask and settings.instance_options().needs_other_documents:
         # Beam 2.77's DaskRunner recomputes a side input inside a task with the ParDos' output lists
         # already filled: the document count (the side input that sizes the document pools) comes out
         # doubled, so the pools, hence the bytes, differ from every other runner's.
