@@ -99,7 +99,8 @@ def define_flags():
 def main(argv):
     del argv
     if FLAGS.input_file is None and FLAGS.do_train:
-        demo.run_demo(FLAGS.demo_dir, minutes=FLAGS.demo_minutes)
+        with preemption.stop_signals():  # the demo's training stops as a run's does (run it again to resume)
+            demo.run_demo(FLAGS.demo_dir, minutes=FLAGS.demo_minutes)
         return
     missing = [name for name in ("albert_config_file", "output_dir") if not FLAGS[name].value]
     if missing:
