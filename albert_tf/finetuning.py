@@ -272,8 +272,8 @@ def train(
                 verbose=2 if settings.verbose else 0,
                 callbacks=[preemption.keras_callback()],  # SIGTERM/SIGINT end fit after the current batch
             )
-            kept = f"best/ of step {best['global_step']}" if best else "no best/ yet"
-            preemption.raise_if_requested(f"{kept} is whole; the same command trains again from step 0")
+            kept = f"best/ of step {best['global_step']} is whole" if best else "no evaluation yet"
+            preemption.raise_if_requested(f"{kept}; the same command trains again from step 0")
             step += steps
             loss_value = float(fit.history["loss"][-1])
             if not np.isfinite(loss_value):
