@@ -24,7 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import formats, optimization
+from albert_tf import formats, optimization, preemption
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import AlbertError
 from albert_tf.formats import CheckpointError, model_directory
@@ -262,8 +262,15 @@ def train(
             steps = min(interval, settings.train_step - step)
             # `dataset` yields micro-batches: `accum` of them make one optimizer step.
             fit = model.fit(
-                dataset, steps_per_epoch=steps * accum, epochs=1, shuffle=False, verbose=2 if settings.verbose else 0
+                dataset,
+                steps_per_epoch=steps * accum,
+                epochs=1,
+                shuffle=False,
+                verbose=2 if settings.verbose else 0,
+                callbacks=[preemption.keras_callback()],  # SIGTERM/SIGINT end fit after the current batch
             )
+            kept = f"best/ of step {best['global_step']} is whole" if best else "no evaluation yet"
+            preemption.raise_if_requested(f"{kept}; the same command trains again from step 0")
             step += steps
             loss_value = float(fit.history["loss"][-1])
             if not np.isfinite(loss_value):

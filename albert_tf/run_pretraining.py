@@ -18,7 +18,7 @@ import json
 
 from absl import flags
 
-from albert_tf import demo
+from albert_tf import demo, preemption
 from albert_tf.cli.app import our_flags, run_cli
 from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags
 from albert_tf.cli.run_record import write_settings
@@ -74,6 +74,12 @@ def define_flags():
     flags.DEFINE_integer("max_eval_steps", d.max_eval_steps, "Eval batches.")
     flags.DEFINE_enum("strategy", "default", STRATEGIES, "tf.distribute strategy (multi_worker reads TF_CONFIG).")
     flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
+    flags.DEFINE_float(
+        "worker_timeout_seconds",
+        d.worker_timeout_seconds,
+        "--strategy=multi_worker: end the run (naming the unreachable workers) when no training step has "
+        "finished for this long; more than the slowest step + checkpoint + eval. 0: off.",
+    )
     flags.DEFINE_enum("mixed_precision", d.mixed_precision, sorted(PRECISIONS), "Compute dtype policy.")
     flags.DEFINE_bool("jit_compile", d.jit_compile, "XLA-compile the per-replica step.")
     flags.DEFINE_integer("grad_accum_steps", d.grad_accum_steps, "Micro-batches per optimizer step.")
@@ -102,7 +108,8 @@ def runs_the_demo() -> bool:
 def main(argv):
     del argv
     if runs_the_demo():
-        demo.run_demo(FLAGS.demo_dir, minutes=FLAGS.demo_minutes)
+        with preemption.stop_signals():  # the demo's training stops as a run's does (run it again to resume)
+            demo.run_demo(FLAGS.demo_dir, minutes=FLAGS.demo_minutes)
         return
     if FLAGS.do_train and not FLAGS.input_file:
         raise AlbertError("--input_file required (data_prep's output); run without any flag for the demo")
@@ -132,22 +139,25 @@ def main(argv):
             print(json.dumps({"global_step": step, **metrics}), flush=True)
         return
     write_settings(settings.output_dir)
-    summary = pretrain(
-        settings,
-        FLAGS.albert_config_file,
-        data_input,
-        eval_file=FLAGS.eval_file,
-        init_checkpoint=FLAGS.init_checkpoint,
-        spm_model_file=FLAGS.spm_model_file,
-        vocab_file=FLAGS.vocab_file,
-        strategy=strategy,
-    )
-    if FLAGS.export and summary["outputs"]:
-        summary["outputs"].update(
-            export_pretraining_run(
-                settings.output_dir, version=summary["end_step"], max_seq_length=settings.max_seq_length
-            )
+    with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75
+        summary = pretrain(
+            settings,
+            FLAGS.albert_config_file,
+            data_input,
+            eval_file=FLAGS.eval_file,
+            init_checkpoint=FLAGS.init_checkpoint,
+            spm_model_file=FLAGS.spm_model_file,
+            vocab_file=FLAGS.vocab_file,
+            strategy=strategy,
         )
+        if FLAGS.export and summary["outputs"]:
+            preemption.raise_if_requested("training finished and final/ is written; the SavedModels are not")
+            # A signal from here on lets the export finish (it publishes whole directories only).
+            summary["outputs"].update(
+                export_pretraining_run(
+                    settings.output_dir, version=summary["end_step"], max_seq_length=settings.max_seq_length
+                )
+            )
     print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2, default=str))
 
 

@@ -28,6 +28,7 @@ Nothing half-written ever looks complete: shards are written under
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import logging
 import math
@@ -154,7 +155,7 @@ class _ReadDocuments(beam.DoFn):
     def process(self, path):
         stats = documents_lib.ReadStats(path)
         for sentences in documents_lib.read_documents(path, self.input_format, stats):
-            yield _hash("\n".join(sentences)), sentences
+            yield MAIN, (_hash("\n".join(sentences)), sentences)
         if stats.replaced_bytes:
             logging.warning("%s: %d invalid UTF-8 sequences replaced with U+FFFD", path, stats.replaced_bytes)
         if stats.cut_sentences:
@@ -167,8 +168,8 @@ class _ReadDocuments(beam.DoFn):
             )
         if not stats.documents:
             logging.warning("%s: no text in this file", path)
-        yield beam.pvalue.TaggedOutput(
-            "stats",
+        yield (
+            STATS,
             {
                 "files": 1,
                 "empty_files": int(not stats.documents),
@@ -224,8 +225,8 @@ class _MakeInstances(beam.DoFn):
                 for number, instance in enumerate(self.builder.build(pool[index], pool, index, rng)):
                     _count_instance(counts, instance)
                     sort_key = _hash(f"{s.random_seed}/{key}/{dupe}/{number}")
-                    yield sort_key % s.num_shards, (sort_key, pack_instance(instance))
-        yield beam.pvalue.TaggedOutput("stats", merge_counts([stats, counts]))
+                    yield MAIN, (sort_key % s.num_shards, (sort_key, pack_instance(instance)))
+        yield STATS, merge_counts([stats, counts])
 
 
 def _count_instance(counts: dict, instance: Instance):
@@ -261,6 +262,17 @@ class _WriteShard(beam.DoFn):
         yield {"shards": {name: len(records)}, "shard_files": {name: hashed.manifest_entry()}}
 
 
+# A DoFn with two outputs yields (MAIN or STATS, value) pairs that `_select` splits, rather than
+# Beam side outputs (TaggedOutput): Beam's DaskRunner drops side outputs' tags and mixes them into the
+# main output.
+MAIN, STATS = 0, 1
+
+
+def _select(pcoll, kind: int, label: str):
+    """The values of `pcoll`'s (kind, value) pairs of one kind."""
+    return pcoll | label >> beam.FlatMap(lambda item: [item[1]] if item[0] == kind else [])
+
+
 def _bucket_key(document_hash: int, num_documents: int, pool_documents: int) -> int:
     num_buckets = max(1, math.ceil(num_documents / pool_documents))
     return document_hash % num_buckets
@@ -273,9 +285,9 @@ def build_pipeline(
     read = (
         pipeline
         | "InputFiles" >> beam.Create(input_paths)
-        | "ReadDocuments" >> beam.ParDo(_ReadDocuments(settings.input_format)).with_outputs("stats", main="documents")
+        | "ReadDocuments" >> beam.ParDo(_ReadDocuments(settings.input_format))
     )
-    documents = read.documents
+    documents = _select(read, MAIN, "Documents")
     if settings.instance_options().needs_other_documents:
         num_documents = beam.pvalue.AsSingleton(documents | "CountDocuments" >> beam.combiners.Count.Globally())
         keyed = documents | "ToPools" >> beam.Map(
@@ -286,18 +298,17 @@ def build_pipeline(
     made = (
         keyed
         | "GroupBuckets" >> beam.GroupByKey()
-        | "MakeInstances"
-        >> beam.ParDo(_MakeInstances(settings, tokenizer.kind, tokenizer.model_proto)).with_outputs(
-            "stats", main="records"
-        )
+        | "MakeInstances" >> beam.ParDo(_MakeInstances(settings, tokenizer.kind, tokenizer.model_proto))
     )
     written = (
-        made.records | "GroupShards" >> beam.GroupByKey() | "WriteShards" >> beam.ParDo(_WriteShard(temp_dir, settings))
+        _select(made, MAIN, "Records")
+        | "GroupShards" >> beam.GroupByKey()
+        | "WriteShards" >> beam.ParDo(_WriteShard(temp_dir, settings))
     )
 
     counts_path = FileSystems.join(temp_dir, "_counts.json")
     _ = (
-        (read.stats, made.stats, written)
+        (_select(read, STATS, "ReadStats"), _select(made, STATS, "InstanceStats"), written)
         | "AllCounts" >> beam.Flatten()
         | "MergeCounts" >> beam.CombineGlobally(merge_counts)
         | "WriteCounts" >> beam.Map(_write_json, counts_path)
@@ -330,6 +341,7 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
             `output_dir` is touched in any of these cases.
     """
     settings.validate()
+    _check_runner_supports(settings, _pipeline_options(pipeline_args or []))
     try:
         input_paths = documents_lib.expand_input_patterns(settings.input_file)
         tokenizer = load_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case)
@@ -431,13 +443,46 @@ def _publish(settings: Settings, temp_dir: str, existing: List[str], metadata: d
     FileSystems.rename([staged], [metadata_path])
 
 
+# Beam registers the DaskRunner under its module path only; `--runner DaskRunner` is mapped to it.
+DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
+
+
+def _joined(args: List[str]) -> List[str]:
+    """`--flag value` pairs as `--flag=value` (Beam accepts both; we read `--runner`)."""
+    joined, index = [], 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--runner" and index + 1 < len(args):
+            arg, index = f"--runner={args[index + 1]}", index + 1
+        joined.append(arg)
+        index += 1
+    return joined
+
+
+def _check_runner_supports(settings: Settings, options: List[str]) -> None:
+    """Refuses what a runner is known to get wrong, or cannot start without, before any work."""
+    dask = f"--runner={DASK_RUNNER}" in options
+    if dask and importlib.util.find_spec("distributed") is None:
+        raise DataPrepError("--runner DaskRunner needs dask and distributed: pip install 'dask[bag]' distributed")
+    if dask and settings.instance_options().needs_other_documents:
+        # Beam 2.77's DaskRunner recomputes a side input inside a task with the ParDos' output lists
+        # already filled: the document count (the side input that sizes the document pools) comes out
+        # doubled, so the pools, hence the bytes, differ from every other runner's.
+        raise DataPrepError(
+            "--runner DaskRunner cannot make data that draws B segments from other documents "
+            "(--random_next_sentence, --one_sentence_chunks=random_document): Beam's DaskRunner computes "
+            "the document count side input wrong; use the DirectRunner (--direct_num_workers N), Flink, "
+            "Spark or Dataflow for it"
+        )
+
+
 def _pipeline_options(args: List[str]) -> List[str]:
     """Beam options; locally the FnApiRunner, several workers meaning several processes.
 
     Without `--runner` we name Beam's local FnApiRunner: the DirectRunner would
     first try Prism, which downloads a binary at run time.
     """
-    args = list(args)
+    args = [f"--runner={DASK_RUNNER}" if a == "--runner=DaskRunner" else a for a in _joined(args)]
     if not any(a.startswith("--runner") for a in args):
         args.append("--runner=FnApiRunner")
     local = any(a.split("=", 1)[-1] in ("FnApiRunner", "DirectRunner") for a in args if a.startswith("--runner"))

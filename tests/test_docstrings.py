@@ -49,6 +49,8 @@ MODULES = [
     "albert_tf.formats.hf",
     "albert_tf.formats.keras_hub",
     "albert_tf.predict",
+    "albert_tf.preemption",
+    "albert_tf.pretraining.worker_faults",
     "data_prep.documents",
     "data_prep.masking",
     "data_prep.instances",

@@ -6,17 +6,21 @@
   is off unless `-v 1` / `--verbosity 1` is given; our own messages and the
   progress bars are printed once each.
 - `AlbertError`, `OSError` (h5py's file errors are OSErrors) and TensorFlow's `OpError` become
-  `error: <message>` on stderr with exit status 1. `-v 1` (or
+  `error: <message>` on stderr with exit status 1 (75 for a run stopped by SIGTERM/SIGINT after
+  saving its work: `albert_tf.preemption`). SIGTERM elsewhere unwinds like Ctrl-C (locks released,
+  staging removed): `error: terminated by SIGTERM`, exit status 143. `-v 1` (or
   `ALBERT_TF_TRACEBACK=1`) shows the traceback instead.
 """
 
 import logging
 import os
+import signal
 import sys
 from typing import Callable
 
 from absl import app, flags
 
+from albert_tf import preemption
 from albert_tf.cli.verbosity import verbosity_from_argv
 from albert_tf.errors import AlbertError
 
@@ -115,16 +119,21 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
     def guarded(argv):
         quiet_libraries(verbosity)  # again: absl's flag parsing reset the levels and added its handler
         show_trace = verbosity >= 1 or os.environ.get(TRACEBACK_ENV) == "1"
+        # SIGTERM unwinds (locks released, staging removed) unless a training loop defers it to save first.
+        signal.signal(signal.SIGTERM, preemption.raise_terminated)
         try:
             return main(argv)
         except KeyboardInterrupt:
             print("error: interrupted", file=sys.stderr)
             sys.exit(130)
+        except preemption.Terminated:
+            print("error: terminated by SIGTERM; nothing half-written is left", file=sys.stderr)
+            sys.exit(preemption.TERMINATED_EXIT_STATUS)
         except _boundary_errors() as error:
             if show_trace:
                 raise
             print(error_line(error), file=sys.stderr)
-            sys.exit(1)
+            sys.exit(getattr(error, "exit_status", 1))  # a preempted run: 75 (albert_tf.preemption)
 
     if known_flags_only:
         app.run(guarded, flags_parser=lambda argv: flags.FLAGS(argv, known_only=True))

@@ -159,11 +159,14 @@ def pretraining_dataset(
     by_file = pipelines > 1 and len(files) >= pipelines
     if by_file:
         dataset = dataset.shard(pipelines, pipeline_id)
+    # This pipeline's own files: a cycle longer than their number would read one file several times at
+    # once (a worker with 1 of 3 files would see every record 3 times in a row).
+    own_files = len(files[pipeline_id::pipelines]) if by_file else len(files)
     if is_training:
-        dataset = dataset.shuffle(len(files), seed=seed).repeat()
+        dataset = dataset.shuffle(own_files, seed=seed).repeat()
         dataset = dataset.interleave(
             tf.data.TFRecordDataset,
-            cycle_length=min(4, len(files)),
+            cycle_length=min(4, own_files),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         )

@@ -17,6 +17,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs.shard_reader import PretrainingInput, resolve_input
 from albert_tf.locking import OutputDirLock
+from albert_tf.pretraining import worker_faults
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.run_state import CHECKPOINT_DIR, CheckpointPolicy
 from albert_tf.pretraining.settings import TrainingError, TrainSettings
@@ -98,7 +99,13 @@ def pretrain(
     os.makedirs(settings.output_dir, exist_ok=True)
     # One writer per output directory; the other workers of a multi-worker run write only their own dirs.
     lock = OutputDirLock(settings.output_dir) if is_chief(strategy) else contextlib.nullcontext()
-    with lock:
+    checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
+
+    def latest():
+        return tf.train.latest_checkpoint(checkpoint_dir)
+
+    # A lost worker of a multi-worker run: one line naming it, wherever the others notice (worker_faults).
+    with lock, worker_faults.reported_as_lost_worker(strategy, latest):
         loop = PretrainingLoop(strategy, config, settings, train_input, eval_input)
 
         def say(message: str):
@@ -112,7 +119,8 @@ def pretrain(
         summary = {"start_step": loop.step}
         if settings.eval_at_start:
             summary["eval_start"] = loop.evaluate()
-        summary["history"] = loop.train(policy, say, os.path.join(settings.output_dir, "train"))
+        with worker_faults.StepWatchdog(strategy, settings.worker_timeout_seconds, latest):
+            summary["history"] = loop.train(policy, say, os.path.join(settings.output_dir, "train"))
         if not loop.weights_are_finite():  # the last checkpoint has no next step to confirm it
             good = policy.discard_unconfirmed()
             raise TrainingError(

@@ -24,12 +24,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import preemption
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs.shard_reader import PretrainingInput, find_corrupt_shard, pretraining_dataset
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.optimization import create_optimizer
-from albert_tf.pretraining import objective
+from albert_tf.pretraining import objective, worker_faults
 from albert_tf.pretraining.settings import PRECISIONS, TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import checkpoints_iterator, is_chief
 from albert_tf.shard_set import DataError
@@ -262,6 +263,7 @@ class PretrainingLoop:
                     "--learning_rate (or --mixed_precision=float32)"
                 )
             checkpointer.confirm()
+            worker_faults.step_finished()
             for k in objective.STAT_KEYS:
                 window[k] += float(stats[k])
             window_steps += 1
@@ -286,8 +288,13 @@ class PretrainingLoop:
                             tf.summary.scalar(k.replace("/", "_per_"), v)
                 window = dict.fromkeys(objective.STAT_KEYS, 0.0)
                 window_steps, window_start = 0, time.perf_counter()
-            if step % s.save_checkpoints_steps == 0 or step == s.num_train_steps:
+            scheduled = step % s.save_checkpoints_steps == 0 or step == s.num_train_steps
+            if scheduled:
                 checkpointer.save(step)
+            if preemption.requested_on_any_worker(self.strategy):
+                if not scheduled:
+                    checkpointer.save(step, evaluate=False)
+                preemption.raise_preempted(f"checkpoint of step {step} saved in {checkpointer.checkpoint_dir}")
         if writer:
             writer.flush()
         return history

@@ -135,8 +135,11 @@ class CheckpointPolicy:
             raise TrainingError(f"--init_checkpoint {error}") from None
         return f"initialized from {self.init_checkpoint} (weights only, as the original)"
 
-    def save(self, step: int) -> None:
-        """Writes the checkpoint of `step` (unconfirmed until a finite loss follows); with `do_eval`, keeps the best."""
+    def save(self, step: int, evaluate: bool = True) -> None:
+        """Writes the checkpoint of `step` (unconfirmed until a finite loss follows); with `do_eval`, keeps the best.
+
+        `evaluate=False`: no evaluation (a preempted run saves within its grace period).
+        """
         if not self.loop.weights_are_finite():
             self.discard_unconfirmed()
             raise TrainingError(
@@ -150,7 +153,7 @@ class CheckpointPolicy:
                 f"saving the checkpoint of step {step} failed ({type(error).__name__}: {error}); "
                 f"the previous checkpoint {self.latest()} is intact"
             ) from None
-        if self.settings.do_eval and step != self.settings.num_train_steps:
+        if evaluate and self.settings.do_eval and step != self.settings.num_train_steps:
             self.evaluate_and_keep_best()
 
     def confirm(self) -> None:

@@ -42,4 +42,5 @@ class TrainSettings:
     shuffle_buffer: int = 100  # the original's d.shuffle(buffer_size=100)
     eval_at_start: bool = False
     verify_data: bool = False
+    worker_timeout_seconds: float = 1800.0  # multi-worker: no step finished for this long ends the run
     verbose: bool = True

@@ -25,7 +25,7 @@ from typing import Optional
 
 import keras
 
-from albert_tf import finetuning
+from albert_tf import finetuning, preemption
 from albert_tf.finetuning import FineTuneError, FineTuneSettings
 from albert_tf.locking import OutputDirLock
 from albert_tf.tasks.base import Encoded, Task
@@ -52,7 +52,8 @@ def run(
     `init_checkpoint`'s fine-tuned `best/`.
     """
     finetuning.check_max_seq_length(settings.max_seq_length, settings.albert_config_file, settings.init_checkpoint)
-    with OutputDirLock(settings.output_dir):
+    # SIGTERM/SIGINT stop training after the current batch (`albert_tf.preemption`), lock released.
+    with preemption.stop_signals(), OutputDirLock(settings.output_dir):
         return _run(task, settings, evaluate, eval_split, predict_split)
 
 

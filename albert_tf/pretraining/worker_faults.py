@@ -1,0 +1,193 @@
+"""A multi-worker run that loses a worker stops, naming it, and the same command on every worker resumes.
+
+Two ways a lost worker shows on the others:
+
+- TensorFlow notices (its coordination service misses the dead task's heartbeats, or the
+  peer's connection resets) and the step's collective fails with a long, multi-line
+  `UnavailableError`/`AbortedError`/...: `reported_as_lost_worker` turns it into one
+  `WorkerLostError` line naming the workers that no longer answer on their TF_CONFIG address.
+- Nothing notices (a worker alive but stuck, a network that drops packets silently): the
+  `StepWatchdog` ends the process when no training step has finished for
+  `--worker_timeout_seconds`, with the same one line.
+
+Either way the checkpoints already written are whole (each is written to temporary files and
+renamed); restarting every worker with the same command resumes from the last one.
+
+Example (a one-worker strategy has no peers to lose):
+
+>>> import tensorflow as tf
+>>> unreachable_peers(tf.distribute.get_strategy())
+[]
+"""
+
+import contextlib
+import os
+import re
+import socket
+import sys
+import threading
+import time
+from typing import Callable, List, Optional
+
+import tensorflow as tf
+
+from albert_tf.pretraining.settings import TrainingError
+
+# What a collective raises when a peer is gone (TF 2.20: Unavailable after missed heartbeats or a
+# reset connection; Aborted/Cancelled for the collectives aborted with it; DeadlineExceeded on a
+# collective timeout; Internal for a peer that restarted).
+LOST_PEER_ERRORS = (
+    tf.errors.UnavailableError,
+    tf.errors.AbortedError,
+    tf.errors.CancelledError,
+    tf.errors.DeadlineExceededError,
+    tf.errors.InternalError,
+)
+PROBE_TIMEOUT_S = 3.0
+TASK_IN_MESSAGE = re.compile(r"/job:(\w+)(?:/replica:\d+)?/task:(\d+)")
+
+
+class WorkerLostError(TrainingError):
+    """Another worker of a multi-worker run is gone or stuck; restart every worker to resume."""
+
+
+def _peers(strategy) -> List[tuple]:
+    """(task name, address) of every other task of the cluster; [] without a cluster."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return []
+    peers = []
+    for job, addresses in resolver.cluster_spec().as_dict().items():
+        listed = addresses.items() if isinstance(addresses, dict) else enumerate(addresses)
+        for index, address in listed:
+            if (job, index) != (resolver.task_type, resolver.task_id):
+                peers.append((f"{job} {index}", address))
+    return peers
+
+
+def unreachable_peers(strategy) -> List[str]:
+    """'worker 1 (127.0.0.1:2223)' for every other task whose TF_CONFIG address refuses a connection."""
+    lost = []
+    for name, address in _peers(strategy):
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S).close()
+        except OSError:
+            lost.append(f"{name} ({address})")
+    return lost
+
+
+def tasks_named_in(strategy, message: str) -> List[str]:
+    """The other tasks a TensorFlow error message names (`/job:worker/replica:0/task:1`), as
+    'worker 1 (address)'."""
+    peers = dict(_peers(strategy))
+    named = []
+    for job, index in TASK_IN_MESSAGE.findall(message):
+        name = f"{job} {index}"
+        if name in peers and f"{name} ({peers[name]})" not in named:
+            named.append(f"{name} ({peers[name]})")
+    return named
+
+
+def lost_workers(strategy, tf_message: str = "") -> str:
+    """'worker 1 (address) is unreachable' (probed now), else '... is not answering' (named by TensorFlow's
+    message), else ''."""
+    for lost, verb in (
+        (unreachable_peers(strategy), "unreachable"),
+        (tasks_named_in(strategy, tf_message), "not answering"),
+    ):
+        if lost:
+            return ", ".join(lost) + (" is " if len(lost) == 1 else " are ") + verb
+    return ""
+
+
+def describe_loss(who: str, what: str, checkpoint: Optional[str]) -> str:
+    """One line: who is lost, why we think so, what is kept and what to do."""
+    return (
+        f"{who} ({what}); the last checkpoint is {checkpoint or '(none yet)'}; restart every worker with the "
+        "same command to resume from it"
+    )
+
+
+def is_multi_worker(strategy) -> bool:
+    return bool(_peers(strategy))
+
+
+@contextlib.contextmanager
+def reported_as_lost_worker(strategy, latest_checkpoint: Callable[[], Optional[str]]):
+    """Under a multi-worker strategy, a collective failing because a peer is gone becomes one
+    `WorkerLostError` line naming it. Errors that name no lost peer pass through unchanged."""
+    try:
+        yield
+    except LOST_PEER_ERRORS as error:
+        who = lost_workers(strategy, str(error)) if is_multi_worker(strategy) else ""
+        if not who:
+            raise
+        cause = f"{type(error).__name__} in a collective"
+        raise WorkerLostError(describe_loss(who, cause, latest_checkpoint())) from None
+
+
+_active: Optional["StepWatchdog"] = None
+
+
+def step_finished() -> None:
+    """Called by the training loop after every step: feeds the active watchdog, if any."""
+    if _active is not None:
+        _active.beat()
+
+
+class StepWatchdog:
+    """Ends the process when no step finished for `timeout_s` (multi-worker runs only; 0: off).
+
+    Used as a context manager around the training loop. On expiry it prints one line
+    (`error: ...`, naming the unreachable workers) and exits with status 1 through `exit`
+    (`os._exit`: the main thread is blocked inside a collective and cannot be unwound).
+    The checkpoints are whole; the output lock is left and taken over by the next run.
+    """
+
+    def __init__(
+        self,
+        strategy,
+        timeout_s: float,
+        latest_checkpoint: Callable[[], Optional[str]],
+        exit: Callable[[int], None] = os._exit,
+    ):
+        if timeout_s < 0:
+            raise TrainingError(f"--worker_timeout_seconds must be ≥ 0 (0: off), got {timeout_s:g}")
+        self.strategy = strategy
+        self.timeout_s = timeout_s
+        self.latest_checkpoint = latest_checkpoint
+        self.exit = exit
+        self.last_beat = time.monotonic()
+        self.stopped = threading.Event()
+        self.thread = None
+
+    def beat(self) -> None:
+        self.last_beat = time.monotonic()
+
+    def __enter__(self) -> "StepWatchdog":
+        global _active
+        if self.timeout_s > 0 and is_multi_worker(self.strategy):
+            self.beat()
+            _active = self
+            self.thread = threading.Thread(target=self._watch, name="albert_tf-step-watchdog", daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global _active
+        self.stopped.set()
+        if self.thread is not None:
+            self.thread.join()
+            _active = None
+
+    def _watch(self) -> None:
+        while not self.stopped.wait(min(1.0, self.timeout_s / 4)):
+            silent = time.monotonic() - self.last_beat
+            if silent >= self.timeout_s:
+                what = f"no training step finished in {silent:.0f} s, --worker_timeout_seconds {self.timeout_s:g}"
+                who = lost_workers(self.strategy) or "a worker stopped answering"
+                message = describe_loss(who, what, self.latest_checkpoint())
+                print(f"error: {message}", file=sys.stderr, flush=True)
+                self.exit(1)
+                return

@@ -1,0 +1,140 @@
+"""data_prep on a distributed engine: Beam's DaskRunner against a dask.distributed cluster of a
+scheduler and two worker processes on 127.0.0.1, the same command line as any runner, the same bytes
+as the DirectRunner's."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from data_prep.pipeline import DataPrepError, Settings, run
+
+from paths import REPO
+
+pytestmark = pytest.mark.realdata
+WORKERS = 2
+
+
+def stop(processes):
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def dask_cluster(tmp_path):
+    """A scheduler and `WORKERS` single-threaded worker processes; yields (address, client); stops them all."""
+    from distributed import Client
+
+    scheduler_file = tmp_path / "scheduler.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # workers unpickle data_prep's DoFns: this checkout
+    cli = [sys.executable, "-m"]
+    processes = []
+    client = None
+    try:
+        processes.append(
+            subprocess.Popen(
+                cli
+                + ["distributed.cli.dask_scheduler", "--host=127.0.0.1", "--port=0", "--no-dashboard"]
+                + [f"--scheduler-file={scheduler_file}"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        deadline = time.time() + 120
+        while not scheduler_file.exists():
+            assert processes[0].poll() is None, "the dask scheduler exited"
+            assert time.time() < deadline, "the dask scheduler did not start"
+            time.sleep(0.1)
+        for _ in range(WORKERS):
+            processes.append(
+                subprocess.Popen(
+                    cli
+                    + ["distributed.cli.dask_worker", f"--scheduler-file={scheduler_file}", "--nthreads=1"]
+                    + ["--host=127.0.0.1", "--no-nanny", "--no-dashboard", "--memory-limit=0"],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        client = Client(scheduler_file=str(scheduler_file), timeout=60)
+        client.wait_for_workers(WORKERS, timeout=120)
+        yield json.loads(scheduler_file.read_text())["address"], client
+    finally:
+        if client is not None:
+            client.close()
+        stop(processes)
+
+
+def data_prep(args):
+    return subprocess.run(
+        [sys.executable, "-m", "data_prep.create_pretraining_data"] + args,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def dataset(directory):
+    files = {p: (directory / p).read_bytes() for p in sorted(os.listdir(directory))}
+    metadata = json.loads(files.pop("metadata.json"))
+    del metadata["settings"]["output_dir"]
+    return files, metadata
+
+
+@pytest.mark.slow
+def test_dask_runner_on_a_two_worker_cluster_writes_the_direct_runners_bytes(
+    dask_cluster, tmp_path, wikitext_spm, real_data
+):
+    address, client = dask_cluster
+    lines = (real_data / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8").splitlines()[:6000]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for part in range(4):  # several files: the cluster reads them in parallel
+        (corpus / f"part{part}.txt").write_text("\n".join(lines[part * 1500 : (part + 1) * 1500]) + "\n")
+    common = [
+        f"--input_file={corpus}/part*.txt",
+        f"--spm_model_file={wikitext_spm}",
+        "--max_seq_length=128",
+        "--dupe_factor=2",
+        "--num_shards=3",
+    ]
+    direct = data_prep(common + [f"--output_dir={tmp_path / 'direct'}"])
+    assert direct.returncode == 0, direct.stderr[-3000:]
+    before = client.run(lambda dask_worker: dask_worker.state.transition_counter)
+    on_dask = data_prep(
+        common
+        + [f"--output_dir={tmp_path / 'dask'}", "--runner", "DaskRunner", f"--dask_client_address={address}"]
+        + ["--dask_npartitions=2"]
+    )
+    assert on_dask.returncode == 0, on_dask.stderr[-3000:]
+    after = client.run(lambda dask_worker: dask_worker.state.transition_counter)
+    assert len(after) == WORKERS and all(after[w] > before[w] for w in after)  # both workers ran tasks
+    shards, metadata = dataset(tmp_path / "direct")
+    assert dataset(tmp_path / "dask") == (shards, metadata)
+    assert list(shards) == [f"part-0000{i}-of-00003.tfrecord" for i in range(3)]
+    assert metadata["num_instances"] > 1000 and all(len(v) > 50_000 for v in shards.values())
+
+
+def test_dask_runner_refuses_data_that_needs_the_document_count(tmp_path, wikitext_spm, real_data):
+    settings = Settings(
+        input_file=str(real_data / "wikitext2" / "valid.txt"),
+        output_dir=str(tmp_path / "out"),
+        spm_model_file=wikitext_spm,
+        input_format="wikitext",
+        random_next_sentence=True,
+    )
+    with pytest.raises(DataPrepError, match="--runner DaskRunner cannot make data that draws B segments"):
+        run(settings, ["--runner", "DaskRunner", "--dask_client_address=127.0.0.1:1"])
+    assert not (tmp_path / "out").exists()

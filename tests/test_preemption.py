@@ -1,0 +1,188 @@
+"""A preempted run (SIGTERM, Ctrl-C's SIGINT): the current step is saved, the lock released, exit 75,
+and the same command resumes to the weights of an uninterrupted run."""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from test_pretraining import cli, common_args, final_weights, latest_checkpoint_step
+
+from albert_tf import preemption
+from albert_tf.locking import LOCK_FILE
+
+from paths import REPO
+
+
+def test_stop_signals_defer_the_first_signal_and_restore_the_handlers():
+    before = signal.getsignal(signal.SIGTERM)
+    with preemption.stop_signals():
+        assert not preemption.requested()
+        os.kill(os.getpid(), signal.SIGTERM)  # would end pytest without the handler
+        assert preemption.requested()
+        with pytest.raises(preemption.Preempted, match="stopped by SIGTERM: what is kept; run the same command"):
+            preemption.raise_if_requested("what is kept")
+        # A second signal is not deferred: Ctrl-C twice interrupts at once.
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the signal is delivered between two bytecodes, long before this ends
+    assert not preemption.requested()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@contextlib.contextmanager
+def stopped_at_exit(process):
+    """Kills `process` if the test leaves it running (a failed assertion)."""
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def wait_for_checkpoint(process, checkpoint_dir, step, deadline_s=300):
+    deadline = time.time() + deadline_s
+    while latest_checkpoint_step(checkpoint_dir) < step:
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        assert time.time() < deadline
+        time.sleep(0.05)
+
+
+def leftovers(directory):
+    """Lock files and temporary/staging files anywhere under `directory`."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            if name == LOCK_FILE or "temp" in name or "tmp" in name or "staging" in name:
+                found.append(os.path.join(root, name))
+    return found
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_sigterm_and_sigint_save_the_current_step_and_the_same_command_resumes(pretraining_data, tmp_path):
+    steps = 30
+    reference = cli(common_args(pretraining_data, str(tmp_path / "reference"), steps, save_checkpoints_steps=10))
+    _, err = reference.communicate(timeout=600)
+    assert reference.returncode == 0, err[-3000:]
+    expected = final_weights(tmp_path / "reference")
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        output_dir = tmp_path / sig.name
+        args = common_args(pretraining_data, str(output_dir), steps, save_checkpoints_steps=10)
+        with stopped_at_exit(cli(args)) as victim:
+            # Past the first scheduled checkpoint, the signal lands between two scheduled saves (or on one).
+            wait_for_checkpoint(victim, output_dir / "checkpoints", 10)
+            victim.send_signal(sig)
+            _, err = victim.communicate(timeout=300)
+        assert victim.returncode == preemption.PREEMPTED_EXIT_STATUS, err[-3000:]
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: stopped by {sig.name}: checkpoint of step "), err
+        stopped_at = int(lines[0].split("checkpoint of step ")[1].split()[0])
+        # The step it was in is saved (not only the last scheduled one), whole, and named in the state.
+        assert 10 <= stopped_at < steps and latest_checkpoint_step(output_dir / "checkpoints") == stopped_at
+        assert not leftovers(output_dir) and not (output_dir / "final").exists()
+
+        resumed = cli(args)
+        out, err = resumed.communicate(timeout=600)
+        assert resumed.returncode == 0, err[-3000:]
+        assert f"resumed from {output_dir / 'checkpoints' / f'ckpt-{stopped_at}'} at step {stopped_at}" in out
+        summary = json.loads((output_dir / "train_summary.json").read_text())
+        assert summary["start_step"] == stopped_at and summary["end_step"] == steps
+        for a, b in zip(expected, final_weights(output_dir)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        assert not leftovers(output_dir)
+
+
+def write_glue_slice(real_data, root, train_rows=400, dev_rows=40):
+    target = root / "glue" / "SST-2"
+    target.mkdir(parents=True)
+    for name, rows in (("train.tsv", train_rows), ("dev.tsv", dev_rows)):
+        lines = (real_data / "glue" / "SST-2" / name).read_text(encoding="utf-8-sig").splitlines()
+        (target / name).write_text("\n".join(lines[: rows + 1]) + "\n", encoding="utf-8")
+    return root / "glue"
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_sigterm_during_fine_tuning_keeps_best_whole_and_the_rerun_trains_again(real_data, pretraining_data, tmp_path):
+    from albert_tf.formats import load as load_model
+
+    output_dir = tmp_path / "out"
+    command = [
+        sys.executable,
+        "-m",
+        "albert_tf.run_classifier",
+        "--task_name=sst-2",
+        f"--data_dir={write_glue_slice(real_data, tmp_path)}",
+        f"--spm_model_file={pretraining_data['spm']}",
+        f"--albert_config_file={pretraining_data['config']}",
+        f"--output_dir={output_dir}",
+        "--do_train",
+        "--max_seq_length=32",
+        "--train_batch_size=8",
+        "--eval_batch_size=40",
+        "--save_checkpoints_steps=2",
+    ]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    victim = subprocess.Popen(
+        command + ["--train_step=100000"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    with stopped_at_exit(victim):
+        deadline = time.time() + 300
+        while not (output_dir / "best" / "eval_results.json").exists():
+            assert victim.poll() is None, victim.communicate()[1][-3000:]
+            assert time.time() < deadline
+            time.sleep(0.05)
+        victim.send_signal(signal.SIGTERM)
+        _, err = victim.communicate(timeout=300)
+    assert victim.returncode == preemption.PREEMPTED_EXIT_STATUS, err[-3000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: stopped by SIGTERM: best/ of step "), err
+    assert "the same command trains again from step 0" in lines[0]
+    assert not leftovers(output_dir)
+    best = json.loads((output_dir / "best" / "eval_results.json").read_text())
+    assert load_model(str(output_dir / "best" / "model.keras")).model is not None
+    assert f"best/ of step {best['global_step']} " in lines[0]
+
+    rerun = subprocess.run(command + ["--train_step=4"], cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert not leftovers(output_dir)
+    assert load_model(str(output_dir / "best" / "model.keras")).model is not None
+
+
+@pytest.mark.realdata
+def test_sigterm_during_data_prep_releases_the_lock_and_leaves_no_staging(tmp_path, wikitext_spm, real_data):
+    from data_prep.pipeline import STAGING_PREFIX
+
+    output_dir = tmp_path / "out"
+    command = [
+        sys.executable,
+        "-m",
+        "data_prep.create_pretraining_data",
+        f"--input_file={real_data / 'wikitext2' / 'valid.txt'}",
+        "--input_format=wikitext",
+        f"--output_dir={output_dir}",
+        f"--spm_model_file={wikitext_spm}",
+        "--max_seq_length=128",
+        "--dupe_factor=40",  # minutes of work: the signal lands mid-job
+    ]
+    with stopped_at_exit(subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE, text=True)) as victim:
+        deadline = time.time() + 120
+        while not (output_dir.is_dir() and any(p.startswith(STAGING_PREFIX) for p in os.listdir(output_dir))):
+            assert victim.poll() is None, victim.communicate()[1][-3000:]
+            assert time.time() < deadline
+            time.sleep(0.05)
+        victim.send_signal(signal.SIGTERM)
+        _, err = victim.communicate(timeout=120)
+    assert victim.returncode == preemption.TERMINATED_EXIT_STATUS, err[-3000:]
+    assert err.strip().splitlines()[-1] == "error: terminated by SIGTERM; nothing half-written is left"
+    assert "Traceback" not in err
+    # No lock, no staging, no shard: the run created the directory, and an interrupted run leaves no trace.
+    assert not output_dir.exists()
