@@ -123,8 +123,10 @@ def test_dask_runner_on_a_two_worker_cluster_writes_the_direct_runners_bytes(
     assert len(after) == WORKERS and all(after[w] > before[w] for w in after)  # both workers ran tasks
     shards, metadata = dataset(tmp_path / "direct")
     assert dataset(tmp_path / "dask") == (shards, metadata)
-    assert list(shards) == [f"part-0000{i}-of-00003.tfrecord" for i in range(3)]
-    assert metadata["num_instances"] > 1000 and all(len(v) > 50_000 for v in shards.values())
+    records = {name: data for name, data in shards.items() if name.endswith(".tfrecord")}
+    assert list(records) == [f"part-0000{i}-of-00003.tfrecord" for i in range(3)]
+    assert sorted(set(shards) - set(records)) == ["spm.model", "tokenizer.json"]  # the data's vocabulary
+    assert metadata["num_instances"] > 1000 and all(len(v) > 50_000 for v in records.values())
 
 
 def test_dask_runner_refuses_data_that_needs_the_document_count(tmp_path, wikitext_spm, real_data):
