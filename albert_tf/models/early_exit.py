@@ -161,9 +161,7 @@ class AlbertEarlyExitClassifier(TaskModel):
         encoder_outputs = backbone(inputs)["encoder_outputs"]
         pooled = backbone.pooler(first_tokens(encoder_outputs))  # the shared pooler, per layer
         exit_logits = ops.cast(classifiers(dropout_layer(pooled)), "float32")
-        super().__init__(
-            inputs=inputs, outputs={"logits": exit_logits[:, -1, :], "exit_logits": exit_logits}, **kwargs
-        )
+        super().__init__(inputs=inputs, outputs={"logits": exit_logits[:, -1, :], "exit_logits": exit_logits}, **kwargs)
 
         # === Config ===
         self._set_task_config(backbone, num_classes=num_classes, dropout=dropout)
@@ -193,7 +191,9 @@ class PatientInference(keras.layers.Layer):
             tuple(
                 backbone.get_layer(
                     block_name(
-                        block_slot(component, layer_index, config.num_hidden_layers, config.num_hidden_groups, config.sharing),
+                        block_slot(
+                            component, layer_index, config.num_hidden_layers, config.num_hidden_groups, config.sharing
+                        ),
                         inner_index,
                         component,
                     )

@@ -1,0 +1,64 @@
+"""A GLUE-style task fine-tuned with a classifier per layer (PABEE): `run_classifier --early_exit`.
+
+Everything but the model and its loss is the wrapped `TsvTask`'s: reading,
+encoding, scoring (of the full-depth answer, `logits`) and files.
+
+Example:
+
+>>> from albert_tf.tasks import glue
+>>> task = EarlyExitTask(glue.TASKS["sst-2"])
+>>> task.name, task.metric, sorted(task.losses())
+('sst-2', 'accuracy', ['exit_logits'])
+"""
+
+import dataclasses
+
+from albert_tf.models.early_exit import (
+    AlbertEarlyExitClassifier,
+    depth_weighted_loss,
+    exit_classification_loss,
+    exit_regression_loss,
+)
+from albert_tf.tasks.base import Task
+from albert_tf.tasks.glue import TsvTask
+
+
+@dataclasses.dataclass(frozen=True)
+class EarlyExitTask(Task):
+    """`task` with an `AlbertEarlyExitClassifier` trained on the depth-weighted sum of its classifiers' losses."""
+
+    task: TsvTask
+
+    @property
+    def name(self):
+        return self.task.name
+
+    @property
+    def metric(self):
+        return self.task.metric
+
+    def read(self, split):
+        return self.task.read(split)
+
+    def encode(self, split, examples, tokenizer, max_seq_length, training):
+        encoded = self.task.encode(split, examples, tokenizer, max_seq_length, training)
+        if encoded.labels is not None:
+            # Every classifier learns the same label.
+            encoded = dataclasses.replace(encoded, labels={"exit_logits": encoded.labels["logits"]})
+        return encoded
+
+    def build_model(self, backbone, dropout):
+        return AlbertEarlyExitClassifier(backbone, self.task.num_classes, dropout=dropout)
+
+    def losses(self):
+        per_exit = exit_regression_loss if self.task.is_regression else exit_classification_loss
+        return {"exit_logits": depth_weighted_loss(per_exit)}
+
+    def postprocess(self, data, outputs, tokenizer):
+        return self.task.postprocess(data, outputs, tokenizer)
+
+    def score(self, data, predictions):
+        return self.task.score(data, predictions)
+
+    def write(self, output_dir, data, predictions):
+        return self.task.write(output_dir, data, predictions)

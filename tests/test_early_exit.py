@@ -1,0 +1,222 @@
+"""Patience-based early exit (PABEE): the model, its loss, the patient while loop, save/load, export."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from albert_tf import AlbertBackbone
+from albert_tf.config import AlbertConfig
+from albert_tf.models.early_exit import (
+    AlbertEarlyExitClassifier,
+    PatientInference,
+    depth_weighted_loss,
+    depth_weights,
+    exit_classification_loss,
+    exit_regression_loss,
+)
+
+TINY = "configs/albert_tiny.json"
+
+
+def build(num_classes=3, seed=0, **config_changes):
+    keras.utils.set_random_seed(seed)
+    fields = {**AlbertConfig.from_json_file(TINY).backbone_kwargs(), **config_changes}
+    backbone = AlbertBackbone(**fields)
+    # Larger head weights than the 0.02 init, so that the classifiers disagree across layers and rows.
+    model = AlbertEarlyExitClassifier(backbone, num_classes=num_classes)
+    kernel = model.exit_classifiers.kernel
+    kernel.assign(np.random.default_rng(seed).normal(0, 1.0, kernel.shape).astype("float32"))
+    return model
+
+
+def inputs(batch=8, seq=12, seed=1):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, 8000, (batch, seq)).astype("int32")
+    mask = np.ones_like(ids)
+    mask[0, seq // 2 :] = 0
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": (np.arange(seq) >= seq // 3) * np.ones_like(ids)}
+
+
+def reference_exit(exit_logits, patience, threshold=None):
+    """The rule in plain numpy, row by row: exit when `patience` consecutive classifiers agree."""
+    answers, layers = [], []
+    for row in exit_logits:
+        run = 0
+        for j, logits in enumerate(row):
+            if j == 0:
+                run = 1
+            elif threshold is None:
+                run = run + 1 if logits.argmax() == row[j - 1].argmax() else 1
+            else:
+                run = run + 1 if abs(logits[0] - row[j - 1][0]) < threshold else 1
+            if run >= patience or j == len(row) - 1:
+                answers.append(logits)
+                layers.append(j + 1)
+                break
+    return np.array(answers), np.array(layers)
+
+
+def test_depth_weights_and_loss_are_the_papers():
+    assert depth_weights(4) == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(5, 4, 3)).astype("float32")
+    labels = rng.integers(0, 3, 5).astype("int32")
+    got = keras.ops.convert_to_numpy(depth_weighted_loss(exit_classification_loss)(labels, logits))
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    per_layer = -log_probs[np.arange(5), :, labels]  # [B, N]
+    expected = sum(j * per_layer[:, j - 1] for j in range(1, 5)) / sum(range(1, 5))
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    scores = rng.normal(size=(5, 4, 1)).astype("float32")
+    targets = rng.normal(size=5).astype("float32")
+    got = keras.ops.convert_to_numpy(depth_weighted_loss(exit_regression_loss)(targets, scores))
+    expected = sum(j * (scores[:, j - 1, 0] - targets) ** 2 for j in range(1, 5)) / 10
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_outputs_one_classifier_per_layer_the_last_is_full_depth():
+    model = build()
+    outputs = model(inputs())
+    assert tuple(outputs["exit_logits"].shape) == (8, 4, 3)
+    np.testing.assert_array_equal(outputs["logits"], outputs["exit_logits"][:, -1, :])
+    # Classifier j reads layer j through the shared pooler.
+    backbone_outputs = model.backbone(inputs())
+    pooled = model.backbone.pooler(backbone_outputs["encoder_outputs"][1][:, 0, :])
+    kernel, bias = model.exit_classifiers.kernel, model.exit_classifiers.bias
+    np.testing.assert_allclose(outputs["exit_logits"][:, 1], pooled @ kernel[1] + bias[1], atol=1e-5)
+
+
+def test_a_backbone_without_all_layers_is_replaced_by_a_twin_with_its_weights():
+    keras.utils.set_random_seed(3)
+    backbone = AlbertBackbone.from_albert_config(TINY)
+    model = AlbertEarlyExitClassifier(backbone, num_classes=2)
+    assert model.backbone.output_all_layers
+    np.testing.assert_array_equal(model.backbone(inputs())["pooled_output"], backbone(inputs())["pooled_output"])
+
+
+@pytest.mark.parametrize("patience", [1, 2, 3, 4])
+def test_patient_inference_matches_the_rule_row_by_row(patience):
+    model = build()
+    x = inputs()
+    exit_logits = keras.ops.convert_to_numpy(model(x)["exit_logits"])
+    expected_answers, expected_layers = reference_exit(exit_logits, patience)
+    got = PatientInference(model)(x, patience=patience)
+    np.testing.assert_array_equal(got["layers_used"], expected_layers)
+    np.testing.assert_allclose(got["logits"], expected_answers, atol=1e-5)
+    if patience == 1:
+        assert set(np.asarray(got["layers_used"])) == {1}
+    if patience == 4:  # patience = L: every row runs every layer and gets the full-depth answer
+        assert set(np.asarray(got["layers_used"])) == {4}
+        np.testing.assert_allclose(got["logits"], exit_logits[:, -1], atol=1e-5)
+
+
+def test_batch_rows_exit_independently():
+    model = build()
+    x = inputs()
+    exit_logits = keras.ops.convert_to_numpy(model(x)["exit_logits"])
+    layers = np.asarray(PatientInference(model)(x, patience=2)["layers_used"])
+    assert len(set(layers)) > 1, layers  # the rows did not all exit at the same layer
+    # Each row alone gets what it got in the batch.
+    for row in range(len(layers)):
+        alone = PatientInference(model)({k: v[row : row + 1] for k, v in x.items()}, patience=2)
+        assert int(alone["layers_used"][0]) == layers[row]
+        np.testing.assert_allclose(alone["logits"][0], reference_exit(exit_logits[row : row + 1], 2)[0][0], atol=1e-5)
+
+
+def test_regression_uses_the_threshold_rule():
+    model = build(num_classes=1)
+    x = inputs()
+    exit_logits = keras.ops.convert_to_numpy(model(x)["exit_logits"])
+    changes = np.abs(np.diff(exit_logits[..., 0], axis=1))
+    threshold = float(np.median(changes))
+    for patience in (1, 2, 3, 4):
+        got = PatientInference(model)(x, patience=patience, threshold=threshold)
+        answers, layers = reference_exit(exit_logits, patience, threshold)
+        np.testing.assert_array_equal(got["layers_used"], layers)
+        np.testing.assert_allclose(got["logits"], answers, atol=1e-5)
+    # A threshold no change meets never exits early.
+    assert set(np.asarray(PatientInference(model)(x, patience=2, threshold=0.0)["layers_used"])) == {4}
+
+
+@pytest.mark.parametrize("changes", [{"num_hidden_groups": 2}, {"sharing": "none"}, {"inner_group_num": 2}])
+def test_unshared_layers_are_switched_per_application(changes):
+    model = build(**changes)
+    x = inputs()
+    exit_logits = keras.ops.convert_to_numpy(model(x)["exit_logits"])
+    for patience in range(1, model.num_exits + 1):
+        answers, layers = reference_exit(exit_logits, patience)
+        got = PatientInference(model)(x, patience=patience)
+        np.testing.assert_array_equal(got["layers_used"], layers)
+        np.testing.assert_allclose(got["logits"], answers, atol=1e-5)
+
+
+def test_saved_and_loaded_model_round_trips(tmp_path):
+    from albert_tf import formats
+
+    model = build()
+    x = inputs()
+    formats.save(model, str(tmp_path / "model"))
+    loaded = formats.load(str(tmp_path / "model")).model
+    assert type(loaded) is AlbertEarlyExitClassifier
+    assert loaded.get_config() == model.get_config()
+    np.testing.assert_allclose(loaded(x)["exit_logits"], model(x)["exit_logits"], atol=1e-6)
+    expected = PatientInference(model)(x, patience=2)
+    got = PatientInference(loaded)(x, patience=2)
+    np.testing.assert_array_equal(got["layers_used"], expected["layers_used"])
+
+
+def test_saved_model_signature_matches_keras(tmp_path):
+    import tensorflow as tf
+
+    from albert_tf.export import export_saved_model
+    from albert_tf.export.early_exit import SIGNATURE
+
+    model = build()
+    path = export_saved_model(model, str(tmp_path / "serving"), version=1, warmup=False)
+    signature = tf.saved_model.load(path).signatures[SIGNATURE]
+    x = inputs(batch=5, seq=20, seed=7)
+    for patience in (1, 2, 4):
+        expected = PatientInference(model)(x, patience=patience)
+        got = signature(
+            **{k: tf.constant(v) for k, v in x.items()}, patience=tf.constant(patience), threshold=tf.constant(0.0)
+        )
+        np.testing.assert_array_equal(got["layers_used"], expected["layers_used"])
+        np.testing.assert_allclose(got["logits"], expected["logits"], atol=1e-5)
+        np.testing.assert_array_equal(got["label"], np.argmax(expected["logits"], -1))
+    with open(f"{path}/assets/serving_config.json") as f:
+        assert SIGNATURE in json.load(f)["signatures"]
+
+
+@pytest.mark.slow
+def test_run_classifier_early_exit_trains_every_classifier(real_data, pretraining_data, tmp_path):
+    from albert_tf import formats
+    from albert_tf.run_classifier import ClassifierSettings, run
+
+    from .test_classifier import write_slice
+
+    write_slice(real_data, tmp_path, "MRPC", 64, 40)
+    settings = ClassifierSettings(
+        do_train=True,
+        do_eval=True,
+        early_exit=True,
+        output_dir=str(tmp_path / "out"),
+        task_name="mrpc",
+        data_dir=str(tmp_path / "glue"),
+        spm_model_file=pretraining_data["spm"],
+        albert_config_file=pretraining_data["config"],
+        max_seq_length=48,
+        train_batch_size=16,
+        eval_batch_size=16,
+        learning_rate=1e-4,
+        train_step=4,
+        save_checkpoints_steps=2,
+        verbose=False,
+    )
+    summary = run(settings)
+    assert summary["eval"]["num_examples"] == 40 and "accuracy" in summary["eval"]
+    model = formats.load(str(tmp_path / "out" / "best")).model
+    assert type(model) is AlbertEarlyExitClassifier
+    # Every classifier got gradient: their biases all left their zero initial value.
+    bias = keras.ops.convert_to_numpy(model.exit_classifiers.bias)
+    assert bias.shape[0] == model.num_exits and np.all(np.abs(bias).max(-1) > 0), bias
