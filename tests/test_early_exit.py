@@ -193,9 +193,11 @@ def test_run_classifier_early_exit_trains_every_classifier(real_data, pretrainin
     from albert_tf import formats
     from albert_tf.run_classifier import ClassifierSettings, run
 
-    from .test_classifier import write_slice
-
-    write_slice(real_data, tmp_path, "MRPC", 64, 40)
+    target = tmp_path / "glue" / "MRPC"
+    target.mkdir(parents=True)
+    for name, rows in (("train.tsv", 64), ("dev.tsv", 40)):
+        lines = (real_data / "glue" / "MRPC" / name).read_text(encoding="utf-8-sig").splitlines()
+        (target / name).write_text("\n".join(lines[: rows + 1]) + "\n", encoding="utf-8")
     settings = ClassifierSettings(
         do_train=True,
         do_eval=True,
@@ -220,3 +222,32 @@ def test_run_classifier_early_exit_trains_every_classifier(real_data, pretrainin
     # Every classifier got gradient: their biases all left their zero initial value.
     bias = keras.ops.convert_to_numpy(model.exit_classifiers.bias)
     assert bias.shape[0] == model.num_exits and np.all(np.abs(bias).max(-1) > 0), bias
+
+
+def test_tflite_file_runs_early_exit_with_builtin_ops_and_matches_keras(tmp_path):
+    from albert_tf.export.early_exit import export_early_exit_tflite, run_early_exit_tflite
+
+    model = build()
+    path = export_early_exit_tflite(model, str(tmp_path / "tflite"), max_seq_length=16)
+    inference = PatientInference(model)
+    seen = set()
+    for row in range(6):
+        x = {k: v[row : row + 1] for k, v in inputs(batch=6, seq=16, seed=11).items()}
+        for patience in (1, 2, 3, 4):
+            expected = inference(x, patience=patience)
+            got = run_early_exit_tflite(path, x, patience)
+            np.testing.assert_array_equal(got["layers_used"], expected["layers_used"])
+            np.testing.assert_allclose(got["logits"], expected["logits"], atol=1e-4)
+            seen.add(int(got["layers_used"][0]))
+    assert {1, 4} <= seen, seen  # the loop stopped at different depths
+
+
+def test_exporting_early_exit_tflite_of_a_plain_classifier_is_a_clear_error(tmp_path):
+    from albert_tf.export import ExportError
+    from albert_tf.export.early_exit import export_early_exit_tflite
+    from albert_tf.models.classifier import AlbertClassifier
+
+    model = AlbertClassifier(AlbertBackbone.from_albert_config(TINY), num_classes=2)
+    with pytest.raises(ExportError, match="fine-tune with --early_exit"):
+        export_early_exit_tflite(model, str(tmp_path / "tflite"))
+    assert not (tmp_path / "tflite").exists() or not list((tmp_path / "tflite").iterdir())

@@ -11,16 +11,31 @@ exited (`albert_tf.models.early_exit.PatientInference`).
 
 `serving_default` and the text signatures stay as for every model: the
 full-depth answer.
+
+`export_early_exit_tflite` writes the same signature to a TFLite file (batch
+1, builtin ops only: the loop is TFLite's WHILE), beside the full-depth file
+`albert_tf.export.tflite` writes.
 """
 
+import os
+import shutil
+import tempfile
+
+import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.export.common import ExportError, compare_outputs, random_inputs
-from albert_tf.export.signatures import ServingEndpoints
+from albert_tf.export.common import ExportError, backbone_of, compare_outputs, random_inputs
+from albert_tf.export.signatures import TOKEN_INPUTS, ServingEndpoints
+from albert_tf.export.tflite import tflite_input_signature
+from albert_tf.locking import OutputDirLock
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
+from albert_tf.publish import staged_files
 
 SIGNATURE = "serve_early_exit"
+TFLITE_NAME = "albert_early_exit_float32.tflite"
+PATIENCE_SPEC = tf.TensorSpec([], tf.int32, name="patience")
+THRESHOLD_SPEC = tf.TensorSpec([], tf.float32, name="threshold")
 
 
 class EarlyExitEndpoints(ServingEndpoints):
@@ -32,9 +47,7 @@ class EarlyExitEndpoints(ServingEndpoints):
 
     def signatures(self):
         result = super().signatures()
-        patience = tf.TensorSpec([], tf.int32, name="patience")
-        threshold = tf.TensorSpec([], tf.float32, name="threshold")
-        result[SIGNATURE] = (self._serve_early_exit, [self.input_specs, patience, threshold])
+        result[SIGNATURE] = (self._serve_early_exit, [self.input_specs, PATIENCE_SPEC, THRESHOLD_SPEC])
         return result
 
     def _serve_early_exit(self, inputs, patience, threshold):
@@ -77,3 +90,72 @@ def verify_saved_model(model, path: str):
         if not np.array_equal(np.asarray(expected["layers_used"]), got["layers_used"].numpy()):
             raise ExportError(f"{path} {SIGNATURE}: layers_used differs from the Keras model at patience {patience}")
         compare_outputs({"logits": expected["logits"]}, got, 1e-5, f"{path} {SIGNATURE} patience {patience}")
+
+
+def check_early_exit_model(model):
+    if not isinstance(model, AlbertEarlyExitClassifier):
+        raise ExportError(
+            f"early-exit export: the model is a {type(model).__name__}; fine-tune with --early_exit first"
+        )
+
+
+def export_early_exit_tflite(model, output_dir: str, max_seq_length: int = 128) -> str:
+    """Writes `output_dir/albert_early_exit_float32.tflite` (signature `serve_early_exit`); returns its path.
+
+    Inputs `[1, max_seq_length]` ids, `patience` and `threshold`; checked
+    against `PatientInference` on the Keras model at every patience.
+    """
+    check_early_exit_model(model)
+    config = backbone_of(model).albert_config
+    if max_seq_length > config.max_position_embeddings or max_seq_length < 3:
+        raise ExportError(
+            f"--max_seq_length {max_seq_length}: must be in [3, max_position_embeddings="
+            f"{config.max_position_embeddings}]"
+        )
+    inference = PatientInference(model)
+    ids_spec = tflite_input_signature(model, max_seq_length, 0)[0]
+    archive = keras.export.ExportArchive()
+    archive.add_endpoint(
+        SIGNATURE,
+        lambda inputs, patience, threshold: inference(inputs, patience=patience, threshold=threshold),
+        [ids_spec, PATIENCE_SPEC, THRESHOLD_SPEC],
+    )
+    with OutputDirLock(output_dir), staged_files(output_dir) as staging:
+        # Through a SavedModel: converting the traced function directly loses the weights read in the loop.
+        saved = tempfile.mkdtemp(dir=staging)
+        archive.write_out(saved, verbose=False)
+        try:
+            converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=[SIGNATURE])
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+            flatbuffer = converter.convert()
+        except Exception as error:  # noqa: BLE001  (the converter's ConverterError lives in private modules)
+            raise ExportError(f"early-exit TFLite conversion failed: {str(error).splitlines()[0]}") from None
+        shutil.rmtree(saved)
+        staged = os.path.join(staging, TFLITE_NAME)
+        with open(staged, "wb") as f:
+            f.write(flatbuffer)
+        verify_tflite(model, staged, max_seq_length)
+    return os.path.join(output_dir, TFLITE_NAME)
+
+
+def run_early_exit_tflite(model_file: str, inputs: dict, patience: int, threshold: float = 0.0) -> dict:
+    """Runs a file's `serve_early_exit` on one row (LiteRT's interpreter)."""
+    from ai_edge_litert.interpreter import Interpreter  # the runtime loads only to run a file
+
+    runner = Interpreter(model_path=model_file).get_signature_runner(SIGNATURE)
+    return runner(
+        **{name: inputs[name] for name in TOKEN_INPUTS},
+        patience=np.array(patience, "int32"),
+        threshold=np.array(threshold, "float32"),
+    )
+
+
+def verify_tflite(model, path: str, max_seq_length: int):
+    inference = PatientInference(model)
+    inputs = random_inputs(model, 1, max_seq_length)
+    for patience in range(1, model.num_exits + 1):
+        expected = inference(inputs, patience=patience, threshold=0.01)
+        got = run_early_exit_tflite(path, inputs, patience, 0.01)
+        if not np.array_equal(np.asarray(expected["layers_used"]), got["layers_used"]):
+            raise ExportError(f"{path}: layers_used differs from the Keras model at patience {patience}")
+        compare_outputs({"logits": expected["logits"]}, got, 1e-4, f"{path} patience {patience}")

@@ -224,7 +224,8 @@ class PatientInference(keras.layers.Layer):
     def _agrees(self, logits, previous, threshold):
         if self.num_classes == 1:
             return ops.abs(logits[:, 0] - previous[:, 0]) < threshold
-        return ops.equal(ops.argmax(logits, axis=-1), ops.argmax(previous, axis=-1))
+        # top_k, not argmax: Keras' TF argmax uses bitwise ops that TFLite has no builtin for.
+        return ops.equal(ops.top_k(logits, 1)[1][:, 0], ops.top_k(previous, 1)[1][:, 0])
 
     def call(self, inputs, patience, threshold=0.0):
         backbone = self.classifier.backbone
