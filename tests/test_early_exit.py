@@ -251,3 +251,74 @@ def test_exporting_early_exit_tflite_of_a_plain_classifier_is_a_clear_error(tmp_
     with pytest.raises(ExportError, match="fine-tune with --early_exit"):
         export_early_exit_tflite(model, str(tmp_path / "tflite"))
     assert not (tmp_path / "tflite").exists() or not list((tmp_path / "tflite").iterdir())
+
+
+def test_multiple_choice_exits_per_question_and_exports(tmp_path):
+    import tensorflow as tf
+
+    from albert_tf import formats
+    from albert_tf.export import export_saved_model
+    from albert_tf.export.early_exit import SIGNATURE
+    from albert_tf.models.early_exit import AlbertEarlyExitMultipleChoice
+
+    keras.utils.set_random_seed(5)
+    model = AlbertEarlyExitMultipleChoice(AlbertBackbone.from_albert_config(TINY), num_choices=4)
+    kernel = model.exit_classifiers.kernel
+    kernel.assign(np.random.default_rng(5).normal(0, 1.0, kernel.shape).astype("float32"))
+    flat = inputs(batch=24, seq=10, seed=3)
+    x = {k: v.reshape(6, 4, 10) for k, v in flat.items()}
+    outputs = model(x)
+    exit_logits = keras.ops.convert_to_numpy(outputs["exit_logits"])
+    assert exit_logits.shape == (6, 4, 4)
+    np.testing.assert_array_equal(outputs["logits"], exit_logits[:, -1])
+    layers_seen = set()
+    for patience in range(1, 5):
+        answers, layers = reference_exit(exit_logits, patience)
+        got = PatientInference(model)(x, patience=patience)
+        np.testing.assert_array_equal(got["layers_used"], layers)
+        np.testing.assert_allclose(got["logits"], answers, atol=1e-5)
+        layers_seen |= set(layers.tolist())
+    assert len(layers_seen) > 2, layers_seen
+    formats.save(model, str(tmp_path / "model"))
+    loaded = formats.load(str(tmp_path / "model")).model
+    assert type(loaded) is AlbertEarlyExitMultipleChoice
+    np.testing.assert_allclose(loaded(x)["exit_logits"], exit_logits, atol=1e-6)
+    path = export_saved_model(model, str(tmp_path / "serving"), version=1, warmup=False)
+    got = tf.saved_model.load(path).signatures[SIGNATURE](
+        **{k: tf.constant(v) for k, v in x.items()}, patience=tf.constant(2), threshold=tf.constant(0.0)
+    )
+    np.testing.assert_array_equal(got["layers_used"], reference_exit(exit_logits, 2)[1])
+
+
+@pytest.mark.slow
+def test_run_race_early_exit_trains_every_classifier(real_data, pretraining_data, tmp_path):
+    from albert_tf import formats
+    from albert_tf.models.early_exit import AlbertEarlyExitMultipleChoice
+    from albert_tf.run_race import RaceSettings, run
+
+    for split, source in (("train", "dev"), ("dev", "test")):
+        (tmp_path / "race" / split).mkdir(parents=True)
+        (tmp_path / "race" / split / "middle").symlink_to(real_data / "race" / source / "middle")
+    settings = RaceSettings(
+        data_dir=str(tmp_path / "race"),
+        levels=("middle",),
+        early_exit=True,
+        output_dir=str(tmp_path / "out"),
+        spm_model_file=pretraining_data["spm"],
+        albert_config_file=pretraining_data["config"],
+        max_seq_length=64,
+        max_qa_length=16,
+        train_batch_size=8,
+        eval_batch_size=32,
+        learning_rate=1e-4,
+        train_step=2,
+        warmup_step=0,
+        save_checkpoints_steps=2,
+        verbose=False,
+    )
+    summary = run(settings)
+    assert "accuracy" in summary["eval"]
+    model = formats.load(str(tmp_path / "out" / "best")).model
+    assert type(model) is AlbertEarlyExitMultipleChoice
+    bias = keras.ops.convert_to_numpy(model.exit_classifiers.bias)
+    assert np.all(np.abs(bias).max(-1) > 0), bias

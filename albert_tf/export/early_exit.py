@@ -1,6 +1,7 @@
-"""The early-exit signature of an `AlbertEarlyExitClassifier`'s SavedModel: `serve_early_exit`.
+"""The early-exit signature of an early-exit model's SavedModel: `serve_early_exit`.
 
-Inputs: the ids (`input_ids`, `input_mask`, `segment_ids` int32 `[B, S]`),
+Inputs: the model's ids (`input_ids`, `input_mask`, `segment_ids` int32 `[B, S]`;
+`[B, C, S]` for multiple choice),
 `patience` (int32 scalar: how many consecutive classifiers must agree; the
 number of layers gives the full-depth answer) and `threshold` (float32
 scalar, regression only: the largest change between consecutive scores that
@@ -29,10 +30,11 @@ from albert_tf.export.common import ExportError, backbone_of, compare_outputs, r
 from albert_tf.export.signatures import TOKEN_INPUTS, ServingEndpoints
 from albert_tf.export.tflite import tflite_input_signature
 from albert_tf.locking import OutputDirLock
-from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
+from albert_tf.models.early_exit import AlbertEarlyExitClassifier, AlbertEarlyExitMultipleChoice, PatientInference
 from albert_tf.publish import staged_files
 
 SIGNATURE = "serve_early_exit"
+EARLY_EXIT_MODELS = (AlbertEarlyExitClassifier, AlbertEarlyExitMultipleChoice)
 TFLITE_NAME = "albert_early_exit_float32.tflite"
 PATIENCE_SPEC = tf.TensorSpec([], tf.int32, name="patience")
 THRESHOLD_SPEC = tf.TensorSpec([], tf.float32, name="threshold")
@@ -52,7 +54,7 @@ class EarlyExitEndpoints(ServingEndpoints):
 
     def _serve_early_exit(self, inputs, patience, threshold):
         outputs = self.inference(inputs, patience=patience, threshold=threshold)
-        if self.inference.num_classes > 1:
+        if not self.inference.is_regression:
             outputs["probabilities"] = tf.nn.softmax(outputs["logits"], axis=-1)
             outputs["label"] = tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)
         return outputs
@@ -60,7 +62,7 @@ class EarlyExitEndpoints(ServingEndpoints):
 
 def endpoints_class(model):
     """The serving endpoints of `model`: with `serve_early_exit` for an early-exit classifier."""
-    return EarlyExitEndpoints if isinstance(model, AlbertEarlyExitClassifier) else ServingEndpoints
+    return EarlyExitEndpoints if isinstance(model, EARLY_EXIT_MODELS) else ServingEndpoints
 
 
 def warmup_request(model, max_seq_length: int) -> dict:
@@ -74,7 +76,7 @@ def warmup_request(model, max_seq_length: int) -> dict:
 
 def verify_saved_model(model, path: str):
     """`serve_early_exit` at every patience gives what `PatientInference` gives on the Keras model."""
-    if not isinstance(model, AlbertEarlyExitClassifier):
+    if not isinstance(model, EARLY_EXIT_MODELS):
         return
     signature = tf.saved_model.load(path).signatures[SIGNATURE]
     inference = PatientInference(model)
@@ -93,7 +95,7 @@ def verify_saved_model(model, path: str):
 
 
 def check_early_exit_model(model):
-    if not isinstance(model, AlbertEarlyExitClassifier):
+    if not isinstance(model, EARLY_EXIT_MODELS):
         raise ExportError(
             f"early-exit export: the model is a {type(model).__name__}; fine-tune with --early_exit first"
         )

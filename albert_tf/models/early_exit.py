@@ -1,4 +1,4 @@
-"""Patience-based early exit (PABEE, Zhou et al., NeurIPS 2020) for sentence (pair) classification.
+"""Patience-based early exit (PABEE, Zhou et al., NeurIPS 2020): sentence (pair) classification, multiple choice.
 
 `AlbertEarlyExitClassifier` puts a classifier after every layer application
 (the shared tanh pooler on that layer's first token, then a dense layer of its
@@ -18,6 +18,7 @@ import keras
 from keras import ops
 
 from albert_tf.models.backbone import AlbertBackbone, block_name, block_slot
+from albert_tf.models.multiple_choice import ChoicesToBatch
 from albert_tf.models.task_base import TaskModel
 
 
@@ -167,16 +168,112 @@ class AlbertEarlyExitClassifier(TaskModel):
         self._set_task_config(backbone, num_classes=num_classes, dropout=dropout)
         self.num_exits = num_exits
         self.exit_classifiers = classifiers
+        self.is_regression = num_classes == 1
+
+    def rows_of(self, inputs):
+        """The backbone's input rows (`PatientInference`): the inputs themselves."""
+        return inputs
+
+    def answers_of(self, scores):
+        """One classifier's `[rows, C]` outputs → the answer `[B, C]`: the same."""
+        return scores
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class ExitsToChoices(keras.layers.Layer):
+    """`[B·C, N, 1]` option scores of N classifiers → `[B, N, C]` (one answer per classifier)."""
+
+    def __init__(self, num_choices, **kwargs):
+        super().__init__(**kwargs)
+        self.num_choices = num_choices
+
+    def call(self, scores):
+        num_exits = scores.shape[1]
+        return ops.transpose(ops.reshape(scores, (-1, self.num_choices, num_exits)), (0, 2, 1))
+
+    def compute_output_shape(self, scores_shape):
+        return (None, scores_shape[1], self.num_choices)
+
+    def get_config(self):
+        return {**super().get_config(), "num_choices": self.num_choices}
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertEarlyExitMultipleChoice(TaskModel):
+    """`AlbertMultipleChoice` (RACE) with an option scorer after every layer application (PABEE).
+
+    Each option is packed on its own, as `AlbertMultipleChoice`; classifier j
+    scores every option from layer j, and its answer is the softmax over the
+    options. Trained, exited and exported as `AlbertEarlyExitClassifier`.
+
+    Inputs (dict): `input_ids`, `input_mask`, `segment_ids` int32 `[B, C, S]`.
+    Outputs (dict): `logits` float32 `[B, C]` (the last classifier's),
+    `exit_logits` float32 `[B, N, C]`.
+
+    Args:
+        backbone: an `AlbertBackbone`.
+        num_choices: options per question (4 for RACE).
+        dropout: dropout rate before the classifiers.
+
+    Example:
+
+    >>> from albert_tf import AlbertBackbone
+    >>> model = AlbertEarlyExitMultipleChoice(AlbertBackbone.from_albert_config("configs/albert_tiny.json"))
+    >>> ids = keras.ops.ones((2, 4, 8), dtype="int32")
+    >>> tuple(model({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids})["exit_logits"].shape)
+    (2, 4, 4)
+    """
+
+    def __init__(self, backbone, num_choices=4, dropout=0.1, **kwargs):
+        backbone = _all_layers_backbone(backbone)
+        policy = backbone.dtype_policy
+        config = backbone.albert_config
+        num_exits = config.num_hidden_layers * config.inner_group_num
+
+        # === Layers ===
+        to_batch = ChoicesToBatch(name="choices_to_batch", dtype=policy)
+        first_tokens = FirstTokens(name="exit_first_tokens", dtype=policy)
+        dropout_layer = keras.layers.Dropout(dropout, name="exit_dropout", dtype=policy)
+        classifiers = ExitClassifiers(
+            num_exits, 1, initializer_range=config.initializer_range, name="exit_classifiers", dtype=policy
+        )
+        to_choices = ExitsToChoices(num_choices, name="exits_to_choices", dtype=policy)
+
+        # === Functional model ===
+        inputs = {
+            name: keras.Input(shape=(num_choices, None), dtype="int32", name=name)
+            for name in ("input_ids", "input_mask", "segment_ids")
+        }
+        encoder_outputs = backbone({name: to_batch(tensor) for name, tensor in inputs.items()})["encoder_outputs"]
+        pooled = backbone.pooler(first_tokens(encoder_outputs))
+        exit_logits = ops.cast(to_choices(classifiers(dropout_layer(pooled))), "float32")
+        super().__init__(inputs=inputs, outputs={"logits": exit_logits[:, -1, :], "exit_logits": exit_logits}, **kwargs)
+
+        # === Config ===
+        self._set_task_config(backbone, num_choices=num_choices, dropout=dropout)
+        self.num_exits = num_exits
+        self.exit_classifiers = classifiers
+        self.num_choices = num_choices
+        self.is_regression = False
+
+    def rows_of(self, inputs):
+        """One backbone row per option: `[B, C, S]` → `[B·C, S]`."""
+        return {name: ops.reshape(value, (-1, ops.shape(value)[-1])) for name, value in inputs.items()}
+
+    def answers_of(self, scores):
+        """`[B·C, 1]` option scores → `[B, C]`."""
+        return ops.reshape(scores, (-1, self.num_choices))
 
 
 class PatientInference(keras.layers.Layer):
-    """Early-exit inference of an `AlbertEarlyExitClassifier`: the layers one at a time, in a while loop.
+    """Early-exit inference of an early-exit model: the layers one at a time, in a while loop.
 
     `call(inputs, patience, threshold)` returns `logits [B, C]` (each row's
     answer, from the layer where it exited) and `layers_used [B]` int32. The
     loop stops when every row has exited (or after the last layer); a row
     that exited keeps its answer while the others go on. `threshold` is used
-    for regression (`num_classes == 1`) only.
+    for regression (`num_classes == 1`) only. For multiple choice a row is a
+    question: its options run together and it exits on the chosen option.
     """
 
     def __init__(self, model, **kwargs):
@@ -184,7 +281,7 @@ class PatientInference(keras.layers.Layer):
         backbone = model.backbone
         config = backbone.albert_config
         self.classifier = model
-        self.num_classes = model.exit_classifiers.num_classes
+        self.is_regression = model.is_regression
         self.num_exits = model.num_exits
         # The (attention, ffn) pair of each layer application, in order, and the distinct pairs.
         applications = [
@@ -219,16 +316,18 @@ class PatientInference(keras.layers.Layer):
     def _exit_logits(self, hidden, index):
         backbone = self.classifier.backbone
         pooled = backbone.pooler(hidden[:, 0, :])
-        return ops.cast(self.classifier.exit_classifiers.one(pooled, index), "float32")
+        scores = self.classifier.exit_classifiers.one(pooled, index)
+        return ops.cast(self.classifier.answers_of(scores), "float32")
 
     def _agrees(self, logits, previous, threshold):
-        if self.num_classes == 1:
+        if self.is_regression:
             return ops.abs(logits[:, 0] - previous[:, 0]) < threshold
         # top_k, not argmax: Keras' TF argmax uses bitwise ops that TFLite has no builtin for.
         return ops.equal(ops.top_k(logits, 1)[1][:, 0], ops.top_k(previous, 1)[1][:, 0])
 
     def call(self, inputs, patience, threshold=0.0):
         backbone = self.classifier.backbone
+        inputs = self.classifier.rows_of(inputs)
         input_mask = inputs["input_mask"]
         patience = ops.cast(patience, "int32")
         threshold = ops.cast(threshold, "float32")

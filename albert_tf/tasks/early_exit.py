@@ -1,33 +1,44 @@
-"""A GLUE-style task fine-tuned with a classifier per layer (PABEE): `run_classifier --early_exit`.
+"""Tasks fine-tuned with a classifier per layer (PABEE): `run_classifier --early_exit`, `run_race --early_exit`.
 
-Everything but the model and its loss is the wrapped `TsvTask`'s: reading,
+Everything but the model and its loss is the wrapped task's: reading,
 encoding, scoring (of the full-depth answer, `logits`) and files.
 
 Example:
 
 >>> from albert_tf.tasks import glue
->>> task = EarlyExitTask(glue.TASKS["sst-2"])
+>>> task = glue_task(glue.TASKS["sst-2"])
 >>> task.name, task.metric, sorted(task.losses())
 ('sst-2', 'accuracy', ['exit_logits'])
 """
 
 import dataclasses
+from typing import Callable
 
 from albert_tf.models.early_exit import (
     AlbertEarlyExitClassifier,
+    AlbertEarlyExitMultipleChoice,
     depth_weighted_loss,
     exit_classification_loss,
     exit_regression_loss,
 )
+from albert_tf.tasks import race
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.glue import TsvTask
 
 
 @dataclasses.dataclass(frozen=True)
 class EarlyExitTask(Task):
-    """`task` with an `AlbertEarlyExitClassifier` trained on the depth-weighted sum of its classifiers' losses."""
+    """`task` with an early-exit model trained on the depth-weighted sum of its classifiers' losses.
 
-    task: TsvTask
+    Attributes:
+        task: a task whose model has one `logits` output (its labels' key).
+        build: `(backbone, dropout) -> model` with `logits` and `exit_logits` outputs.
+        is_regression: squared error instead of cross-entropy.
+    """
+
+    task: Task
+    build: Callable
+    is_regression: bool = False
 
     @property
     def name(self):
@@ -48,10 +59,10 @@ class EarlyExitTask(Task):
         return encoded
 
     def build_model(self, backbone, dropout):
-        return AlbertEarlyExitClassifier(backbone, self.task.num_classes, dropout=dropout)
+        return self.build(backbone, dropout)
 
     def losses(self):
-        per_exit = exit_regression_loss if self.task.is_regression else exit_classification_loss
+        per_exit = exit_regression_loss if self.is_regression else exit_classification_loss
         return {"exit_logits": depth_weighted_loss(per_exit)}
 
     def postprocess(self, data, outputs, tokenizer):
@@ -62,3 +73,21 @@ class EarlyExitTask(Task):
 
     def write(self, output_dir, data, predictions):
         return self.task.write(output_dir, data, predictions)
+
+
+def glue_task(task: TsvTask) -> EarlyExitTask:
+    """A GLUE-style task with `AlbertEarlyExitClassifier`."""
+
+    def build(backbone, dropout):
+        return AlbertEarlyExitClassifier(backbone, task.num_classes, dropout=dropout)
+
+    return EarlyExitTask(task, build, task.is_regression)
+
+
+def race_task(task: race.RaceTask) -> EarlyExitTask:
+    """RACE with `AlbertEarlyExitMultipleChoice`."""
+
+    def build(backbone, dropout):
+        return AlbertEarlyExitMultipleChoice(backbone, num_choices=len(race.ANSWERS), dropout=dropout)
+
+    return EarlyExitTask(task, build)
