@@ -1,7 +1,8 @@
 """Patience-based early exit (PABEE): accuracy vs layers used, and batch-1 latency per patience.
 
 Fine-tunes a pretrained tiny model with `run_classifier --early_exit` on each
-task (GLUE train → dev from ../shared/data), then, on the whole dev set:
+task (GLUE train → dev from ../shared/data), and once without it (the plain
+model's dev score, to compare with), then, on the whole dev set:
 - for each patience 1..L (L = full depth), the dev metric and the average
   number of layers used, from the real while loop (`PatientInference`);
   also each internal classifier's own score;
@@ -30,13 +31,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 GLUE_DIRS = {"sst-2": "SST-2", "mrpc": "MRPC"}
 
 
-def fine_tune(args, task_name, output_dir):
+def fine_tune(args, task_name, output_dir, early_exit=True):
     from albert_tf.run_classifier import ClassifierSettings, run
 
     settings = ClassifierSettings(
         do_train=True,
         do_eval=True,
-        early_exit=True,
+        early_exit=early_exit,
         output_dir=output_dir,
         task_name=task_name,
         data_dir=str(pathlib.Path(args.data) / "glue"),
@@ -169,8 +170,10 @@ def main():
         task = glue.task(name, str(pathlib.Path(args.data) / "glue"))
         examples, _ = task.read("dev")
         features = glue.encode_examples(examples, loaded.tokenizer, args.seq)
+        baseline = fine_tune(args, name, str(work / f"{name}_without_early_exit"), early_exit=False)
         results["tasks"][name] = {
             "metric": task.metric,
+            "without_early_exit": round(baseline["eval"][task.metric], 4),
             "dev_examples": len(examples),
             "best_step": max(summary["history"], key=lambda h: h[task.metric])["global_step"],
             "fine_tune_seconds": round(time.time() - began, 1),
