@@ -322,3 +322,57 @@ def test_run_race_early_exit_trains_every_classifier(real_data, pretraining_data
     assert type(model) is AlbertEarlyExitMultipleChoice
     bias = keras.ops.convert_to_numpy(model.exit_classifiers.bias)
     assert np.all(np.abs(bias).max(-1) > 0), bias
+
+
+@pytest.mark.slow
+def test_text_signatures_and_warmup_requests_of_an_early_exit_export(tmp_path, wikitext_spm):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops for loading)
+
+    from albert_tf.export import WARMUP_FILE, export_saved_model
+    from albert_tf.export.early_exit import SIGNATURES, TEXT_PAIR_SIGNATURE, TEXT_SIGNATURE
+    from albert_tf.inputs.packing import pack_segments
+    from albert_tf.tokenization import SentencePieceTokenizer
+
+    model = build(num_classes=2, vocab_size=4000)
+    path = export_saved_model(model, str(tmp_path / "serving"), version=1, spm_model_file=wikitext_spm)
+    loaded = tf.saved_model.load(path)
+    assert set(SIGNATURES) <= set(loaded.signatures)
+    tokenizer = SentencePieceTokenizer(wikitext_spm)
+    texts_a = ["a good film", "the worst plot i have seen in years", "fine"]
+    texts_b = ["yes", "no it is not", "well made and well acted"]
+    for patience in (1, 2, 4):
+        got = loaded.signatures[TEXT_PAIR_SIGNATURE](
+            text_a=tf.constant(texts_a),
+            text_b=tf.constant(texts_b),
+            patience=tf.constant(patience),
+            threshold=tf.constant(0.0),
+        )
+        rows = [
+            pack_segments(tokenizer.encode(a), tokenizer.encode(b), 128, tokenizer.cls_id, tokenizer.sep_id)
+            for a, b in zip(texts_a, texts_b)
+        ]
+        width = max(len(ids) for ids, _ in rows)
+        x = {
+            "input_ids": np.array([ids + [0] * (width - len(ids)) for ids, _ in rows], "int32"),
+            "input_mask": np.array([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows], "int32"),
+            "segment_ids": np.array([seg + [0] * (width - len(seg)) for _, seg in rows], "int32"),
+        }
+        np.testing.assert_array_equal(got["input_ids"], x["input_ids"])
+        expected = PatientInference(model)(x, patience=patience)
+        np.testing.assert_array_equal(got["layers_used"], expected["layers_used"])
+        np.testing.assert_allclose(got["logits"], expected["logits"], atol=1e-5)
+    single = loaded.signatures[TEXT_SIGNATURE](
+        text_a=tf.constant(texts_a), patience=tf.constant(4), threshold=tf.constant(0.0)
+    )
+    assert set(np.asarray(single["layers_used"])) == {4}
+    # TF Serving replays every warm-up request at load: each one must run on its signature.
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    replayed = set()
+    for record in tf.data.TFRecordDataset(f"{path}/{WARMUP_FILE}"):
+        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        inputs = {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
+        loaded.signatures[request.model_spec.signature_name](**{k: tf.constant(v) for k, v in inputs.items()})
+        replayed.add(request.model_spec.signature_name)
+    assert set(SIGNATURES) <= replayed

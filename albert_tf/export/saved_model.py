@@ -115,4 +115,4 @@ def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, 
         if warmup:
             write_warmup_requests(staging, model, signatures, max_seq_length)
         verify.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)
-        early_exit.verify_saved_model(model, staging)
+        early_exit.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)

@@ -29,8 +29,8 @@ def write_warmup_requests(saved_model_dir: str, model, signatures: List[str], ma
         for signature in signatures:
             if signature == "serving_default":
                 inputs = random_inputs(model, 1, max_seq_length)
-            elif signature == early_exit.SIGNATURE:
-                inputs = early_exit.warmup_request(model, max_seq_length)
+            elif signature in early_exit.SIGNATURES:
+                inputs = early_exit.warmup_request(model, signature, max_seq_length)
             else:
                 inputs = text_request(signature)
             request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name=signature))
