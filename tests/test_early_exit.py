@@ -376,3 +376,27 @@ def test_text_signatures_and_warmup_requests_of_an_early_exit_export(tmp_path, w
         loaded.signatures[request.model_spec.signature_name](**{k: tf.constant(v) for k, v in inputs.items()})
         replayed.add(request.model_spec.signature_name)
     assert set(SIGNATURES) <= replayed
+
+
+def test_the_loop_runs_only_until_the_last_row_has_exited(monkeypatch):
+    model = build()
+    x = inputs()
+    inference = PatientInference(model)
+    applied = []
+    run_layer = PatientInference._apply_layer
+
+    def counting(self, hidden, input_mask, index):
+        applied.append(index)
+        return run_layer(self, hidden, input_mask, index)
+
+    monkeypatch.setattr(PatientInference, "_apply_layer", counting)
+    for patience in (1, 2, 3, 4):
+        applied.clear()
+        layers = np.asarray(inference(x, patience=patience)["layers_used"])  # eager: the body runs per layer
+        assert len(applied) == layers.max(), (patience, layers, applied)
+    # The row that exits first, alone, runs fewer layers than the batch it was in.
+    in_batch = np.asarray(inference(x, patience=2)["layers_used"])
+    first = int(in_batch.argmin())
+    applied.clear()
+    alone = np.asarray(inference({k: v[first : first + 1] for k, v in x.items()}, patience=2)["layers_used"])
+    assert len(applied) == alone[0] == in_batch.min() < in_batch.max()
