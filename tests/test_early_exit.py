@@ -242,7 +242,7 @@ def test_tflite_file_runs_early_exit_with_builtin_ops_and_matches_keras(tmp_path
     assert {1, 4} <= seen, seen  # the loop stopped at different depths
 
 
-def test_exporting_early_exit_tflite_of_a_plain_classifier_is_a_clear_error(tmp_path):
+def test_early_exit_tflite_of_a_plain_or_unshared_model_is_a_clear_error(tmp_path):
     from albert_tf.export import ExportError
     from albert_tf.export.early_exit import export_early_exit_tflite
     from albert_tf.models.classifier import AlbertClassifier
@@ -250,6 +250,8 @@ def test_exporting_early_exit_tflite_of_a_plain_classifier_is_a_clear_error(tmp_
     model = AlbertClassifier(AlbertBackbone.from_albert_config(TINY), num_classes=2)
     with pytest.raises(ExportError, match="fine-tune with --early_exit"):
         export_early_exit_tflite(model, str(tmp_path / "tflite"))
+    with pytest.raises(ExportError, match="2 different weight sets"):
+        export_early_exit_tflite(build(num_hidden_groups=2), str(tmp_path / "tflite"))
     assert not (tmp_path / "tflite").exists() or not list((tmp_path / "tflite").iterdir())
 
 

@@ -177,6 +177,13 @@ def export_early_exit_tflite(model, output_dir: str, max_seq_length: int = 128) 
             f"{config.max_position_embeddings}]"
         )
     inference = PatientInference(model)
+    if len(inference.distinct_blocks) > 1:
+        # The converter leaves the weights read inside the per-layer switch as variables (no builtin).
+        raise ExportError(
+            "early-exit TFLite: the model's layer applications use "
+            f"{len(inference.distinct_blocks)} different weight sets (num_hidden_groups, inner_group_num "
+            "or sharing); only fully shared layers convert; use the SavedModel's serve_early_exit"
+        )
     ids_spec = tflite_input_signature(model, max_seq_length, 0)[0]
     archive = keras.export.ExportArchive()
     archive.add_endpoint(
