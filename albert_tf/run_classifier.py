@@ -22,7 +22,7 @@ from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
 from albert_tf.cli.run_record import write_settings
 from albert_tf.finetuning import FineTuneSettings
-from albert_tf.tasks import glue, runner
+from albert_tf.tasks import early_exit, glue, runner
 
 
 @dataclasses.dataclass
@@ -35,11 +35,14 @@ class ClassifierSettings(FineTuneSettings):
     do_train: bool = False
     do_eval: bool = False
     do_predict: bool = False
+    early_exit: bool = False  # a classifier per layer application (PABEE; albert_tf.models.early_exit)
 
 
 def run(settings: ClassifierSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
     task = glue.task(settings.task_name, settings.data_dir)
+    if settings.early_exit:
+        task = early_exit.glue_task(task)
     return runner.run(task, settings, evaluate=settings.do_eval, predict_split="test" if settings.do_predict else None)
 
 
@@ -50,6 +53,11 @@ def define_flags():
     flags.DEFINE_string("data_dir", None, "GLUE directory (with <TASK>/train.tsv ...) or the task's own.")
     flags.DEFINE_bool("do_eval", defaults.do_eval, "Evaluate the best model on dev.")
     flags.DEFINE_bool("do_predict", defaults.do_predict, "Write the GLUE submission file for test.tsv.")
+    flags.DEFINE_bool(
+        "early_exit",
+        defaults.early_exit,
+        "Train a classifier after every layer (PABEE): served with a patience, it stops early (README).",
+    )
     flags.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
 
 

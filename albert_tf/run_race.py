@@ -21,7 +21,7 @@ from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
 from albert_tf.cli.run_record import write_settings
 from albert_tf.errors import AlbertError
 from albert_tf.finetuning import FineTuneSettings
-from albert_tf.tasks import race, runner
+from albert_tf.tasks import early_exit, race, runner
 
 FLAGS = flags.FLAGS
 
@@ -41,11 +41,14 @@ class RaceSettings(FineTuneSettings):
     eval_split: str = "dev"
     max_qa_length: int = 128
     levels: Tuple[str, ...] = race.LEVELS
+    early_exit: bool = False  # a classifier per layer application (PABEE; albert_tf.models.early_exit)
 
 
 def run(settings: RaceSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
     task = race.RaceTask(settings.data_dir, tuple(settings.levels), settings.max_qa_length)
+    if settings.early_exit:
+        task = early_exit.race_task(task)
     return runner.run(task, settings, evaluate=settings.do_eval, eval_split=settings.eval_split)
 
 
@@ -61,6 +64,11 @@ def define_flags():
     flags.DEFINE_bool("high_only", False, "Only RACE-H.")
     flags.DEFINE_bool("middle_only", False, "Only RACE-M.")
     flags.DEFINE_integer("max_qa_length", defaults.max_qa_length, "Question+option tokens kept (the last ones).")
+    flags.DEFINE_bool(
+        "early_exit",
+        defaults.early_exit,
+        "Train a classifier after every layer (PABEE): served with a patience, it stops early (README).",
+    )
     flags.mark_flags_as_required(["data_dir", "output_dir"])
 
 

@@ -13,6 +13,7 @@ from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags
 from albert_tf.cli.run_record import write_settings
+from albert_tf.export.early_exit import EARLY_EXIT_MODELS, export_early_exit_tflite
 from albert_tf.export.saved_model import export_saved_model
 from albert_tf.export.tflite import QUANTIZATIONS, export_tflite
 from albert_tf.tokenization import TokenizerError
@@ -76,6 +77,8 @@ def main(argv):
             FLAGS.max_predictions_per_seq,
             tokenizer=loaded.tokenizer,
         )
+        if isinstance(loaded.model, EARLY_EXIT_MODELS):
+            export_early_exit_tflite(loaded.model, FLAGS.output_dir, FLAGS.max_seq_length)
     tokenizer = loaded.tokenizer
     write_settings(FLAGS.output_dir, tokenizer)
     print(

@@ -1,0 +1,232 @@
+"""The early-exit signature of an early-exit model's SavedModel: `serve_early_exit`.
+
+Inputs: the model's ids (`input_ids`, `input_mask`, `segment_ids` int32 `[B, S]`;
+`[B, C, S]` for multiple choice),
+`patience` (int32 scalar: how many consecutive classifiers must agree; the
+number of layers gives the full-depth answer) and `threshold` (float32
+scalar, regression only: the largest change between consecutive scores that
+still counts as agreeing). Outputs: `logits` (each row's answer),
+`layers_used` (int32 `[B]`), and for classification `probabilities` and
+`label`. The layers run in a while loop that stops once every row has
+exited (`albert_tf.models.early_exit.PatientInference`). With a tokenizer,
+`serve_early_exit_text` (`text_a`) and `serve_early_exit_text_pair`
+(`text_a`, `text_b`) take text, packed as `serve_text`/`serve_text_pair`, and
+also return the packed ids.
+
+`serving_default` and the text signatures stay as for every model: the
+full-depth answer.
+
+`export_early_exit_tflite` writes the same signature to a TFLite file (batch
+1, builtin ops only: the loop is TFLite's WHILE), beside the full-depth file
+`albert_tf.export.tflite` writes.
+"""
+
+import os
+import shutil
+import tempfile
+
+import keras
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.export.common import ExportError, backbone_of, compare_outputs, random_inputs
+from albert_tf.export.signatures import TOKEN_INPUTS, ServingEndpoints
+from albert_tf.export.tflite import tflite_input_signature
+from albert_tf.export.verify import VERIFY_TEXTS, reference_text_inputs
+from albert_tf.locking import OutputDirLock
+from albert_tf.models.early_exit import AlbertEarlyExitClassifier, AlbertEarlyExitMultipleChoice, PatientInference
+from albert_tf.publish import staged_files
+
+SIGNATURE = "serve_early_exit"
+TEXT_SIGNATURE = "serve_early_exit_text"
+TEXT_PAIR_SIGNATURE = "serve_early_exit_text_pair"
+SIGNATURES = (SIGNATURE, TEXT_SIGNATURE, TEXT_PAIR_SIGNATURE)
+EARLY_EXIT_MODELS = (AlbertEarlyExitClassifier, AlbertEarlyExitMultipleChoice)
+TFLITE_NAME = "albert_early_exit_float32.tflite"
+PATIENCE_SPEC = tf.TensorSpec([], tf.int32, name="patience")
+THRESHOLD_SPEC = tf.TensorSpec([], tf.float32, name="threshold")
+
+
+class EarlyExitEndpoints(ServingEndpoints):
+    """`ServingEndpoints` plus `serve_early_exit`."""
+
+    def __init__(self, model, *args, **kwargs):
+        super().__init__(model, *args, **kwargs)
+        self.inference = PatientInference(model)
+
+    def signatures(self):
+        result = super().signatures()
+        result[SIGNATURE] = (self._serve_early_exit, [self.input_specs, PATIENCE_SPEC, THRESHOLD_SPEC])
+        if self.takes_text:
+            text = tf.TensorSpec([None], tf.string, name="text_a")
+            pair = tf.TensorSpec([None], tf.string, name="text_b")
+            result[TEXT_SIGNATURE] = (self._serve_early_exit_text, [text, PATIENCE_SPEC, THRESHOLD_SPEC])
+            result[TEXT_PAIR_SIGNATURE] = (
+                self._serve_early_exit_text_pair,
+                [text, pair, PATIENCE_SPEC, THRESHOLD_SPEC],
+            )
+        return result
+
+    def _serve_early_exit(self, inputs, patience, threshold):
+        outputs = self.inference(inputs, patience=patience, threshold=threshold)
+        if not self.inference.is_regression:
+            outputs["probabilities"] = tf.nn.softmax(outputs["logits"], axis=-1)
+            outputs["label"] = tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)
+        return outputs
+
+    def _serve_early_exit_text(self, text_a, patience, threshold):
+        return self._early_exit_segments([text_a], patience, threshold)
+
+    def _serve_early_exit_text_pair(self, text_a, text_b, patience, threshold):
+        same_rows = tf.debugging.assert_equal(
+            tf.size(text_a),
+            tf.size(text_b),
+            message=f"{TEXT_PAIR_SIGNATURE}: text_a and text_b must have the same number of rows",
+        )
+        with tf.control_dependencies([same_rows]):
+            text_a, text_b = tf.identity(text_a), tf.identity(text_b)
+        return self._early_exit_segments([text_a, text_b], patience, threshold)
+
+    def _early_exit_segments(self, texts, patience, threshold):
+        # Packed as the text signatures pack (`ServingEndpoints`): [CLS] a [SEP] (b [SEP]), longest first.
+        segments = [self._ids(t) for t in texts]
+        segments = tf_text.RoundRobinTrimmer(self.max_seq_length - 1 - len(segments)).trim(segments)
+        ids, segment_ids = tf_text.combine_segments(
+            segments, start_of_sequence_id=self.special_ids["cls"], end_of_segment_id=self.special_ids["sep"]
+        )
+        inputs = {
+            "input_ids": tf.cast(ids.to_tensor(0), tf.int32),
+            "input_mask": tf.ones_like(ids, tf.int32).to_tensor(0),
+            "segment_ids": tf.cast(segment_ids.to_tensor(0), tf.int32),
+        }
+        outputs = self._serve_early_exit(inputs, patience, threshold)
+        outputs.update(inputs)
+        return outputs
+
+
+def endpoints_class(model):
+    """The serving endpoints of `model`: with `serve_early_exit` for an early-exit classifier."""
+    return EarlyExitEndpoints if isinstance(model, EARLY_EXIT_MODELS) else ServingEndpoints
+
+
+def warmup_request(model, signature: str, max_seq_length: int) -> dict:
+    """A batch-1 request of an early-exit `signature` at full depth (every layer runs once)."""
+    full_depth = {"patience": np.array(model.num_exits, "int32"), "threshold": np.array(0.0, "float32")}
+    if signature == SIGNATURE:
+        return {**random_inputs(model, 1, max_seq_length), **full_depth}
+    texts = {"text_a": np.array([b"ALBERT is a lite BERT."])}
+    if signature == TEXT_PAIR_SIGNATURE:
+        texts["text_b"] = np.array([b"It shares parameters across layers."])
+    return {**texts, **full_depth}
+
+
+def verify_saved_model(model, path: str, tokenizer=None, max_seq_length: int = 128):
+    """The early-exit signatures at every patience give what `PatientInference` gives on the Keras model."""
+    if not isinstance(model, EARLY_EXIT_MODELS):
+        return
+    loaded = tf.saved_model.load(path)
+    signature = loaded.signatures[SIGNATURE]
+    inference = PatientInference(model)
+    inputs = random_inputs(model, 3, 16)
+    threshold = 0.01
+    for patience in range(1, model.num_exits + 1):
+        expected = inference(inputs, patience=patience, threshold=threshold)
+        got = signature(
+            **{k: tf.constant(v) for k, v in inputs.items()},
+            patience=tf.constant(patience),
+            threshold=tf.constant(threshold),
+        )
+        if not np.array_equal(np.asarray(expected["layers_used"]), got["layers_used"].numpy()):
+            raise ExportError(f"{path} {SIGNATURE}: layers_used differs from the Keras model at patience {patience}")
+        compare_outputs({"logits": expected["logits"]}, got, 1e-5, f"{path} {SIGNATURE} patience {patience}")
+    if TEXT_PAIR_SIGNATURE not in loaded.signatures:
+        return
+    texts_a, texts_b = list(VERIFY_TEXTS), list(reversed(VERIFY_TEXTS))
+    for texts_b_or_none, name in ((None, TEXT_SIGNATURE), (texts_b, TEXT_PAIR_SIGNATURE)):
+        expected_inputs = reference_text_inputs(tokenizer, texts_a, texts_b_or_none, max_seq_length, False)
+        request = {"text_a": tf.constant(texts_a), "patience": tf.constant(2), "threshold": tf.constant(threshold)}
+        if texts_b_or_none is not None:
+            request["text_b"] = tf.constant(texts_b_or_none)
+        got = loaded.signatures[name](**request)
+        compare_outputs(expected_inputs, got, 0, f"{path} {name} tokenisation")
+        expected = inference(expected_inputs, patience=2, threshold=threshold)
+        if not np.array_equal(np.asarray(expected["layers_used"]), got["layers_used"].numpy()):
+            raise ExportError(f"{path} {name}: layers_used differs from the Keras model")
+        compare_outputs({"logits": expected["logits"]}, got, 1e-5, f"{path} {name}")
+
+
+def check_early_exit_model(model):
+    if not isinstance(model, EARLY_EXIT_MODELS):
+        raise ExportError(
+            f"early-exit export: the model is a {type(model).__name__}; fine-tune with --early_exit first"
+        )
+
+
+def export_early_exit_tflite(model, output_dir: str, max_seq_length: int = 128) -> str:
+    """Writes `output_dir/albert_early_exit_float32.tflite` (signature `serve_early_exit`); returns its path.
+
+    Inputs `[1, max_seq_length]` ids, `patience` and `threshold`; checked
+    against `PatientInference` on the Keras model at every patience.
+    """
+    check_early_exit_model(model)
+    config = backbone_of(model).albert_config
+    if max_seq_length > config.max_position_embeddings or max_seq_length < 3:
+        raise ExportError(
+            f"--max_seq_length {max_seq_length}: must be in [3, max_position_embeddings="
+            f"{config.max_position_embeddings}]"
+        )
+    inference = PatientInference(model)
+    if len(inference.distinct_blocks) > 1:
+        # The converter leaves the weights read inside the per-layer switch as variables (no builtin).
+        raise ExportError(
+            "early-exit TFLite: the model's layer applications use "
+            f"{len(inference.distinct_blocks)} different weight sets (num_hidden_groups, inner_group_num "
+            "or sharing); only fully shared layers convert; use the SavedModel's serve_early_exit"
+        )
+    ids_spec = tflite_input_signature(model, max_seq_length, 0)[0]
+    archive = keras.export.ExportArchive()
+    archive.add_endpoint(
+        SIGNATURE,
+        lambda inputs, patience, threshold: inference(inputs, patience=patience, threshold=threshold),
+        [ids_spec, PATIENCE_SPEC, THRESHOLD_SPEC],
+    )
+    with OutputDirLock(output_dir), staged_files(output_dir) as staging:
+        # Through a SavedModel: converting the traced function directly loses the weights read in the loop.
+        saved = tempfile.mkdtemp(dir=staging)
+        archive.write_out(saved, verbose=False)
+        try:
+            converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=[SIGNATURE])
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+            flatbuffer = converter.convert()
+        except Exception as error:  # noqa: BLE001  (the converter's ConverterError lives in private modules)
+            raise ExportError(f"early-exit TFLite conversion failed: {str(error).splitlines()[0]}") from None
+        shutil.rmtree(saved)
+        staged = os.path.join(staging, TFLITE_NAME)
+        with open(staged, "wb") as f:
+            f.write(flatbuffer)
+        verify_tflite(model, staged, max_seq_length)
+    return os.path.join(output_dir, TFLITE_NAME)
+
+
+def run_early_exit_tflite(model_file: str, inputs: dict, patience: int, threshold: float = 0.0) -> dict:
+    """Runs a file's `serve_early_exit` on one row (LiteRT's interpreter)."""
+    from ai_edge_litert.interpreter import Interpreter  # the runtime loads only to run a file
+
+    runner = Interpreter(model_path=model_file).get_signature_runner(SIGNATURE)
+    return runner(
+        **{name: inputs[name] for name in TOKEN_INPUTS},
+        patience=np.array(patience, "int32"),
+        threshold=np.array(threshold, "float32"),
+    )
+
+
+def verify_tflite(model, path: str, max_seq_length: int):
+    inference = PatientInference(model)
+    inputs = random_inputs(model, 1, max_seq_length)
+    for patience in range(1, model.num_exits + 1):
+        expected = inference(inputs, patience=patience, threshold=0.01)
+        got = run_early_exit_tflite(path, inputs, patience, 0.01)
+        if not np.array_equal(np.asarray(expected["layers_used"]), got["layers_used"]):
+            raise ExportError(f"{path}: layers_used differs from the Keras model at patience {patience}")
+        compare_outputs({"logits": expected["logits"]}, got, 1e-4, f"{path} patience {patience}")

@@ -1,0 +1,188 @@
+"""Patience-based early exit (PABEE): accuracy vs layers used, and batch-1 latency per patience.
+
+Fine-tunes a pretrained tiny model with `run_classifier --early_exit` on each
+task (GLUE train → dev from ../shared/data), and once without it (the plain
+model's dev score, to compare with), then, on the whole dev set:
+- for each patience 1..L (L = full depth), the dev metric and the average
+  number of layers used, from the real while loop (`PatientInference`);
+  also each internal classifier's own score;
+- batch-1 latency (median over `--latency_rows` dev rows, padded to `--seq`,
+  best of `--rounds` interleaved rounds) of the SavedModel's
+  `serving_default` (full depth) and `serve_early_exit` at each patience,
+  and of the full-depth and early-exit TFLite files, all in this one run.
+Prints JSON.
+
+    python bench/early_exit.py --init_checkpoint runs/pretrain_tiny [--tasks sst-2,mrpc] [--train_step 400]
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+GLUE_DIRS = {"sst-2": "SST-2", "mrpc": "MRPC"}
+
+
+def fine_tune(args, task_name, output_dir, early_exit=True):
+    from albert_tf.run_classifier import ClassifierSettings, run
+
+    settings = ClassifierSettings(
+        do_train=True,
+        do_eval=True,
+        early_exit=early_exit,
+        output_dir=output_dir,
+        task_name=task_name,
+        data_dir=str(pathlib.Path(args.data) / "glue"),
+        spm_model_file=args.spm_model_file,
+        init_checkpoint=args.init_checkpoint,
+        max_seq_length=args.seq,
+        train_batch_size=32,
+        eval_batch_size=64,
+        learning_rate=args.learning_rate,
+        train_step=args.train_step,
+        warmup_step=args.train_step // 10,
+        save_checkpoints_steps=args.train_step // 4,
+        verbose=False,
+    )
+    return run(settings)
+
+
+def score(task, examples, logits):
+    import numpy as np
+
+    from albert_tf.tasks import glue
+
+    return glue.compute_metrics(task, np.array([e.label for e in examples]), logits)[task.metric]
+
+
+def curve(task, model, features, examples):
+    import numpy as np
+
+    from albert_tf.models.early_exit import PatientInference
+
+    inference = PatientInference(model)
+    exit_logits = model.predict(features, batch_size=64, verbose=0)["exit_logits"]
+    per_layer = [score(task, examples, exit_logits[:, j]) for j in range(model.num_exits)]
+    points = []
+    for patience in range(1, model.num_exits + 1):
+        logits, layers = [], []
+        for start in range(0, len(examples), 64):
+            out = inference({k: v[start : start + 64] for k, v in features.items()}, patience=patience)
+            logits.append(np.asarray(out["logits"]))
+            layers.append(np.asarray(out["layers_used"]))
+        layers = np.concatenate(layers)
+        value = score(task, examples, np.concatenate(logits))
+        points.append(
+            {
+                "patience": patience,
+                task.metric: round(value, 4),
+                "average_layers": round(float(layers.mean()), 3),
+                "layers_histogram": np.bincount(layers, minlength=model.num_exits + 1)[1:].tolist(),
+            }
+        )
+    return {"per_classifier": [round(s, 4) for s in per_layer], "by_patience": points}
+
+
+def median_ms(call, rows):
+    times = []
+    for row in rows:
+        began = time.perf_counter()
+        call(row)
+        times.append(time.perf_counter() - began)
+    return statistics.median(times) * 1000
+
+
+def latency(args, model, features, work):
+    import numpy as np
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter
+
+    from albert_tf.export import export_saved_model, export_tflite
+    from albert_tf.export.early_exit import SIGNATURE, export_early_exit_tflite
+
+    served = tf.saved_model.load(export_saved_model(model, str(work / "serving"), version=1, warmup=False))
+    full_tflite = export_tflite(model, str(work / "tflite"), max_seq_length=args.seq)
+    exit_tflite = export_early_exit_tflite(model, str(work / "tflite"), max_seq_length=args.seq)
+    rows = [{k: v[i : i + 1] for k, v in features.items()} for i in range(args.latency_rows)]
+    tf_rows = [{k: tf.constant(v) for k, v in row.items()} for row in rows]
+    full = served.signatures["serving_default"]
+    early = served.signatures[SIGNATURE]
+    full_lite = Interpreter(model_path=full_tflite).get_signature_runner("serving_default")
+    exit_lite = Interpreter(model_path=exit_tflite).get_signature_runner(SIGNATURE)
+    variants = {"saved_model_full_depth": lambda row: full(**row)}
+    lite_variants = {"tflite_full_depth": lambda row: full_lite(**row)}
+    for patience in range(1, model.num_exits + 1):
+        p, zero = tf.constant(patience), tf.constant(0.0)
+        variants[f"saved_model_patience_{patience}"] = lambda row, p=p: early(**row, patience=p, threshold=zero)
+        lite_p, lite_zero = np.array(patience, "int32"), np.array(0.0, "float32")
+        lite_variants[f"tflite_patience_{patience}"] = lambda row, p=lite_p: exit_lite(
+            **row, patience=p, threshold=lite_zero
+        )
+    for call in variants.values():  # warm-up: the first call traces
+        call(tf_rows[0])
+    for call in lite_variants.values():
+        call(rows[0])
+    best = {}
+    for _ in range(args.rounds):  # interleaved rounds: a noisy neighbour slows every variant alike
+        for name, call in variants.items():
+            best[name] = min(best.get(name, float("inf")), median_ms(call, tf_rows))
+        for name, call in lite_variants.items():
+            best[name] = min(best.get(name, float("inf")), median_ms(call, rows))
+    result = {name: round(ms, 3) for name, ms in best.items()}
+    for prefix in ("saved_model", "tflite"):
+        for patience in range(1, model.num_exits + 1):
+            result[f"{prefix}_patience_{patience}_vs_full"] = round(
+                best[f"{prefix}_patience_{patience}"] / best[f"{prefix}_full_depth"], 3
+            )
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", default=os.environ.get("ALBERT_TF_DATA", str(REPO.parent / "shared" / "data")))
+    parser.add_argument("--init_checkpoint", required=True, help="A pretraining output dir (run_pretraining).")
+    parser.add_argument("--spm_model_file", default=None, help="Default: the checkpoint's own.")
+    parser.add_argument("--tasks", default="sst-2,mrpc")
+    parser.add_argument("--train_step", type=int, default=400)
+    parser.add_argument("--learning_rate", type=float, default=1e-3)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--latency_rows", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+
+    from albert_tf import formats
+    from albert_tf.tasks import glue
+
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench_early_exit_"))
+    results = {"seq": args.seq, "train_step": args.train_step, "work_dir": str(work), "tasks": {}}
+    for name in args.tasks.split(","):
+        began = time.time()
+        summary = fine_tune(args, name, str(work / name))
+        loaded = formats.load(str(work / name / "best"))
+        task = glue.task(name, str(pathlib.Path(args.data) / "glue"))
+        examples, _ = task.read("dev")
+        features = glue.encode_examples(examples, loaded.tokenizer, args.seq)
+        baseline = fine_tune(args, name, str(work / f"{name}_without_early_exit"), early_exit=False)
+        results["tasks"][name] = {
+            "metric": task.metric,
+            "without_early_exit": round(baseline["eval"][task.metric], 4),
+            "dev_examples": len(examples),
+            "best_step": max(summary["history"], key=lambda h: h[task.metric])["global_step"],
+            "fine_tune_seconds": round(time.time() - began, 1),
+            **curve(task, loaded.model, features, examples),
+            "batch1_latency_ms": latency(args, loaded.model, features, work / name),
+        }
+        print(json.dumps(results["tasks"][name]), file=sys.stderr, flush=True)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

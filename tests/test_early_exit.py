@@ -1,0 +1,404 @@
+"""Patience-based early exit (PABEE): the model, its loss, the patient while loop, save/load, export."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from albert_tf import AlbertBackbone
+from albert_tf.config import AlbertConfig
+from albert_tf.models.early_exit import (
+    AlbertEarlyExitClassifier,
+    PatientInference,
+    depth_weighted_loss,
+    depth_weights,
+    exit_classification_loss,
+    exit_regression_loss,
+)
+
+TINY = "configs/albert_tiny.json"
+
+
+def build(num_classes=3, seed=0, **config_changes):
+    keras.utils.set_random_seed(seed)
+    fields = {**AlbertConfig.from_json_file(TINY).backbone_kwargs(), **config_changes}
+    backbone = AlbertBackbone(**fields)
+    # Larger head weights than the 0.02 init, so that the classifiers disagree across layers and rows.
+    model = AlbertEarlyExitClassifier(backbone, num_classes=num_classes)
+    kernel = model.exit_classifiers.kernel
+    kernel.assign(np.random.default_rng(seed).normal(0, 1.0, kernel.shape).astype("float32"))
+    return model
+
+
+def inputs(batch=8, seq=12, seed=1):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, 8000, (batch, seq)).astype("int32")
+    mask = np.ones_like(ids)
+    mask[0, seq // 2 :] = 0
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": (np.arange(seq) >= seq // 3) * np.ones_like(ids)}
+
+
+def reference_exit(exit_logits, patience, threshold=None):
+    """The rule in plain numpy, row by row: exit when `patience` consecutive classifiers agree."""
+    answers, layers = [], []
+    for row in exit_logits:
+        run = 0
+        for j, logits in enumerate(row):
+            if j == 0:
+                run = 1
+            elif threshold is None:
+                run = run + 1 if logits.argmax() == row[j - 1].argmax() else 1
+            else:
+                run = run + 1 if abs(logits[0] - row[j - 1][0]) < threshold else 1
+            if run >= patience or j == len(row) - 1:
+                answers.append(logits)
+                layers.append(j + 1)
+                break
+    return np.array(answers), np.array(layers)
+
+
+def test_depth_weights_and_loss_are_the_papers():
+    assert depth_weights(4) == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(5, 4, 3)).astype("float32")
+    labels = rng.integers(0, 3, 5).astype("int32")
+    got = keras.ops.convert_to_numpy(depth_weighted_loss(exit_classification_loss)(labels, logits))
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    per_layer = -log_probs[np.arange(5), :, labels]  # [B, N]
+    expected = sum(j * per_layer[:, j - 1] for j in range(1, 5)) / sum(range(1, 5))
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    scores = rng.normal(size=(5, 4, 1)).astype("float32")
+    targets = rng.normal(size=5).astype("float32")
+    got = keras.ops.convert_to_numpy(depth_weighted_loss(exit_regression_loss)(targets, scores))
+    expected = sum(j * (scores[:, j - 1, 0] - targets) ** 2 for j in range(1, 5)) / 10
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_outputs_one_classifier_per_layer_the_last_is_full_depth():
+    model = build()
+    outputs = model(inputs())
+    assert tuple(outputs["exit_logits"].shape) == (8, 4, 3)
+    np.testing.assert_array_equal(outputs["logits"], outputs["exit_logits"][:, -1, :])
+    # Classifier j reads layer j through the shared pooler.
+    backbone_outputs = model.backbone(inputs())
+    pooled = model.backbone.pooler(backbone_outputs["encoder_outputs"][1][:, 0, :])
+    kernel, bias = model.exit_classifiers.kernel, model.exit_classifiers.bias
+    np.testing.assert_allclose(outputs["exit_logits"][:, 1], pooled @ kernel[1] + bias[1], atol=1e-5)
+
+
+def test_a_backbone_without_all_layers_is_replaced_by_a_twin_with_its_weights():
+    keras.utils.set_random_seed(3)
+    backbone = AlbertBackbone.from_albert_config(TINY)
+    model = AlbertEarlyExitClassifier(backbone, num_classes=2)
+    assert model.backbone.output_all_layers
+    np.testing.assert_array_equal(model.backbone(inputs())["pooled_output"], backbone(inputs())["pooled_output"])
+
+
+@pytest.mark.parametrize("patience", [1, 2, 3, 4])
+def test_patient_inference_matches_the_rule_row_by_row(patience):
+    model = build()
+    x = inputs()
+    exit_logits = keras.ops.convert_to_numpy(model(x)["exit_logits"])
+    expected_answers, expected_layers = reference_exit(exit_logits, patience)
+    got = PatientInference(model)(x, patience=patience)
+    np.testing.assert_array_equal(got["layers_used"], expected_layers)
+    np.testing.assert_allclose(got["logits"], expected_answers, atol=1e-5)
+    if patience == 1:
+        assert set(np.asarray(got["layers_used"])) == {1}
+    if patience == 4:  # patience = L: every row runs every layer and gets the full-depth answer
+        assert set(np.asarray(got["layers_used"])) == {4}
+        np.testing.assert_allclose(got["logits"], exit_logits[:, -1], atol=1e-5)
+
+
+def test_batch_rows_exit_independently():
+    model = build()
+    x = inputs()
+    exit_logits = keras.ops.convert_to_numpy(model(x)["exit_logits"])
+    layers = np.asarray(PatientInference(model)(x, patience=2)["layers_used"])
+    assert len(set(layers)) > 1, layers  # the rows did not all exit at the same layer
+    # Each row alone gets what it got in the batch.
+    for row in range(len(layers)):
+        alone = PatientInference(model)({k: v[row : row + 1] for k, v in x.items()}, patience=2)
+        assert int(alone["layers_used"][0]) == layers[row]
+        np.testing.assert_allclose(alone["logits"][0], reference_exit(exit_logits[row : row + 1], 2)[0][0], atol=1e-5)
+
+
+def test_regression_uses_the_threshold_rule():
+    model = build(num_classes=1)
+    x = inputs()
+    exit_logits = keras.ops.convert_to_numpy(model(x)["exit_logits"])
+    changes = np.abs(np.diff(exit_logits[..., 0], axis=1))
+    threshold = float(np.median(changes))
+    for patience in (1, 2, 3, 4):
+        got = PatientInference(model)(x, patience=patience, threshold=threshold)
+        answers, layers = reference_exit(exit_logits, patience, threshold)
+        np.testing.assert_array_equal(got["layers_used"], layers)
+        np.testing.assert_allclose(got["logits"], answers, atol=1e-5)
+    # A threshold no change meets never exits early.
+    assert set(np.asarray(PatientInference(model)(x, patience=2, threshold=0.0)["layers_used"])) == {4}
+
+
+@pytest.mark.parametrize("changes", [{"num_hidden_groups": 2}, {"sharing": "none"}, {"inner_group_num": 2}])
+def test_unshared_layers_are_switched_per_application(changes):
+    model = build(**changes)
+    x = inputs()
+    exit_logits = keras.ops.convert_to_numpy(model(x)["exit_logits"])
+    for patience in range(1, model.num_exits + 1):
+        answers, layers = reference_exit(exit_logits, patience)
+        got = PatientInference(model)(x, patience=patience)
+        np.testing.assert_array_equal(got["layers_used"], layers)
+        np.testing.assert_allclose(got["logits"], answers, atol=1e-5)
+
+
+def test_saved_and_loaded_model_round_trips(tmp_path):
+    from albert_tf import formats
+
+    model = build()
+    x = inputs()
+    formats.save(model, str(tmp_path / "model"))
+    loaded = formats.load(str(tmp_path / "model")).model
+    assert type(loaded) is AlbertEarlyExitClassifier
+    assert loaded.get_config() == model.get_config()
+    np.testing.assert_allclose(loaded(x)["exit_logits"], model(x)["exit_logits"], atol=1e-6)
+    expected = PatientInference(model)(x, patience=2)
+    got = PatientInference(loaded)(x, patience=2)
+    np.testing.assert_array_equal(got["layers_used"], expected["layers_used"])
+
+
+def test_saved_model_signature_matches_keras(tmp_path):
+    import tensorflow as tf
+
+    from albert_tf.export import export_saved_model
+    from albert_tf.export.early_exit import SIGNATURE
+
+    model = build()
+    path = export_saved_model(model, str(tmp_path / "serving"), version=1, warmup=False)
+    signature = tf.saved_model.load(path).signatures[SIGNATURE]
+    x = inputs(batch=5, seq=20, seed=7)
+    for patience in (1, 2, 4):
+        expected = PatientInference(model)(x, patience=patience)
+        got = signature(
+            **{k: tf.constant(v) for k, v in x.items()}, patience=tf.constant(patience), threshold=tf.constant(0.0)
+        )
+        np.testing.assert_array_equal(got["layers_used"], expected["layers_used"])
+        np.testing.assert_allclose(got["logits"], expected["logits"], atol=1e-5)
+        np.testing.assert_array_equal(got["label"], np.argmax(expected["logits"], -1))
+    with open(f"{path}/assets/serving_config.json") as f:
+        assert SIGNATURE in json.load(f)["signatures"]
+
+
+@pytest.mark.slow
+def test_run_classifier_early_exit_trains_every_classifier(real_data, pretraining_data, tmp_path):
+    from albert_tf import formats
+    from albert_tf.run_classifier import ClassifierSettings, run
+
+    target = tmp_path / "glue" / "MRPC"
+    target.mkdir(parents=True)
+    for name, rows in (("train.tsv", 64), ("dev.tsv", 40)):
+        lines = (real_data / "glue" / "MRPC" / name).read_text(encoding="utf-8-sig").splitlines()
+        (target / name).write_text("\n".join(lines[: rows + 1]) + "\n", encoding="utf-8")
+    settings = ClassifierSettings(
+        do_train=True,
+        do_eval=True,
+        early_exit=True,
+        output_dir=str(tmp_path / "out"),
+        task_name="mrpc",
+        data_dir=str(tmp_path / "glue"),
+        spm_model_file=pretraining_data["spm"],
+        albert_config_file=pretraining_data["config"],
+        max_seq_length=48,
+        train_batch_size=16,
+        eval_batch_size=16,
+        learning_rate=1e-4,
+        train_step=4,
+        save_checkpoints_steps=2,
+        verbose=False,
+    )
+    summary = run(settings)
+    assert summary["eval"]["num_examples"] == 40 and "accuracy" in summary["eval"]
+    model = formats.load(str(tmp_path / "out" / "best")).model
+    assert type(model) is AlbertEarlyExitClassifier
+    # Every classifier got gradient: their biases all left their zero initial value.
+    bias = keras.ops.convert_to_numpy(model.exit_classifiers.bias)
+    assert bias.shape[0] == model.num_exits and np.all(np.abs(bias).max(-1) > 0), bias
+
+
+def test_tflite_file_runs_early_exit_with_builtin_ops_and_matches_keras(tmp_path):
+    from albert_tf.export.early_exit import export_early_exit_tflite, run_early_exit_tflite
+
+    model = build()
+    path = export_early_exit_tflite(model, str(tmp_path / "tflite"), max_seq_length=16)
+    inference = PatientInference(model)
+    seen = set()
+    for row in range(6):
+        x = {k: v[row : row + 1] for k, v in inputs(batch=6, seq=16, seed=11).items()}
+        for patience in (1, 2, 3, 4):
+            expected = inference(x, patience=patience)
+            got = run_early_exit_tflite(path, x, patience)
+            np.testing.assert_array_equal(got["layers_used"], expected["layers_used"])
+            np.testing.assert_allclose(got["logits"], expected["logits"], atol=1e-4)
+            seen.add(int(got["layers_used"][0]))
+    assert {1, 4} <= seen, seen  # the loop stopped at different depths
+
+
+def test_early_exit_tflite_of_a_plain_or_unshared_model_is_a_clear_error(tmp_path):
+    from albert_tf.export import ExportError
+    from albert_tf.export.early_exit import export_early_exit_tflite
+    from albert_tf.models.classifier import AlbertClassifier
+
+    model = AlbertClassifier(AlbertBackbone.from_albert_config(TINY), num_classes=2)
+    with pytest.raises(ExportError, match="fine-tune with --early_exit"):
+        export_early_exit_tflite(model, str(tmp_path / "tflite"))
+    with pytest.raises(ExportError, match="2 different weight sets"):
+        export_early_exit_tflite(build(num_hidden_groups=2), str(tmp_path / "tflite"))
+    assert not (tmp_path / "tflite").exists() or not list((tmp_path / "tflite").iterdir())
+
+
+def test_multiple_choice_exits_per_question_and_exports(tmp_path):
+    import tensorflow as tf
+
+    from albert_tf import formats
+    from albert_tf.export import export_saved_model
+    from albert_tf.export.early_exit import SIGNATURE
+    from albert_tf.models.early_exit import AlbertEarlyExitMultipleChoice
+
+    keras.utils.set_random_seed(5)
+    model = AlbertEarlyExitMultipleChoice(AlbertBackbone.from_albert_config(TINY), num_choices=4)
+    kernel = model.exit_classifiers.kernel
+    kernel.assign(np.random.default_rng(5).normal(0, 1.0, kernel.shape).astype("float32"))
+    flat = inputs(batch=24, seq=10, seed=3)
+    x = {k: v.reshape(6, 4, 10) for k, v in flat.items()}
+    outputs = model(x)
+    exit_logits = keras.ops.convert_to_numpy(outputs["exit_logits"])
+    assert exit_logits.shape == (6, 4, 4)
+    np.testing.assert_array_equal(outputs["logits"], exit_logits[:, -1])
+    layers_seen = set()
+    for patience in range(1, 5):
+        answers, layers = reference_exit(exit_logits, patience)
+        got = PatientInference(model)(x, patience=patience)
+        np.testing.assert_array_equal(got["layers_used"], layers)
+        np.testing.assert_allclose(got["logits"], answers, atol=1e-5)
+        layers_seen |= set(layers.tolist())
+    assert len(layers_seen) > 2, layers_seen
+    formats.save(model, str(tmp_path / "model"))
+    loaded = formats.load(str(tmp_path / "model")).model
+    assert type(loaded) is AlbertEarlyExitMultipleChoice
+    np.testing.assert_allclose(loaded(x)["exit_logits"], exit_logits, atol=1e-6)
+    path = export_saved_model(model, str(tmp_path / "serving"), version=1, warmup=False)
+    got = tf.saved_model.load(path).signatures[SIGNATURE](
+        **{k: tf.constant(v) for k, v in x.items()}, patience=tf.constant(2), threshold=tf.constant(0.0)
+    )
+    np.testing.assert_array_equal(got["layers_used"], reference_exit(exit_logits, 2)[1])
+
+
+@pytest.mark.slow
+def test_run_race_early_exit_trains_every_classifier(real_data, pretraining_data, tmp_path):
+    from albert_tf import formats
+    from albert_tf.models.early_exit import AlbertEarlyExitMultipleChoice
+    from albert_tf.run_race import RaceSettings, run
+
+    for split, source in (("train", "dev"), ("dev", "test")):
+        (tmp_path / "race" / split).mkdir(parents=True)
+        (tmp_path / "race" / split / "middle").symlink_to(real_data / "race" / source / "middle")
+    settings = RaceSettings(
+        data_dir=str(tmp_path / "race"),
+        levels=("middle",),
+        early_exit=True,
+        output_dir=str(tmp_path / "out"),
+        spm_model_file=pretraining_data["spm"],
+        albert_config_file=pretraining_data["config"],
+        max_seq_length=64,
+        max_qa_length=16,
+        train_batch_size=8,
+        eval_batch_size=32,
+        learning_rate=1e-4,
+        train_step=2,
+        warmup_step=0,
+        save_checkpoints_steps=2,
+        verbose=False,
+    )
+    summary = run(settings)
+    assert "accuracy" in summary["eval"]
+    model = formats.load(str(tmp_path / "out" / "best")).model
+    assert type(model) is AlbertEarlyExitMultipleChoice
+    bias = keras.ops.convert_to_numpy(model.exit_classifiers.bias)
+    assert np.all(np.abs(bias).max(-1) > 0), bias
+
+
+@pytest.mark.slow
+def test_text_signatures_and_warmup_requests_of_an_early_exit_export(tmp_path, wikitext_spm):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops for loading)
+
+    from albert_tf.export import WARMUP_FILE, export_saved_model
+    from albert_tf.export.early_exit import SIGNATURES, TEXT_PAIR_SIGNATURE, TEXT_SIGNATURE
+    from albert_tf.inputs.packing import pack_segments
+    from albert_tf.tokenization import SentencePieceTokenizer
+
+    model = build(num_classes=2, vocab_size=4000)
+    path = export_saved_model(model, str(tmp_path / "serving"), version=1, spm_model_file=wikitext_spm)
+    loaded = tf.saved_model.load(path)
+    assert set(SIGNATURES) <= set(loaded.signatures)
+    tokenizer = SentencePieceTokenizer(wikitext_spm)
+    texts_a = ["a good film", "the worst plot i have seen in years", "fine"]
+    texts_b = ["yes", "no it is not", "well made and well acted"]
+    for patience in (1, 2, 4):
+        got = loaded.signatures[TEXT_PAIR_SIGNATURE](
+            text_a=tf.constant(texts_a),
+            text_b=tf.constant(texts_b),
+            patience=tf.constant(patience),
+            threshold=tf.constant(0.0),
+        )
+        rows = [
+            pack_segments(tokenizer.encode(a), tokenizer.encode(b), 128, tokenizer.cls_id, tokenizer.sep_id)
+            for a, b in zip(texts_a, texts_b)
+        ]
+        width = max(len(ids) for ids, _ in rows)
+        x = {
+            "input_ids": np.array([ids + [0] * (width - len(ids)) for ids, _ in rows], "int32"),
+            "input_mask": np.array([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows], "int32"),
+            "segment_ids": np.array([seg + [0] * (width - len(seg)) for _, seg in rows], "int32"),
+        }
+        np.testing.assert_array_equal(got["input_ids"], x["input_ids"])
+        expected = PatientInference(model)(x, patience=patience)
+        np.testing.assert_array_equal(got["layers_used"], expected["layers_used"])
+        np.testing.assert_allclose(got["logits"], expected["logits"], atol=1e-5)
+    single = loaded.signatures[TEXT_SIGNATURE](
+        text_a=tf.constant(texts_a), patience=tf.constant(4), threshold=tf.constant(0.0)
+    )
+    assert set(np.asarray(single["layers_used"])) == {4}
+    # TF Serving replays every warm-up request at load: each one must run on its signature.
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    replayed = set()
+    for record in tf.data.TFRecordDataset(f"{path}/{WARMUP_FILE}"):
+        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        inputs = {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
+        loaded.signatures[request.model_spec.signature_name](**{k: tf.constant(v) for k, v in inputs.items()})
+        replayed.add(request.model_spec.signature_name)
+    assert set(SIGNATURES) <= replayed
+
+
+def test_the_loop_runs_only_until_the_last_row_has_exited(monkeypatch):
+    model = build()
+    x = inputs()
+    inference = PatientInference(model)
+    applied = []
+    run_layer = PatientInference._apply_layer
+
+    def counting(self, hidden, input_mask, index):
+        applied.append(index)
+        return run_layer(self, hidden, input_mask, index)
+
+    monkeypatch.setattr(PatientInference, "_apply_layer", counting)
+    for patience in (1, 2, 3, 4):
+        applied.clear()
+        layers = np.asarray(inference(x, patience=patience)["layers_used"])  # eager: the body runs per layer
+        assert len(applied) == layers.max(), (patience, layers, applied)
+    # The row that exits first, alone, runs fewer layers than the batch it was in.
+    in_batch = np.asarray(inference(x, patience=2)["layers_used"])
+    first = int(in_batch.argmin())
+    applied.clear()
+    alone = np.asarray(inference({k: v[first : first + 1] for k, v in x.items()}, patience=2)["layers_used"])
+    assert len(applied) == alone[0] == in_batch.min() < in_batch.max()
