@@ -22,7 +22,7 @@ from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
 from albert_tf.cli.run_record import write_settings
 from albert_tf.finetuning import FineTuneSettings
-from albert_tf.tasks import early_exit, glue, runner
+from albert_tf.tasks import depth_weighted, glue, runner
 
 
 @dataclasses.dataclass
@@ -42,7 +42,7 @@ def run(settings: ClassifierSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
     task = glue.task(settings.task_name, settings.data_dir)
     if settings.early_exit:
-        task = early_exit.glue_task(task)
+        task = depth_weighted.glue_task(task)
     return runner.run(task, settings, evaluate=settings.do_eval, predict_split="test" if settings.do_predict else None)
 
 

@@ -21,7 +21,7 @@ from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
 from albert_tf.cli.run_record import write_settings
 from albert_tf.errors import AlbertError
 from albert_tf.finetuning import FineTuneSettings
-from albert_tf.tasks import early_exit, race, runner
+from albert_tf.tasks import depth_weighted, race, runner
 
 FLAGS = flags.FLAGS
 
@@ -48,7 +48,7 @@ def run(settings: RaceSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
     task = race.RaceTask(settings.data_dir, tuple(settings.levels), settings.max_qa_length)
     if settings.early_exit:
-        task = early_exit.race_task(task)
+        task = depth_weighted.race_task(task)
     return runner.run(task, settings, evaluate=settings.do_eval, eval_split=settings.eval_split)
 
 

@@ -106,7 +106,7 @@ def latency(args, model, features, work):
     from ai_edge_litert.interpreter import Interpreter
 
     from albert_tf.export import export_saved_model, export_tflite
-    from albert_tf.export.early_exit import SIGNATURE, export_early_exit_tflite
+    from albert_tf.export.patience_signatures import SIGNATURE, export_early_exit_tflite
 
     served = tf.saved_model.load(export_saved_model(model, str(work / "serving"), version=1, warmup=False))
     full_tflite = export_tflite(model, str(work / "tflite"), max_seq_length=args.seq)

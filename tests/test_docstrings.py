@@ -38,7 +38,7 @@ MODULES = [
     "albert_tf.models.token_classifier",
     "albert_tf.models.multiple_choice",
     "albert_tf.models.early_exit",
-    "albert_tf.tasks.early_exit",
+    "albert_tf.tasks.depth_weighted",
     "albert_tf.models.span_qa",
     "albert_tf.models.span_qa_answerability",
     "albert_tf.layers.answerability",

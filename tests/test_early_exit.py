@@ -170,7 +170,7 @@ def test_saved_model_signature_matches_keras(tmp_path):
     import tensorflow as tf
 
     from albert_tf.export import export_saved_model
-    from albert_tf.export.early_exit import SIGNATURE
+    from albert_tf.export.patience_signatures import SIGNATURE
 
     model = build()
     path = export_saved_model(model, str(tmp_path / "serving"), version=1, warmup=False)
@@ -225,7 +225,7 @@ def test_run_classifier_early_exit_trains_every_classifier(real_data, pretrainin
 
 
 def test_tflite_file_runs_early_exit_with_builtin_ops_and_matches_keras(tmp_path):
-    from albert_tf.export.early_exit import export_early_exit_tflite, run_early_exit_tflite
+    from albert_tf.export.patience_signatures import export_early_exit_tflite, run_early_exit_tflite
 
     model = build()
     path = export_early_exit_tflite(model, str(tmp_path / "tflite"), max_seq_length=16)
@@ -244,7 +244,7 @@ def test_tflite_file_runs_early_exit_with_builtin_ops_and_matches_keras(tmp_path
 
 def test_early_exit_tflite_of_a_plain_or_unshared_model_is_a_clear_error(tmp_path):
     from albert_tf.export import ExportError
-    from albert_tf.export.early_exit import export_early_exit_tflite
+    from albert_tf.export.patience_signatures import export_early_exit_tflite
     from albert_tf.models.classifier import AlbertClassifier
 
     model = AlbertClassifier(AlbertBackbone.from_albert_config(TINY), num_classes=2)
@@ -260,7 +260,7 @@ def test_multiple_choice_exits_per_question_and_exports(tmp_path):
 
     from albert_tf import formats
     from albert_tf.export import export_saved_model
-    from albert_tf.export.early_exit import SIGNATURE
+    from albert_tf.export.patience_signatures import SIGNATURE
     from albert_tf.models.early_exit import AlbertEarlyExitMultipleChoice
 
     keras.utils.set_random_seed(5)
@@ -332,7 +332,7 @@ def test_text_signatures_and_warmup_requests_of_an_early_exit_export(tmp_path, w
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops for loading)
 
     from albert_tf.export import WARMUP_FILE, export_saved_model
-    from albert_tf.export.early_exit import SIGNATURES, TEXT_PAIR_SIGNATURE, TEXT_SIGNATURE
+    from albert_tf.export.patience_signatures import SIGNATURES, TEXT_PAIR_SIGNATURE, TEXT_SIGNATURE
     from albert_tf.inputs.packing import pack_segments
     from albert_tf.tokenization import SentencePieceTokenizer
 

@@ -13,7 +13,7 @@ from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags
 from albert_tf.cli.run_record import write_settings
-from albert_tf.export.early_exit import EARLY_EXIT_MODELS, export_early_exit_tflite
+from albert_tf.export.patience_signatures import EARLY_EXIT_MODELS, export_early_exit_tflite
 from albert_tf.export.saved_model import export_saved_model
 from albert_tf.export.tflite import QUANTIZATIONS, export_tflite
 from albert_tf.tokenization import TokenizerError

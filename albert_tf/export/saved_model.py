@@ -23,7 +23,7 @@ import os
 import shutil
 from typing import Optional
 
-from albert_tf.export import early_exit, verify
+from albert_tf.export import patience_signatures, verify
 from albert_tf.export.common import ExportError, backbone_of, python_tokenizer
 from albert_tf.export.warmup import write_warmup_requests
 from albert_tf.locking import OutputDirLock
@@ -87,7 +87,7 @@ def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, 
     in_graph = vocab_tokenizer.to_tf() if vocab_tokenizer is not None else None
     special_ids = vocab_tokenizer.special_ids if vocab_tokenizer is not None else None
     with staged_dir(os.path.join(export_base, str(version))) as staging:
-        endpoints = early_exit.endpoints_class(model)(
+        endpoints = patience_signatures.endpoints_class(model)(
             model, in_graph, special_ids, max_seq_length=max_seq_length, top_k=top_k, jit_compile=jit_compile
         )
         signatures = sorted(endpoints.signatures())
@@ -115,4 +115,4 @@ def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, 
         if warmup:
             write_warmup_requests(staging, model, signatures, max_seq_length)
         verify.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)
-        early_exit.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)
+        patience_signatures.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)
