@@ -30,6 +30,11 @@ FINAL_DIR = "final"
 CONFIG_RECORD = "albert_config.json"  # the config a run's checkpoints were made with
 
 
+def checkpoint_step(path: str) -> int:
+    """The step of a checkpoint path (`.../ckpt-<step>`)."""
+    return int(path.rsplit("-", 1)[1])
+
+
 class CheckpointPolicy:
     """Saves, resumes and publishes the models of one `PretrainingLoop`.
 
@@ -172,6 +177,29 @@ class CheckpointPolicy:
                     os.remove(state)
         self.unconfirmed = None
         return self.latest()
+
+    def roll_back(self, before_step: int) -> Optional[str]:
+        """Restores the newest checkpoint saved before `before_step` and deletes the newer ones (a diverged
+        trajectory); returns its path, or None (nothing changed) when there is none."""
+        older = [path for path in self.manager.checkpoints if checkpoint_step(path) < before_step]
+        if not older:
+            return None
+        target = older[-1]
+        self.checkpoint.restore(target).assert_existing_objects_matched()
+        for path in self.manager.checkpoints:
+            if checkpoint_step(path) > checkpoint_step(target):
+                for name in tf.io.gfile.glob(path + ".*"):
+                    tf.io.gfile.remove(name)
+        tf.train.update_checkpoint_state(self.manager.directory, target, older)
+        # A fresh manager reads the pruned list back (the old one would still count the deleted ones).
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint,
+            self.manager.directory,
+            max_to_keep=self.settings.keep_checkpoint_max,
+            checkpoint_name="ckpt",
+        )
+        self.unconfirmed = None
+        return target
 
     def evaluate_and_keep_best(self) -> Dict[str, float]:
         """Evaluates; keeps the weights with the best masked_lm_accuracy in `best/`."""

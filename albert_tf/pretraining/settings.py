@@ -3,6 +3,7 @@
 import dataclasses
 
 from albert_tf.errors import AlbertError
+from albert_tf.pretraining.health import HealthSettings
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
@@ -43,3 +44,6 @@ class TrainSettings:
     eval_at_start: bool = False
     verify_data: bool = False
     verbose: bool = True
+    sentence_task: str = "sop"  # what the run means to learn; the data's metadata.json is checked against it
+    on_divergence: str = "warn"  # a loss spike or accuracy collapse: warn, stop, or rollback
+    health: HealthSettings = dataclasses.field(default_factory=HealthSettings)
