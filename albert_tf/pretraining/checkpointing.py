@@ -15,6 +15,7 @@ same command again resumes from it; a fresh run may warm-start from
 import json
 import os
 import shutil
+import time
 from typing import Dict, Optional
 
 import tensorflow as tf
@@ -170,7 +171,7 @@ class CheckpointPolicy:
                 tf.io.gfile.remove(path)
             remaining = [c for c in self.manager.checkpoints if c != self.unconfirmed]
             if remaining:
-                tf.train.update_checkpoint_state(self.checkpoint_dir, remaining[-1], remaining)
+                tf.compat.v1.train.update_checkpoint_state(self.checkpoint_dir, remaining[-1], remaining)
             else:
                 state = os.path.join(self.checkpoint_dir, "checkpoint")
                 if os.path.exists(state):
@@ -190,7 +191,16 @@ class CheckpointPolicy:
             if checkpoint_step(path) > checkpoint_step(target):
                 for name in tf.io.gfile.glob(path + ".*"):
                     tf.io.gfile.remove(name)
-        tf.train.update_checkpoint_state(self.manager.directory, target, older)
+        state = tf.train.get_checkpoint_state(self.manager.directory)
+        saved_at = dict(zip(state.all_model_checkpoint_paths, state.all_model_checkpoint_timestamps))
+        # With their save times: a manager reads back only the checkpoints whose time it knows.
+        tf.compat.v1.train.update_checkpoint_state(
+            self.manager.directory,
+            target,
+            older,
+            all_model_checkpoint_timestamps=[saved_at.get(path, time.time()) for path in older],
+            last_preserved_timestamp=state.last_preserved_timestamp,
+        )
         # A fresh manager reads the pruned list back (the old one would still count the deleted ones).
         self.manager = tf.train.CheckpointManager(
             self.checkpoint,

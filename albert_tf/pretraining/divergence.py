@@ -19,10 +19,17 @@ from albert_tf.pretraining.health import PREFIX, Divergence, HealthMonitor
 from albert_tf.pretraining.settings import TrainingError
 
 
-def health_report(say: Callable[[str], None], writer, step: Callable[[], int]) -> Callable[[str], None]:
-    """A function that says a health line and writes it as TensorBoard text ("health") at the current step."""
+def health_report(
+    say: Callable[[str], None], writer, step: Callable[[], int], below_bar: bool = False
+) -> Callable[[str], None]:
+    """A function that says a health line and writes it as TensorBoard text ("health") at the current step.
+
+    `below_bar`: a progress bar holds the console's current line; the line goes below it, not after it.
+    """
 
     def report(line: str) -> None:
+        if below_bar:
+            print(flush=True)
         say(line)
         if writer:
             with writer.as_default(step=step()):

@@ -238,11 +238,11 @@ class PretrainingLoop:
         writer = tf.summary.create_file_writer(summary_dir) if (self.chief and summary_dir) else None
         if self.step >= s.num_train_steps:
             say(f"already at step {self.step} ≥ --num_train_steps {s.num_train_steps}: nothing to train")
-        report = health_report(say, writer, lambda: self.step)
         facts = health.DataFacts.from_metadata(self.train_input.data.directory, self.train_input.data.metadata)
         monitor = health.HealthMonitor(s.health, s.on_divergence, facts)
         for line in health.data_lines(facts, s.sentence_task):
-            report(line)
+            health_report(say, writer, lambda: self.step)(line)
+        report = health_report(say, writer, lambda: self.step, below_bar=s.verbose and self.chief)
         # Every value on the bar is the last window's (Keras' Progbar would average the others since step 0).
         label = f" ({health.window_label(s.log_every_steps)})"
         progress = keras.utils.Progbar(
