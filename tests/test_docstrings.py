@@ -45,6 +45,7 @@ MODULES = [
     "albert_tf.interop.keras_hub",
     "albert_tf.interop.detect",
     "albert_tf.predict",
+    "albert_tf.pretraining.health",
     "data_prep.documents",
     "data_prep.masking",
     "data_prep.instances",

@@ -7,6 +7,7 @@ import pytest
 from albert_tf.pretraining.health import (
     DataFacts,
     HealthMonitor,
+    HealthSettingError,
     HealthSettings,
     binary_entropy,
     data_lines,
@@ -152,8 +153,10 @@ def test_rollbacks_are_bounded_then_the_run_stops():
     )
     assert HealthMonitor(SETTINGS, "stop").response(divergence) == "stop"
     assert HealthMonitor(SETTINGS, "warn").response(divergence) == "warn"
-    with pytest.raises(ValueError, match="on_divergence must be one of"):
+    with pytest.raises(HealthSettingError, match="--on_divergence must be one of warn, stop, rollback, not 'ignore'"):
         HealthMonitor(SETTINGS, "ignore")
+    with pytest.raises(HealthSettingError, match="--sentence_task must be one of sop, nsp, not 'SOP'"):
+        data_lines(DataFacts.from_metadata("d", metadata()), "SOP")
 
 
 def test_window_labels():

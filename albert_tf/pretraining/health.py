@@ -30,6 +30,8 @@ import math
 import statistics
 from typing import Dict, List, Optional, Tuple
 
+from albert_tf.errors import AlbertError
+
 SENTENCE_TASKS = ("sop", "nsp")
 DIVERGENCE_ACTIONS = ("warn", "stop", "rollback")
 PREFIX = "health: "
@@ -43,6 +45,10 @@ NOT_LEARNING_CAUSES = (
     "this window), masks without targets (see the masked share above), a config whose vocab_size does "
     "not match the data, or a warm start from weights that do not fit"
 )
+
+
+class HealthSettingError(AlbertError, ValueError):
+    """A health flag with a value it does not know."""
 
 
 @dataclasses.dataclass
@@ -114,6 +120,8 @@ class DataFacts:
 
 def data_lines(facts: DataFacts, sentence_task: str) -> List[str]:
     """The start-of-run lines: the data's sentence task, label and masked shares, and mismatches."""
+    if sentence_task not in SENTENCE_TASKS:
+        raise HealthSettingError(f"--sentence_task must be one of {', '.join(SENTENCE_TASKS)}, not {sentence_task!r}")
     task = facts.task.upper() if facts.task else "unknown task"
     labels = "label share unknown" if facts.label_share is None else f"label 1 in {facts.label_share:.1%}"
     instances = "" if facts.instances is None else f" of {facts.instances:,} instances"
@@ -153,7 +161,9 @@ class HealthMonitor:
 
     def __init__(self, settings: HealthSettings, on_divergence: str, facts: Optional[DataFacts] = None):
         if on_divergence not in DIVERGENCE_ACTIONS:
-            raise ValueError(f"on_divergence must be one of {DIVERGENCE_ACTIONS}, not {on_divergence!r}")
+            raise HealthSettingError(
+                f"--on_divergence must be one of {', '.join(DIVERGENCE_ACTIONS)}, not {on_divergence!r}"
+            )
         self.settings = settings
         self.on_divergence = on_divergence
         self.facts = facts
