@@ -75,9 +75,9 @@ def test_skewed_labels_no_masks_and_old_metadata_are_said():
 def test_a_flat_masked_lm_loss_is_not_learning_and_a_falling_one_is():
     flat = HealthMonitor(SETTINGS, "warn")
     said, _ = run_windows(flat, [metrics(mlm_loss=8.0 - 0.001 * i) for i in range(12)])
-    assert list(said) == [110]  # once, at the first window past learning_window_steps
-    assert said[110][0].startswith("health: the run is not learning: masked_lm_loss 8.0000 at step 10 → 7.9900")
-    assert "learning rate" in said[110][0]
+    assert list(said) == [100]  # once, at learning_window_steps
+    assert said[100][0].startswith("health: the run is not learning: masked_lm_loss 8.0000 at step 10 → 7.9910")
+    assert "learning rate" in said[100][0]
 
     learning = HealthMonitor(SETTINGS, "warn")
     said, _ = run_windows(learning, [metrics(mlm_loss=8.0 - 0.2 * i) for i in range(12)])
@@ -91,13 +91,27 @@ def test_sentence_order_at_chance_while_mlm_improves_is_a_plateau_said_at_doubli
     said, divergences = run_windows(monitor, windows)
     assert not divergences
     plateau = {step: lines[0] for step, lines in said.items() if "not learnt yet" in lines[0]}
-    assert list(plateau) == [110, 210, 410]  # 100, 200 and 400 steps after the first window
-    assert plateau[210].startswith("health: sentence order not learnt yet (plateau, 200 steps so far)")
-    assert "Expected early" in plateau[210]
+    assert list(plateau) == [100, 200, 400]  # 100, 200 and 400 steps after step 0
+    assert plateau[200].startswith("health: sentence order not learnt yet (plateau, 200 steps so far): ")
+    assert "Expected early" in plateau[200]
     assert said[460] == [
         "health: sentence order learnt: sentence_order_accuracy 0.800 (chance 0.500) at step 460, after the "
-        "plateau from step 10"
+        "plateau from step 0"
     ]
+
+
+def test_a_resumed_run_is_judged_from_where_it_resumed():
+    def resumed(mlm_step):
+        monitor, said = HealthMonitor(SETTINGS, "warn"), {}
+        for index in range(30):
+            lines, _ = monitor.window(5010 + 10 * index, 10, metrics(mlm_loss=2.0 - mlm_step * index))
+            said.update({5010 + 10 * index: lines} if lines else {})
+        return said
+
+    assert resumed(0.001) == {}  # late in a run MLM may move slowly: no "not learning" after a resume
+    assert resumed(0.01)[5100][0].startswith(
+        "health: sentence order not learnt yet (plateau, 100 steps so far, counted from step 5000): "
+    )
 
 
 def test_a_plateau_is_not_called_while_mlm_is_flat_too():

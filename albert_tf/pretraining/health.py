@@ -171,6 +171,7 @@ class HealthMonitor:
         self.in_spike = False
         self.first_window: Optional[Dict[str, float]] = None
         self.first_window_step: Optional[int] = None
+        self.start_step = 0  # where this process began training (after a resume: the checkpoint's step)
         self.learning_checked = False
         self.best_mlm_accuracy = 0.0
         self.best_sentence_accuracy = 0.0
@@ -214,12 +215,14 @@ class HealthMonitor:
         lines = []
         if self.first_window is None:
             self.first_window, self.first_window_step = dict(metrics), step
+            self.start_step = step - steps
         collapse = self._collapse(step, steps, metrics)
         self.best_mlm_accuracy = max(self.best_mlm_accuracy, metrics[MLM_ACCURACY])
         self.best_sentence_accuracy = max(self.best_sentence_accuracy, metrics[SENTENCE_ACCURACY])
-        watched = step - self.first_window_step
         mlm_progress = 1 - metrics[MLM_LOSS] / max(self.first_window[MLM_LOSS], 1e-9)
-        if not self.learning_checked and watched >= s.learning_window_steps:
+        # Only a run that began at its start: a resumed one's MLM may rightly move slowly by then.
+        at_start = self.start_step < s.learning_window_steps
+        if at_start and not self.learning_checked and step - self.start_step >= s.learning_window_steps:
             self.learning_checked = True
             if mlm_progress < s.min_relative_progress:
                 lines.append(
@@ -227,10 +230,10 @@ class HealthMonitor:
                     f"{self.first_window_step} → {metrics[MLM_LOSS]:.4f} at step {step} (less than "
                     f"{s.min_relative_progress:.0%} lower); {NOT_LEARNING_CAUSES}"
                 )
-        lines.extend(self._sentence_lines(step, metrics, mlm_progress >= s.min_relative_progress))
+        lines.extend(self._sentence_lines(step, steps, metrics, mlm_progress >= s.min_relative_progress))
         return lines, collapse
 
-    def _sentence_lines(self, step: int, metrics: Dict[str, float], mlm_improving: bool) -> List[str]:
+    def _sentence_lines(self, step: int, steps: int, metrics: Dict[str, float], mlm_improving: bool) -> List[str]:
         s = self.settings
         at_chance = metrics[SENTENCE_LOSS] >= self.chance_loss - s.chance_margin
         if not at_chance:
@@ -243,14 +246,15 @@ class HealthMonitor:
                 ]
             return []
         if self.plateau_since is None:
-            self.plateau_since = self.first_window_step
-            self.next_plateau_report = self.first_window_step + s.learning_window_steps
+            self.plateau_since = step - steps
+            self.next_plateau_report = self.plateau_since + s.learning_window_steps
         if not mlm_improving or step < self.next_plateau_report or self.sentence_learnt:
             return []
         so_far = step - self.plateau_since
         self.next_plateau_report = self.plateau_since + 2 * max(so_far, 1)  # then at doubling lengths
+        counted = "" if self.plateau_since == 0 else f", counted from step {self.plateau_since}"
         return [
-            f"{PREFIX}sentence order not learnt yet (plateau, {so_far} steps so far): {SENTENCE_LOSS} "
+            f"{PREFIX}sentence order not learnt yet (plateau, {so_far} steps so far{counted}): {SENTENCE_LOSS} "
             f"{metrics[SENTENCE_LOSS]:.4f} ≈ chance {self.chance_loss:.4f} while masked_lm_loss falls "
             f"({self.first_window[MLM_LOSS]:.4f} → {metrics[MLM_LOSS]:.4f}). Expected early in joint MLM + "
             "sentence-order training: it sits at chance for hundreds to thousands of steps, then leaves it. "
