@@ -173,5 +173,19 @@ def test_rollbacks_are_bounded_then_the_run_stops():
         data_lines(DataFacts.from_metadata("d", metadata()), "SOP")
 
 
+def test_a_collapse_is_flagged_once_per_episode_and_a_rollback_starts_a_new_one():
+    windows = [metrics(mlm_accuracy=a) for a in (0.1, 0.4, 0.1, 0.1, 0.4, 0.1)]
+    _, divergences = run_windows(HealthMonitor(SETTINGS, "warn"), windows)
+    assert [d.step for d in divergences] == [30, 60]
+
+    monitor = HealthMonitor(SETTINGS, "rollback")
+    for step in range(1, 12):
+        monitor.step_loss(step, 1.0)
+    first = monitor.step_loss(12, 10.0)
+    assert monitor.response(first) == "rollback"
+    assert monitor.step_loss(11, 10.0).step == 11  # the same spike again after the rollback is flagged again
+    assert max(monitor.recent_losses) == 10.0 and list(monitor.recent_losses).count(10.0) == 1
+
+
 def test_window_labels():
     assert window_label(50) == "last 50 steps" and window_label(1) == "last step"

@@ -169,6 +169,7 @@ class HealthMonitor:
         self.facts = facts
         self.recent_losses = collections.deque(maxlen=settings.median_steps)
         self.in_spike = False
+        self.in_collapse = False
         self.first_window: Optional[Dict[str, float]] = None
         self.first_window_step: Optional[int] = None
         self.start_step = 0  # where this process began training (after a resume: the checkpoint's step)
@@ -217,6 +218,7 @@ class HealthMonitor:
             self.first_window, self.first_window_step = dict(metrics), step
             self.start_step = step - steps
         collapse = self._collapse(step, steps, metrics)
+        collapse, self.in_collapse = (None if self.in_collapse else collapse), collapse is not None  # once per episode
         self.best_mlm_accuracy = max(self.best_mlm_accuracy, metrics[MLM_ACCURACY])
         self.best_sentence_accuracy = max(self.best_sentence_accuracy, metrics[SENTENCE_ACCURACY])
         mlm_progress = 1 - metrics[MLM_LOSS] / max(self.first_window[MLM_LOSS], 1e-9)
@@ -287,6 +289,10 @@ class HealthMonitor:
             if self.rollbacks >= self.settings.max_rollbacks:
                 return "stop"
             self.rollbacks += 1
+            # The run goes back to weights from before the episode: the next spike or collapse is a new one.
+            if divergence.kind == "loss spike":
+                self.recent_losses.pop()
+            self.in_spike = self.in_collapse = False
         return self.on_divergence
 
     def warning(self, divergence: Divergence) -> str:
