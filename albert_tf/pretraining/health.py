@@ -290,7 +290,7 @@ class HealthMonitor:
                 return "stop"
             self.rollbacks += 1
             # The run goes back to weights from before the episode: the next spike or collapse is a new one.
-            if divergence.kind == "loss spike":
+            if divergence.kind == "loss spike" and self.recent_losses:
                 self.recent_losses.pop()
             self.in_spike = self.in_collapse = False
         return self.on_divergence
