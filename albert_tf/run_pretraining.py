@@ -25,6 +25,7 @@ from albert_tf.cli.run_record import write_settings
 from albert_tf.errors import AlbertError
 from albert_tf.export import export_pretraining_run
 from albert_tf.inputs.shard_reader import resolve_input
+from albert_tf.pretraining.health import DIVERGENCE_ACTIONS, SENTENCE_TASKS
 from albert_tf.pretraining.job import evaluate_checkpoints, pretrain
 from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES, TrainSettings
 from albert_tf.pretraining.strategy import make_strategy
@@ -92,6 +93,19 @@ def define_flags():
     flags.DEFINE_bool("deterministic", d.deterministic, "Deterministic TF ops (bit-reproducible on CPU).")
     flags.DEFINE_integer("log_every_steps", d.log_every_steps, "Progress/TensorBoard interval.")
     flags.DEFINE_bool("export", True, "Write SavedModels at the end.")
+    flags.DEFINE_enum(
+        "sentence_task",
+        d.sentence_task,
+        list(SENTENCE_TASKS),
+        "The sentence task the run means to learn; a warning at start when the data's metadata.json says the other.",
+    )
+    flags.DEFINE_enum(
+        "on_divergence",
+        d.on_divergence,
+        list(DIVERGENCE_ACTIONS),
+        "A loss spike or accuracy collapse: warn; stop; or rollback (restore the last good checkpoint and skip "
+        "the batches after it, at most 3 times, then stop).",
+    )
     flags.DEFINE_bool("verify_data", d.verify_data, "Check every shard's sha256 against metadata.json first.")
     flags.DEFINE_float("demo_minutes", 3.0, "Demo only: minutes of training (about).")
     flags.DEFINE_string("demo_dir", "albert_tf_demo", "Demo only: where everything goes.")

@@ -281,6 +281,7 @@ def train_settings(args, run, output_dir):
         log_every_steps=max(1, steps // 10),
         seed=run["seed"],
         verbose=False,
+        sentence_task=run["task"],  # the NSP runs read NSP data on purpose
     )
 
 

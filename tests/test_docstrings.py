@@ -53,6 +53,7 @@ MODULES = [
     "albert_tf.predict",
     "albert_tf.preemption",
     "albert_tf.pretraining.worker_faults",
+    "albert_tf.pretraining.health",
     "data_prep.documents",
     "data_prep.masking",
     "data_prep.instances",

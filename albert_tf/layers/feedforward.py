@@ -51,21 +51,25 @@ class AlbertFeedForward(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = get_activation(hidden_act)
 
-        initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
         self.intermediate = keras.layers.Dense(
             intermediate_size,
-            kernel_initializer=initializer,
+            kernel_initializer=self._initializer(),
             name="intermediate",
             dtype=self.dtype_policy,
         )
         self.output_dense = keras.layers.Dense(
             hidden_size,
-            kernel_initializer=initializer,
+            kernel_initializer=self._initializer(),
             name="output",
             dtype=self.dtype_policy,
         )
         self.dropout_layer = keras.layers.Dropout(dropout, name="dropout", dtype=self.dtype_policy)
         self.layer_norm = layer_norm(layer_norm_epsilon, "layer_norm", self.dtype_policy)
+
+    def _initializer(self):
+        # One instance per weight: Keras 3 gives an unseeded instance one fixed
+        # seed, so sharing it would make one kernel a reshaped copy of the other.
+        return keras.initializers.TruncatedNormal(stddev=self.initializer_range)
 
     def build(self, input_shape):
         input_shape = tuple(input_shape)

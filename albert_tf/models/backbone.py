@@ -114,7 +114,11 @@ class AlbertBackbone(keras.Model):
             sharing=sharing,
         )
         policy = keras.dtype_policies.get(dtype)
-        initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+        def initializer():
+            # A fresh instance per weight: Keras 3 gives an unseeded instance one
+            # fixed seed, so a shared one would draw the same values twice.
+            return keras.initializers.TruncatedNormal(stddev=initializer_range)
 
         # === Layers ===
         embeddings = AlbertEmbedding(
@@ -132,7 +136,7 @@ class AlbertBackbone(keras.Model):
         if embedding_size != hidden_size:
             projection = keras.layers.Dense(
                 hidden_size,
-                kernel_initializer=initializer,
+                kernel_initializer=initializer(),
                 name="embedding_projection",
                 dtype=policy,
             )
@@ -177,7 +181,7 @@ class AlbertBackbone(keras.Model):
         pooler = keras.layers.Dense(
             hidden_size,
             activation="tanh",
-            kernel_initializer=initializer,
+            kernel_initializer=initializer(),
             name="pooler",
             dtype=policy,
         )

@@ -6,4 +6,6 @@
 - `loop.py`: `PretrainingLoop`: model, optimizer, train and eval steps, the loop.
 - `run_state.py`: `CheckpointPolicy`: resume, warm start, save, best/, final/.
 - `job.py`: `pretrain()`: data → checks → loop → final model (no export: the CLI's job).
+- `health.py`: what a run's numbers mean (data shares, not learning, SOP plateau, spike/collapse);
+  `divergence.py`: the loop's side of it (health lines to log/TensorBoard, `--on_divergence`).
 """

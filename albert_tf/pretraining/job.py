@@ -45,6 +45,20 @@ def data_tokenizer(train_input: PretrainingInput, spm_model_file: Optional[str],
     return tokenizer
 
 
+def last_window(history: list) -> Optional[dict]:
+    """The last logging window's metrics, labelled (what the progress bar showed last)."""
+    if not history:
+        return None
+    last = dict(history[-1])
+    steps = last.pop("window_steps")
+    return {"label": f"last {steps} steps (to step {last.pop('step')})", **last}
+
+
+def metrics_line(metrics: dict) -> str:
+    shown = ("loss", "masked_lm_accuracy", "sentence_order_accuracy")
+    return f"{metrics['label']}: " + ", ".join(f"{k} {metrics[k]:.4f}" for k in shown)
+
+
 def pretrain(
     settings: TrainSettings,
     albert_config_file: str,
@@ -128,6 +142,9 @@ def pretrain(
             )
         policy.confirm()
         summary["end_step"] = loop.step
+        summary["train_last_window"] = last_window(summary["history"])
+        summary["train_cumulative"] = loop.run_metrics()
+        say(metrics_line(summary["train_cumulative"]))
         summary["replicas"] = loop.strategy.num_replicas_in_sync
         summary["weights_sha256"] = loop.weights_fingerprint()
         if settings.do_eval:

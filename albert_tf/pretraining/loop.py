@@ -16,6 +16,7 @@ its `save(step)` every `save_checkpoints_steps`.
 """
 
 import hashlib
+import logging
 import math
 import time
 from typing import Callable, Dict, Optional
@@ -30,10 +31,14 @@ from albert_tf.inputs.shard_reader import PretrainingInput, find_corrupt_shard, 
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.optimization import create_optimizer
-from albert_tf.pretraining import objective, worker_faults
+from albert_tf.pretraining import health, objective, worker_faults
+from albert_tf.pretraining.divergence import health_report, non_finite, respond_to_divergence
 from albert_tf.pretraining.settings import PRECISIONS, TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import checkpoints_iterator, is_chief
 from albert_tf.shard_set import DataError
+
+# The metrics on the progress bar, besides lr and steps/s.
+BAR_METRICS = ("loss", "masked_lm_accuracy", "sentence_order_accuracy")
 
 
 class PretrainingLoop:
@@ -234,12 +239,24 @@ class PretrainingLoop:
         writer = tf.summary.create_file_writer(summary_dir) if (self.chief and summary_dir) else None
         if self.step >= s.num_train_steps:
             say(f"already at step {self.step} ≥ --num_train_steps {s.num_train_steps}: nothing to train")
+        facts = health.DataFacts.from_metadata(self.train_input.data.directory, self.train_input.data.metadata)
+        monitor = health.HealthMonitor(s.health, s.on_divergence, facts)
+        for line in health.data_lines(facts, s.sentence_task):
+            health_report(say, writer, lambda: self.step)(line)
+        report = health_report(say, writer, lambda: self.step, below_bar=s.verbose and self.chief)
+        # Every value on the bar is the last window's (Keras' Progbar would average the others since step 0).
+        label = f" ({health.window_label(s.log_every_steps)})"
         progress = keras.utils.Progbar(
-            s.num_train_steps, stateful_metrics=["lr", "steps/s"], verbose=1 if (s.verbose and self.chief) else 0
+            s.num_train_steps,
+            stateful_metrics=[k + label for k in BAR_METRICS] + ["lr", "steps/s"],
+            verbose=1 if (s.verbose and self.chief) else 0,
         )
         progress.update(self.step)
         window = dict.fromkeys(objective.STAT_KEYS, 0.0)
         window_steps, window_start = 0, time.perf_counter()
+        self.run_totals = dict.fromkeys(objective.STAT_KEYS, 0.0)
+        self.run_steps = 0
+        self.run_first_step = self.step + 1
         while self.step < s.num_train_steps:
             try:
                 stats = self._train_step(self.train_iterator)
@@ -251,6 +268,11 @@ class PretrainingLoop:
                     "recreate the data or restore the shard, then run again"
                 ) from None
             loss = float(stats["loss"])
+            if not math.isfinite(loss) and s.on_divergence == "rollback":
+                respond_to_divergence(self, checkpointer, monitor, non_finite(self.step, loss), report)
+                window = dict.fromkeys(objective.STAT_KEYS, 0.0)
+                window_steps, window_start = 0, time.perf_counter()
+                continue
             if not math.isfinite(loss):
                 good = checkpointer.discard_unconfirmed()
                 advice = (
@@ -266,28 +288,40 @@ class PretrainingLoop:
             worker_faults.step_finished()
             for k in objective.STAT_KEYS:
                 window[k] += float(stats[k])
+                self.run_totals[k] += float(stats[k])
             window_steps += 1
+            self.run_steps += 1
             step = self.step
+            divergence = monitor.step_loss(step, loss)
             if step % s.log_every_steps == 0 or step == s.num_train_steps:
                 elapsed = time.perf_counter() - window_start
                 metrics = objective.summarize(window, window_steps)
                 metrics["lr"] = float(self.optimizer.learning_rate)
                 metrics["steps/s"] = window_steps / elapsed
-                history.append({"step": step, **metrics})
-                progress.update(
+                history.append({"step": step, "window_steps": window_steps, **metrics})
+                bar = [(k + label, metrics[k]) for k in BAR_METRICS] + [(k, metrics[k]) for k in ("lr", "steps/s")]
+                progress.update(step, bar)
+                logging.info(
+                    "step %d, %s: %s",
                     step,
-                    [
-                        (k, v)
-                        for k, v in metrics.items()
-                        if k in ("loss", "masked_lm_accuracy", "sentence_order_accuracy", "lr", "steps/s")
-                    ],
+                    health.window_label(window_steps),
+                    ", ".join(f"{k} {v:.6g}" for k, v in metrics.items()),
                 )
                 if writer:
                     with writer.as_default(step=step):
                         for k, v in metrics.items():
                             tf.summary.scalar(k.replace("/", "_per_"), v)
+                lines, collapse = monitor.window(step, window_steps, metrics)
+                for line in lines:
+                    report(line)
+                divergence = divergence or collapse
                 window = dict.fromkeys(objective.STAT_KEYS, 0.0)
                 window_steps, window_start = 0, time.perf_counter()
+            if divergence and respond_to_divergence(self, checkpointer, monitor, divergence, report):
+                window = dict.fromkeys(objective.STAT_KEYS, 0.0)  # the rolled-back steps leave the window
+                window_steps, window_start = 0, time.perf_counter()
+                progress.update(self.step)
+                continue
             scheduled = step % s.save_checkpoints_steps == 0 or step == s.num_train_steps
             if scheduled:
                 checkpointer.save(step)
@@ -298,6 +332,12 @@ class PretrainingLoop:
         if writer:
             writer.flush()
         return history
+
+    def run_metrics(self) -> Dict[str, object]:
+        """The metrics over every step `train` made in this process (cumulative), labelled with those steps."""
+        metrics = objective.summarize(self.run_totals, self.run_steps)
+        label = f"cumulative over the {self.run_steps} steps {self.run_first_step}-{self.step} of this run"
+        return {"label": label, "steps": self.run_steps, **metrics}
 
     def time_steps(self, steps: int) -> float:
         """Seconds per training step, measured over `steps` (after one traced step)."""

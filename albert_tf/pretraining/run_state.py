@@ -15,6 +15,7 @@ same command again resumes from it; a fresh run may warm-start from
 import json
 import os
 import shutil
+import time
 from typing import Dict, Optional
 
 import tensorflow as tf
@@ -28,6 +29,11 @@ CHECKPOINT_DIR = "checkpoints"
 BEST_DIR = "best"
 FINAL_DIR = "final"
 CONFIG_RECORD = "albert_config.json"  # the config a run's checkpoints were made with
+
+
+def checkpoint_step(path: str) -> int:
+    """The step of a checkpoint path (`.../ckpt-<step>`)."""
+    return int(path.rsplit("-", 1)[1])
 
 
 class CheckpointPolicy:
@@ -167,13 +173,45 @@ class CheckpointPolicy:
                 tf.io.gfile.remove(path)
             remaining = [c for c in self.manager.checkpoints if c != self.unconfirmed]
             if remaining:
-                tf.train.update_checkpoint_state(self.checkpoint_dir, remaining[-1], remaining)
+                tf.compat.v1.train.update_checkpoint_state(self.checkpoint_dir, remaining[-1], remaining)
             else:
                 state = os.path.join(self.checkpoint_dir, "checkpoint")
                 if os.path.exists(state):
                     os.remove(state)
         self.unconfirmed = None
         return self.latest()
+
+    def roll_back(self, before_step: int) -> Optional[str]:
+        """Restores the newest checkpoint saved before `before_step` and deletes the newer ones (a diverged
+        trajectory); returns its path, or None (nothing changed) when there is none."""
+        older = [path for path in self.manager.checkpoints if checkpoint_step(path) < before_step]
+        if not older:
+            return None
+        target = older[-1]
+        self.checkpoint.restore(target).assert_existing_objects_matched()
+        for path in self.manager.checkpoints:
+            if checkpoint_step(path) > checkpoint_step(target):
+                for name in tf.io.gfile.glob(path + ".*"):
+                    tf.io.gfile.remove(name)
+        state = tf.train.get_checkpoint_state(self.manager.directory)
+        saved_at = dict(zip(state.all_model_checkpoint_paths, state.all_model_checkpoint_timestamps))
+        # With their save times: a manager reads back only the checkpoints whose time it knows.
+        tf.compat.v1.train.update_checkpoint_state(
+            self.manager.directory,
+            target,
+            older,
+            all_model_checkpoint_timestamps=[saved_at.get(path, time.time()) for path in older],
+            last_preserved_timestamp=state.last_preserved_timestamp,
+        )
+        # A fresh manager reads the pruned list back (the old one would still count the deleted ones).
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint,
+            self.manager.directory,
+            max_to_keep=self.settings.keep_checkpoint_max,
+            checkpoint_name="ckpt",
+        )
+        self.unconfirmed = None
+        return target
 
     def evaluate_and_keep_best(self) -> Dict[str, float]:
         """Evaluates; keeps the weights with the best masked_lm_accuracy in `best/`."""

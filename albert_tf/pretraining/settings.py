@@ -3,6 +3,7 @@
 import dataclasses
 
 from albert_tf.errors import AlbertError
+from albert_tf.pretraining.health import HealthSettings
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
@@ -44,3 +45,6 @@ class TrainSettings:
     verify_data: bool = False
     worker_timeout_seconds: float = 1800.0  # multi-worker: no step finished for this long ends the run
     verbose: bool = True
+    sentence_task: str = "sop"  # what the run means to learn; the data's metadata.json is checked against it
+    on_divergence: str = "warn"  # a loss spike or accuracy collapse: warn, stop, or rollback
+    health: HealthSettings = dataclasses.field(default_factory=HealthSettings)
