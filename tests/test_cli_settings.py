@@ -14,16 +14,16 @@ from paths import CONFIGS, REPO
 CLIS = [
     # run_pretraining's lengths default to the data's (metadata.json).
     (
-        "albert_tf.run_pretraining",
+        "albert_tf.cli.run_pretraining",
         "albert_tf.pretraining.settings:TrainSettings",
         ("max_seq_length", "max_predictions_per_seq"),
     ),
-    ("albert_tf.run_classifier", "albert_tf.run_classifier:ClassifierSettings", ()),
-    ("albert_tf.run_race", "albert_tf.run_race:RaceSettings", ()),
+    ("albert_tf.cli.run_classifier", "albert_tf.cli.run_classifier:ClassifierSettings", ()),
+    ("albert_tf.cli.run_race", "albert_tf.cli.run_race:RaceSettings", ()),
     # run_squad's schedule flags are epochs or steps (`schedule_settings`), not the dataclass's fields 1:1.
     (
-        "albert_tf.run_squad",
-        "albert_tf.run_squad:SquadSettings",
+        "albert_tf.cli.run_squad",
+        "albert_tf.cli.run_squad:SquadSettings",
         ("train_step", "warmup_step", "num_train_epochs", "warmup_proportion"),
     ),
 ]
@@ -110,7 +110,9 @@ def test_flags_without_input_file_are_an_error_not_the_demo(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "entry", ["albert_tf.run_classifier:cli", "data_prep.build_wordpiece_vocab:cli"], ids=["classifier", "wordpiece"]
+    "entry",
+    ["albert_tf.cli.run_classifier:cli", "data_prep.build_wordpiece_vocab:cli"],
+    ids=["classifier", "wordpiece"],
 )
 def test_console_script_help_lists_the_flags_and_exits_0(entry, tmp_path):
     module, function = entry.split(":")

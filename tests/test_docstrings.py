@@ -50,7 +50,7 @@ MODULES = [
     "albert_tf.formats.table",
     "albert_tf.formats.hf",
     "albert_tf.formats.keras_hub",
-    "albert_tf.predict",
+    "albert_tf.cli.predict",
     "albert_tf.preemption",
     "albert_tf.pretraining.worker_faults",
     "albert_tf.pretraining.health",

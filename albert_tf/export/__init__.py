@@ -8,27 +8,45 @@
 One module per job: `signatures` (the serving functions), `saved_model`,
 `warmup` (TF Serving's warm-up requests), `verify` (a SavedModel checked
 against its Keras model), `tflite`, `from_run` (the SavedModels at the
-end of a pretraining run), `common` (the error, test inputs, comparison);
-`__main__` is the CLI.
+end of a pretraining run), `common` (the error, test inputs, comparison),
+`patience_signatures` (early exit); the CLI is `albert_tf.cli.export_model`.
 """
 
-from albert_tf.export.common import ExportError
-from albert_tf.export.from_run import export_pretraining_run
-from albert_tf.export.saved_model import export_saved_model, next_version
-from albert_tf.export.tflite import QUANTIZATIONS, TFLITE_NAMES, export_tflite, run_tflite, tokenizer_test_vectors
-from albert_tf.export.verify import reference_text_inputs
-from albert_tf.export.warmup import WARMUP_FILE
+import importlib
 
-__all__ = [
-    "ExportError",
-    "QUANTIZATIONS",
-    "TFLITE_NAMES",
-    "WARMUP_FILE",
-    "export_pretraining_run",
-    "export_saved_model",
-    "export_tflite",
-    "next_version",
-    "reference_text_inputs",
-    "run_tflite",
-    "tokenizer_test_vectors",
-]
+# Imported on first use, so `python -m albert_tf.export` reaches the CLI (which quiets TensorFlow's
+# start-up lines) before TensorFlow is imported.
+_LAZY = {
+    "ExportError": "common",
+    "export_pretraining_run": "from_run",
+    "export_saved_model": "saved_model",
+    "next_version": "saved_model",
+    "QUANTIZATIONS": "tflite",
+    "TFLITE_NAMES": "tflite",
+    "export_tflite": "tflite",
+    "run_tflite": "tflite",
+    "tokenizer_test_vectors": "tflite",
+    "reference_text_inputs": "verify",
+    "WARMUP_FILE": "warmup",
+}
+SUBMODULES = (
+    "common",
+    "from_run",
+    "input_checks",
+    "patience_signatures",
+    "saved_model",
+    "signatures",
+    "tflite",
+    "verify",
+    "warmup",
+)
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    if name in SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,112 @@
+"""Converts ALBERT weights between Google's TF1 layout, ours, HF transformers and keras-hub.
+
+    python -m albert_tf.convert_checkpoint --input PATH --output_dir OUT \
+        [--output_format albert_tf|original|hf|keras_hub] [--albert_config_file CONFIG]
+
+`--input` is detected: a TF1 checkpoint (prefix or directory; its
+`albert_config.json` beside it or `--albert_config_file`), our model
+directory (or `.keras` file, or run directory), an HF transformers directory
+(`config.json` + `model.safetensors`) or a keras-hub preset directory. The
+default output is our model directory: `albert_config.json` and
+`pretrainer.weights.h5` / `backbone.weights.h5` (`model.keras` for a task
+model) plus the vocabulary as `spm.model`. `--to_original` is
+`--output_format original` (`<dir>/model.ckpt` in Google's layout). Nothing is
+written to `--output_dir` unless it all succeeds.
+"""
+
+import os
+
+from absl import flags
+
+from albert_tf import formats
+from albert_tf.cli.app import run_cli
+from albert_tf.cli.run_record import write_settings
+from albert_tf.config import AlbertConfig
+from albert_tf.locking import OutputDirLock
+from albert_tf.publish import staged_files
+
+FLAGS = flags.FLAGS
+OUTPUT_FORMATS = formats.OUTPUT_FORMATS
+
+
+def define_flags():
+    """Defined only when run as a program, so importing never clashes."""
+    flags.DEFINE_string("input", None, "What to convert: TF1 checkpoint, our model dir, HF dir or keras-hub preset.")
+    flags.DEFINE_string("albert_config_file", None, "albert_config.json of a TF1 checkpoint (default: beside it).")
+    flags.DEFINE_string("output_dir", None, "Directory to write the converted model to.")
+    flags.DEFINE_enum("output_format", None, OUTPUT_FORMATS, "Format to write (default albert_tf).")
+    flags.DEFINE_bool("to_original", False, "Same as --output_format=original.")
+    flags.DEFINE_string("spm_model_file", None, "SentencePiece model to ship (default: the one found with the input).")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt to ship instead (default: the one found).")
+    flags.DEFINE_bool("do_lower_case", None, "The tokenizer's lowercasing (default: the one saved with the input).")
+    flags.mark_flags_as_required(["input", "output_dir"])
+
+
+def convert(
+    input_path,
+    config_path=None,
+    output_dir=None,
+    to_original=False,
+    output_format=None,
+    spm_model_file=None,
+    notes=None,
+    vocab_file=None,
+    do_lower_case=None,
+):
+    """`formats.load` then `formats.save`; returns the paths written into `output_dir`.
+
+    Args:
+        input_path: any model `albert_tf.formats.load` reads (TF1, ours, HF directory, keras-hub preset).
+        config_path: `albert_config.json` for a TF1 checkpoint or our weights.
+        output_dir: where to write; created, files replaced only on success.
+        to_original: the old flag, same as `output_format="original"`.
+        output_format: one of `OUTPUT_FORMATS` (default `albert_tf`).
+        spm_model_file / vocab_file / do_lower_case: the tokenizer to ship instead of the one found.
+        notes: a list that receives what was zero-filled or left out.
+    """
+    if to_original and output_format not in (None, "original"):
+        raise formats.CheckpointError(f"--to_original contradicts --output_format={output_format}")
+    output_format = output_format or ("original" if to_original else "albert_tf")
+    if output_format not in OUTPUT_FORMATS:
+        raise formats.CheckpointError(f"unknown output format {output_format!r}; one of {', '.join(OUTPUT_FORMATS)}")
+    if config_path is not None:
+        AlbertConfig.from_json_file(config_path)  # a bad config is the first error reported
+    notes = [] if notes is None else notes
+    loaded = formats.load(input_path, config_path, spm_model_file, vocab_file, do_lower_case)
+    notes += [f"{input_path}: has no {name}: set to zeros" for name in loaded.zero_filled]
+    notes += formats.unwritten(loaded.model, output_format)
+    with OutputDirLock(output_dir), staged_files(output_dir) as staging:
+        formats.save(loaded.model, staging, output_format, loaded.tokenizer)
+        written = [os.path.join(output_dir, name) for name in sorted(os.listdir(staging))]
+    return written
+
+
+def main(argv):
+    del argv
+    notes = []
+    written = convert(
+        FLAGS.input,
+        FLAGS.albert_config_file,
+        FLAGS.output_dir,
+        FLAGS.to_original,
+        FLAGS.output_format,
+        FLAGS.spm_model_file,
+        notes,
+        FLAGS.vocab_file,
+        FLAGS.do_lower_case,
+    )
+    write_settings(FLAGS.output_dir)
+    for note in notes:
+        print(f"note: {note}")
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def cli():
+    """The console-script entry point (`python -m` runs the same)."""
+    run_cli(main, define_flags)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,103 @@
+"""`python -m albert_tf.export`: a SavedModel for TF Serving, or TFLite files (see the package docstring).
+
+`--model_dir` takes whatever `albert_tf.formats.load` does (our
+model dirs, run_pretraining output, a `.keras` task model, Google's TF1
+checkpoints).
+"""
+
+import json
+
+from absl import flags
+
+from albert_tf import formats
+from albert_tf.cli.app import run_cli
+from albert_tf.cli.flags import define_vocabulary_flags
+from albert_tf.cli.run_record import write_settings
+from albert_tf.export.patience_signatures import EARLY_EXIT_MODELS, export_early_exit_tflite
+from albert_tf.export.saved_model import export_saved_model
+from albert_tf.export.tflite import QUANTIZATIONS, export_tflite
+from albert_tf.tokenization import TokenizerError
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    flags.DEFINE_string(
+        "model_dir",
+        None,
+        "The model: our model dir, a run_pretraining output dir, a .keras "
+        "file (or a dir with model.keras), or Google's TF1 checkpoint.",
+    )
+    flags.DEFINE_string(
+        "output_dir",
+        None,
+        "SavedModel: TF Serving's model base path (versions go under it). "
+        "TFLite: the directory for the .tflite file and its side files.",
+    )
+    flags.DEFINE_enum("format", "saved_model", ["saved_model", "tflite"], "What to write.")
+    flags.DEFINE_enum("quantize", "none", list(QUANTIZATIONS), "TFLite weights: float32, float16 or int8.")
+    flags.DEFINE_integer("max_seq_length", 128, "Text signatures' truncation / TFLite input length.")
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "TFLite MLM model: masked positions input length.")
+    flags.DEFINE_integer("version", None, "SavedModel version directory (default: next free number).")
+    flags.DEFINE_string("albert_config_file", None, "Config for a TF1 checkpoint without albert_config.json.")
+    define_vocabulary_flags(" Default: the one beside the weights.")
+    flags.DEFINE_integer("top_k", 5, "MLM candidates returned by the SavedModel.")
+    flags.DEFINE_bool(
+        "jit_compile",
+        False,
+        "SavedModel: XLA-compile the model in serving_default (faster on "
+        "CPU; compiles once per input shape; the server needs XLA's CPU JIT).",
+    )
+    flags.mark_flags_as_required(["model_dir", "output_dir"])
+
+
+def main(argv):
+    del argv
+    if FLAGS.spm_model_file and FLAGS.vocab_file:
+        raise TokenizerError("give at most one of --spm_model_file and --vocab_file")
+    loaded = formats.load(
+        FLAGS.model_dir, FLAGS.albert_config_file, FLAGS.spm_model_file, FLAGS.vocab_file, FLAGS.do_lower_case
+    )
+    if FLAGS.format == "saved_model":
+        path = export_saved_model(
+            loaded.model,
+            FLAGS.output_dir,
+            FLAGS.version,
+            max_seq_length=FLAGS.max_seq_length,
+            top_k=FLAGS.top_k,
+            tokenizer=loaded.tokenizer,
+            jit_compile=FLAGS.jit_compile,
+        )
+    else:
+        path = export_tflite(
+            loaded.model,
+            FLAGS.output_dir,
+            FLAGS.quantize,
+            FLAGS.max_seq_length,
+            FLAGS.max_predictions_per_seq,
+            tokenizer=loaded.tokenizer,
+        )
+        if isinstance(loaded.model, EARLY_EXIT_MODELS):
+            export_early_exit_tflite(loaded.model, FLAGS.output_dir, FLAGS.max_seq_length)
+    tokenizer = loaded.tokenizer
+    write_settings(FLAGS.output_dir, tokenizer)
+    print(
+        json.dumps(
+            {
+                "model": loaded.source,
+                "model_class": type(loaded.model).__name__,
+                "export": path,
+                "tokenizer": tokenizer.metadata() | {"file": tokenizer.model_file} if tokenizer else None,
+            },
+            indent=2,
+        )
+    )
+
+
+def cli():
+    """The console-script entry point (`python -m` runs the same)."""
+    run_cli(main, define_flags)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,103 @@
+"""Prints layers/sizes/sharing and parameter counts of every config in configs/.
+
+    python -m albert_tf.param_table [--json] [--configs_dir configs]
+
+Counts come from building each model and summing its weights: `backbone` is
+Google's `bert/*` (embeddings, projection, layers, pooler); `with_heads` adds
+the MLM and SOP heads (the MLM decoder is tied, so it adds only its bias).
+"""
+
+import glob
+import json
+import os
+import sys
+
+import keras
+from absl import flags
+
+from albert_tf.cli.app import run_cli
+from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf.models.backbone import AlbertBackbone
+from albert_tf.models.pretrainer import AlbertPretrainer
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    """Defined only when run as a program, so importing never clashes."""
+    flags.DEFINE_bool("json", False, "Print JSON instead of a table.")
+    flags.DEFINE_string(
+        "configs_dir",
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs"),
+        "Directory of *.json model configs.",
+    )
+
+
+def count_parameters(config):
+    """{'backbone', 'backbone_without_pooler', 'with_heads'} for an AlbertConfig."""
+    backbone = AlbertBackbone.from_albert_config(config)
+    pretrainer = AlbertPretrainer(backbone)
+    counts = {
+        "backbone": backbone.count_params(),
+        "backbone_without_pooler": backbone.count_params() - backbone.pooler.count_params(),
+        "with_heads": pretrainer.count_params(),
+    }
+    del pretrainer, backbone
+    keras.backend.clear_session()
+    return counts
+
+
+def table_rows(configs_dir):
+    rows = []
+    for path in sorted(glob.glob(os.path.join(configs_dir, "*.json"))):
+        config = AlbertConfig.from_json_file(path)
+        row = {
+            "config": os.path.splitext(os.path.basename(path))[0],
+            "layers": config.num_hidden_layers,
+            "hidden": config.hidden_size,
+            "embedding": config.embedding_size,
+            "groups": config.num_hidden_groups,
+            "inner_groups": config.inner_group_num,
+            "sharing": config.sharing,
+            "activation": config.hidden_act,
+        }
+        row.update(count_parameters(config))
+        rows.append(row)
+    return rows
+
+
+def format_table(rows):
+    header = (
+        f"{'config':<18}{'L':>4}{'H':>6}{'E':>6}{'G':>4}{'K':>3} {'sharing':<10}"
+        f"{'backbone':>14}{'w/o pooler':>14}{'with heads':>14}"
+    )
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        lines.append(
+            f"{r['config']:<18}{r['layers']:>4}{r['hidden']:>6}{r['embedding']:>6}"
+            f"{r['groups']:>4}{r['inner_groups']:>3} {r['sharing']:<10}"
+            f"{r['backbone']:>14,}{r['backbone_without_pooler']:>14,}"
+            f"{r['with_heads']:>14,}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv):
+    del argv
+
+    try:
+        rows = table_rows(FLAGS.configs_dir)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(rows, indent=2) if FLAGS.json else format_table(rows))
+    return 0
+
+
+def cli():
+    """The console-script entry point (`python -m` runs the same)."""
+    run_cli(main, define_flags)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,184 @@
+"""Pretrains ALBERT (MLM + SOP) on data_prep's TFRecords; with no flags, runs a demo.
+
+    python -m albert_tf.run_pretraining --input_file data/pretrain \
+        --albert_config_file configs/albert_base_v2.json --output_dir runs/base \
+        --spm_model_file vocab/30k-clean.model \
+        --train_batch_size 4096 --num_train_steps 125000 --num_warmup_steps 3125 \
+        --learning_rate 0.00176 --optimizer lamb [--strategy mirrored|multi_worker|tpu]
+
+    python -m albert_tf.run_pretraining      # the built-in demo (albert_tf.demo)
+
+Flag names and defaults are the original's where it has them. Running the
+same command again resumes from the last checkpoint in `--output_dir`. At the
+end, `final/` holds the model and `saved_model/{backbone,pretrainer}/<step>/`
+the SavedModels (`--noexport` to skip them).
+"""
+
+import json
+
+from absl import flags
+
+from albert_tf import demo, preemption
+from albert_tf.cli.app import our_flags, run_cli
+from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags
+from albert_tf.cli.run_record import write_settings
+from albert_tf.errors import AlbertError
+from albert_tf.export import export_pretraining_run
+from albert_tf.inputs.shard_reader import resolve_input
+from albert_tf.pretraining.health import DIVERGENCE_ACTIONS, SENTENCE_TASKS
+from albert_tf.pretraining.job import evaluate_checkpoints, pretrain
+from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES, TrainSettings
+from albert_tf.pretraining.strategy import make_strategy
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+    d = TrainSettings(output_dir="")
+    flags.DEFINE_string(
+        "input_file",
+        None,
+        "data_prep output directories, globs or shard files, comma-separated. With no flag at all the demo runs.",
+    )
+    flags.DEFINE_string("eval_file", None, "Eval shards (default: --input_file, as the original).")
+    flags.DEFINE_string("albert_config_file", None, "ALBERT config JSON.")
+    flags.DEFINE_string("output_dir", None, "Checkpoints, summaries, final model and SavedModels.")
+    flags.DEFINE_string("init_checkpoint", None, "Warm start: Google's TF1 checkpoint or ours (weights only).")
+    # Lowercasing is the data's (metadata.json), so there is no --do_lower_case here.
+    define_vocabulary_flags(" Saved into final/ and the SavedModels.", lower_case_flag=False)
+    flags.DEFINE_integer("train_batch_size", d.train_batch_size, "Global batch (all replicas, all micro-steps).")
+    flags.DEFINE_integer("eval_batch_size", d.eval_batch_size, "Eval batch.")
+    flags.DEFINE_integer("max_seq_length", None, "Must match the data (default: the data's metadata.json).")
+    flags.DEFINE_integer("max_predictions_per_seq", None, "Must match the data (default: the data's).")
+    flags.DEFINE_integer("num_train_steps", d.num_train_steps, "Optimizer steps.")
+    flags.DEFINE_integer("num_warmup_steps", d.num_warmup_steps, "Linear warmup steps.")
+    flags.DEFINE_float("learning_rate", d.learning_rate, "Peak learning rate.")
+    flags.DEFINE_float("poly_power", d.poly_power, "Polynomial decay power.")
+    flags.DEFINE_integer(
+        "start_warmup_step", d.start_warmup_step, "The step warmup starts from (LR < 0 before it, as the original)."
+    )
+    flags.DEFINE_bool(
+        "init_from_group0",
+        d.init_from_group0,
+        "With --init_checkpoint: groups it lacks start from its group 0 (grow num_hidden_groups).",
+    )
+    flags.DEFINE_enum("optimizer", d.optimizer, ["lamb", "adamw"], "As the original (no bias correction).")
+    flags.DEFINE_integer("save_checkpoints_steps", d.save_checkpoints_steps, "Checkpoint every N steps.")
+    flags.DEFINE_integer("keep_checkpoint_max", d.keep_checkpoint_max, "Checkpoints kept.")
+    flags.DEFINE_bool("do_eval", d.do_eval, "Evaluate at each checkpoint and at the end; keep the best.")
+    flags.DEFINE_bool(
+        "do_train",
+        True,
+        "With --do_train=false: evaluate every checkpoint kept in --output_dir on --eval_file (default "
+        "--input_file) and print one JSON line each; nothing is trained or written.",
+    )
+    flags.DEFINE_integer("max_eval_steps", d.max_eval_steps, "Eval batches.")
+    flags.DEFINE_enum("strategy", "default", STRATEGIES, "tf.distribute strategy (multi_worker reads TF_CONFIG).")
+    flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
+    flags.DEFINE_float(
+        "worker_timeout_seconds",
+        d.worker_timeout_seconds,
+        "--strategy=multi_worker: end the run (naming the unreachable workers) when no training step has "
+        "finished for this long; more than the slowest step + checkpoint + eval. 0: off.",
+    )
+    flags.DEFINE_enum("mixed_precision", d.mixed_precision, sorted(PRECISIONS), "Compute dtype policy.")
+    flags.DEFINE_bool("jit_compile", d.jit_compile, "XLA-compile the per-replica step.")
+    flags.DEFINE_integer("grad_accum_steps", d.grad_accum_steps, "Micro-batches per optimizer step.")
+    flags.DEFINE_bool(
+        "remat",
+        d.remat,
+        "Recompute each layer application in the backward pass (less activation memory, more compute).",
+    )
+    flags.DEFINE_integer("seed", d.seed, "Seed of weights init and data order.")
+    flags.DEFINE_bool("deterministic", d.deterministic, "Deterministic TF ops (bit-reproducible on CPU).")
+    flags.DEFINE_integer("log_every_steps", d.log_every_steps, "Progress/TensorBoard interval.")
+    flags.DEFINE_bool("export", True, "Write SavedModels at the end.")
+    flags.DEFINE_enum(
+        "sentence_task",
+        d.sentence_task,
+        list(SENTENCE_TASKS),
+        "The sentence task the run means to learn; a warning at start when the data's metadata.json says the other.",
+    )
+    flags.DEFINE_enum(
+        "on_divergence",
+        d.on_divergence,
+        list(DIVERGENCE_ACTIONS),
+        "A loss spike or accuracy collapse: warn; stop; or rollback (restore the last good checkpoint and skip "
+        "the batches after it, at most 3 times, then stop).",
+    )
+    flags.DEFINE_bool("verify_data", d.verify_data, "Check every shard's sha256 against metadata.json first.")
+    flags.DEFINE_float("demo_minutes", 3.0, "Demo only: minutes of training (about).")
+    flags.DEFINE_string("demo_dir", "albert_tf_demo", "Demo only: where everything goes.")
+
+
+DEMO_FLAGS = ("demo_minutes", "demo_dir")
+
+
+def runs_the_demo() -> bool:
+    """Only a bare command (or one with demo flags alone) runs the demo; any other flag means a real run."""
+    return not any(flag.present for flag in our_flags() if flag.name not in DEMO_FLAGS)
+
+
+def main(argv):
+    del argv
+    if runs_the_demo():
+        with preemption.stop_signals():  # the demo's training stops as a run's does (run it again to resume)
+            demo.run_demo(FLAGS.demo_dir, minutes=FLAGS.demo_minutes)
+        return
+    if FLAGS.do_train and not FLAGS.input_file:
+        raise AlbertError("--input_file required (data_prep's output); run without any flag for the demo")
+    missing = [name for name in ("albert_config_file", "output_dir") if not FLAGS[name].value]
+    if missing:
+        mode = "--input_file" if FLAGS.do_train else "--nodo_train"
+        raise AlbertError(", ".join(f"--{m}" for m in missing) + f" required with {mode}")
+    if not FLAGS.do_train and not (FLAGS.eval_file or FLAGS.input_file):
+        raise AlbertError("--nodo_train needs --eval_file (the data to evaluate the checkpoints on)")
+
+    strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)  # before any TF op (multi-worker collectives)
+    # Read once; its lengths are the defaults. Evaluating only: the eval data are the data.
+    if FLAGS.do_train:
+        data_input = resolve_input(FLAGS.input_file)
+    else:
+        data_input = (
+            resolve_input(FLAGS.eval_file, "--eval_file") if FLAGS.eval_file else resolve_input(FLAGS.input_file)
+        )
+    settings = settings_from_flags(
+        TrainSettings,
+        max_seq_length=FLAGS.max_seq_length or data_input.data.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq or data_input.data.max_predictions_per_seq,
+    )
+    if not FLAGS.do_train:
+        checkpoints = evaluate_checkpoints(settings, FLAGS.albert_config_file, data_input, strategy=strategy)
+        for step, metrics in checkpoints.items():
+            print(json.dumps({"global_step": step, **metrics}), flush=True)
+        return
+    write_settings(settings.output_dir)
+    with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75
+        summary = pretrain(
+            settings,
+            FLAGS.albert_config_file,
+            data_input,
+            eval_file=FLAGS.eval_file,
+            init_checkpoint=FLAGS.init_checkpoint,
+            spm_model_file=FLAGS.spm_model_file,
+            vocab_file=FLAGS.vocab_file,
+            strategy=strategy,
+        )
+        if FLAGS.export and summary["outputs"]:
+            preemption.raise_if_requested("training finished and final/ is written; the SavedModels are not")
+            # A signal from here on lets the export finish (it publishes whole directories only).
+            summary["outputs"].update(
+                export_pretraining_run(
+                    settings.output_dir, version=summary["end_step"], max_seq_length=settings.max_seq_length
+                )
+            )
+    print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2, default=str))
+
+
+def cli():
+    """The console-script entry point (`python -m` runs the same)."""
+    run_cli(main, define_flags)
+
+
+if __name__ == "__main__":
+    cli()

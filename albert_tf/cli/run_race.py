@@ -1,0 +1,91 @@
+"""Fine-tunes ALBERT on RACE, as the original `run_race.py`.
+
+    python -m albert_tf.run_race --data_dir RACE --albert_config_file albert_base/albert_config.json \
+        --spm_model_file albert_base/30k-clean.model --init_checkpoint albert_base/model.ckpt-best \
+        --output_dir runs/race --do_train --do_eval --max_seq_length 512 --max_qa_length 128 \
+        --train_step 12000 --warmup_step 1000 --learning_rate 1e-5 --dropout 0 --save_checkpoints_steps 100
+
+Reads `data_dir/{train,dev,test}/{middle,high}/` (see `albert_tf.tasks.race`).
+Writes `eval_results.txt`, `best/model.keras` (best dev accuracy), and
+`<split>_predictions.json` (`{id: "A".."D"}`); reports accuracy for middle,
+high and all. The work is `albert_tf.tasks.runner`.
+"""
+
+import dataclasses
+from typing import Tuple
+
+from absl import flags
+
+from albert_tf.cli.app import run_cli
+from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
+from albert_tf.cli.run_record import write_settings
+from albert_tf.errors import AlbertError
+from albert_tf.finetuning import FineTuneSettings
+from albert_tf.tasks import depth_weighted, race, runner
+
+FLAGS = flags.FLAGS
+
+
+@dataclasses.dataclass
+class RaceSettings(FineTuneSettings):
+    """run_race's flags (`levels` from --high_only / --middle_only)."""
+
+    data_dir: str = ""
+    # The original run_race's defaults: it trains and evaluates unless told otherwise.
+    do_train: bool = True
+    do_eval: bool = True
+    learning_rate: float = 1e-5
+    train_step: int = 12000
+    warmup_step: int = 1000
+    save_checkpoints_steps: int = 100
+    eval_split: str = "dev"
+    max_qa_length: int = 128
+    levels: Tuple[str, ...] = race.LEVELS
+    early_exit: bool = False  # a classifier per layer application (PABEE; albert_tf.models.early_exit)
+
+
+def run(settings: RaceSettings) -> dict:
+    """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
+    task = race.RaceTask(settings.data_dir, tuple(settings.levels), settings.max_qa_length)
+    if settings.early_exit:
+        task = depth_weighted.race_task(task)
+    return runner.run(task, settings, evaluate=settings.do_eval, eval_split=settings.eval_split)
+
+
+def define_flags():
+    defaults = RaceSettings(output_dir="")
+    define_finetune_flags(defaults)
+    flags.DEFINE_alias("dropout_prob", "dropout")  # the original run_race's name
+    flags.DEFINE_string("data_dir", None, "RACE directory with train/dev/test × middle/high.")
+    flags.DEFINE_bool("do_eval", defaults.do_eval, "Evaluate the best model on --eval_split (as the original).")
+    flags.DEFINE_enum(
+        "eval_split", defaults.eval_split, ["dev", "test"], "Split evaluated (and used to pick the best)."
+    )
+    flags.DEFINE_bool("high_only", False, "Only RACE-H.")
+    flags.DEFINE_bool("middle_only", False, "Only RACE-M.")
+    flags.DEFINE_integer("max_qa_length", defaults.max_qa_length, "Question+option tokens kept (the last ones).")
+    flags.DEFINE_bool(
+        "early_exit",
+        defaults.early_exit,
+        "Train a classifier after every layer (PABEE): served with a patience, it stops early (README).",
+    )
+    flags.mark_flags_as_required(["data_dir", "output_dir"])
+
+
+def main(argv):
+    del argv
+    if FLAGS.high_only and FLAGS.middle_only:
+        raise AlbertError("--high_only and --middle_only exclude each other")
+    levels = ("high",) if FLAGS.high_only else ("middle",) if FLAGS.middle_only else race.LEVELS
+    settings = settings_from_flags(RaceSettings, levels=levels)
+    write_settings(settings.output_dir)
+    runner.print_summary(run(settings))
+
+
+def cli():
+    """The console-script entry point (`python -m` runs the same)."""
+    run_cli(main, define_flags)
+
+
+if __name__ == "__main__":
+    cli()
