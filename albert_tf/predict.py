@@ -33,6 +33,7 @@ from absl import flags
 
 from albert_tf.cli.app import run_cli
 from albert_tf.errors import AlbertError
+from albert_tf.file_safety import same_file
 from albert_tf.inputs.packing import encode_with_masks, pack_segments
 from albert_tf.loading import load_model
 from albert_tf.tokenization import TokenizerError
@@ -159,6 +160,8 @@ def run(
         raise PredictError("give exactly one of --text and --input_file")
     if input_file is not None and not output_file:
         raise PredictError("--input_file needs --output_file (.npy, or .jsonl for JSON lines)")
+    if input_file is not None and same_file(output_file, input_file):
+        raise PredictError(f"--output_file {output_file} is --input_file {input_file}: it would be overwritten")
     if top_k < 1 or batch_size < 1 or max_seq_length < 3:
         raise PredictError("--top_k and --batch_size must be ≥ 1, --max_seq_length ≥ 3")
     loaded = load_model(model_dir, albert_config_file, spm_model_file, vocab_file, do_lower_case)

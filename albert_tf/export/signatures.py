@@ -11,6 +11,10 @@
   `[MASK]` in the text becomes a mask token and the masked positions are
   predicted.
 
+`serving_default` refuses ids the model would misread (negative, past the
+vocabulary, mismatched shapes) with an `InvalidArgument` naming the input
+(`albert_tf.export.input_checks`).
+
 Outputs are the model's, plus ready-to-use ones: `probabilities` and `label`
 for a `logits` output (and `sop_`), `mlm_top_k_ids`/`mlm_top_k_probabilities`
 for `mlm_logits`; the text signatures also return the packed ids.
@@ -29,12 +33,13 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.export.input_checks import MLM_POSITIONS, serving_tensors
+
 TOKEN_INPUTS = ("input_ids", "input_mask", "segment_ids")
 MASK_TEXT = "[MASK]"
 # Outputs that are class logits: name → prefix of the derived outputs.
 CLASS_LOGITS = {"logits": "", "sop_logits": "sop_"}
 MLM_LOGITS = "mlm_logits"
-MLM_POSITIONS = "masked_lm_positions"
 
 
 class ServingEndpoints:
@@ -108,6 +113,8 @@ class ServingEndpoints:
 
     # ---- signatures -----------------------------------------------------------------
     def _serve_ids(self, inputs):
+        # Checked outside XLA (it compiles no assertion); the text signatures make valid ids.
+        inputs = serving_tensors(inputs, getattr(self.model, "backbone", self.model).albert_config)
         if self._compiled_outputs is not None:
             return self._compiled_outputs(inputs)
         return self._outputs(inputs)
