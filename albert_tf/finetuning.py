@@ -31,6 +31,7 @@ from albert_tf.errors import AlbertError
 from albert_tf.loading import load_model, model_directory
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.publish import staged_dir
+from albert_tf.settings_checks import check_ranges
 from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
 BEST_DIR = "best"
@@ -70,6 +71,16 @@ class FineTuneSettings:
     grad_accum_steps: int = 1  # micro-batches per optimizer step (their gradients averaged)
     remat: bool = False  # recompute each layer application in the backward pass (activation memory)
     verbose: bool = True
+
+    def __post_init__(self):
+        check_ranges(
+            self,
+            FineTuneError,
+            positive=("max_seq_length", "train_batch_size", "eval_batch_size", "learning_rate", "train_step")
+            + ("save_checkpoints_steps", "grad_accum_steps", "num_train_epochs"),
+            non_negative=("warmup_step",),
+            fractions=("warmup_proportion", "dropout"),
+        )
 
     @property
     def micro_batch_size(self) -> int:

@@ -4,11 +4,17 @@ Tests share the style of `test_failures.py`: one broken input, the one-line
 error it must give, and what must be kept.
 """
 
+import errno
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from paths import CONFIGS
+from paths import CONFIGS, REPO
 
 SEQ = 8
 PREDICTIONS = 2
@@ -174,3 +180,226 @@ def test_glue_field_over_the_csv_limit_is_a_skipped_row(real_data, tmp_path):
     originals, _ = glue.read_examples(glue.TASKS["rte"], str(real_data / "glue" / "RTE" / "dev.tsv"), "dev")
     kept = originals[:2] + originals[3:8]
     assert [(e.text_a, e.label) for e in examples] == [(e.text_a, e.label) for e in kept]
+
+
+# ---- zero, negative or non-finite counts, intervals and rates: one line naming the flag ---------
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("num_train_steps", 0),
+        ("save_checkpoints_steps", 0),
+        ("keep_checkpoint_max", 0),
+        ("train_batch_size", -8),
+        ("learning_rate", -1e-3),
+        ("learning_rate", float("nan")),
+        ("max_predictions_per_seq", 0),
+        ("log_every_steps", 0),
+        ("num_warmup_steps", -1),
+        ("grad_accum_steps", 0),
+    ],
+)
+def test_pretraining_settings_refuse_values_out_of_range(tmp_path, name, value):
+    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+
+    with pytest.raises(TrainingError, match=f"^--{name} {value}: must be"):
+        TrainSettings(output_dir=str(tmp_path), **{name: value})
+
+
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("train_step", 0),
+        ("save_checkpoints_steps", -5),
+        ("train_batch_size", 0),
+        ("eval_batch_size", 0),
+        ("learning_rate", -5e-5),
+        ("learning_rate", float("inf")),
+        ("max_seq_length", 0),
+        ("warmup_step", -1),
+        ("dropout", 1.5),
+        ("num_train_epochs", 0.0),
+        ("grad_accum_steps", 0),
+    ],
+)
+def test_finetuning_settings_refuse_values_out_of_range(tmp_path, name, value):
+    from albert_tf.finetuning import FineTuneError, FineTuneSettings
+    from albert_tf.run_squad import SquadSettings
+
+    for settings in (FineTuneSettings, SquadSettings):
+        with pytest.raises(FineTuneError, match=f"^--{name} {value}: must be"):
+            settings(output_dir=str(tmp_path), **{name: value})
+
+
+def test_task_flags_out_of_range_are_refused():
+    from albert_tf.tasks import race, squad
+
+    with pytest.raises(squad.SquadDataError, match="^--doc_stride 0: must be a positive number"):
+        squad.SquadTask(doc_stride=0)
+    with pytest.raises(squad.SquadDataError, match="^--n_best_size -1: must be a positive number"):
+        squad.SquadTask(n_best_size=-1)
+    with pytest.raises(race.RaceDataError, match="^--max_qa_length 0: must be a positive number"):
+        race.RaceTask("data", max_qa_length=0)
+
+
+@pytest.mark.slow
+def test_cli_negative_learning_rate_is_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.run_classifier", "--task_name", "sst-2", "--data_dir", str(tmp_path)]
+        + ["--output_dir", str(tmp_path / "out"), "--albert_config_file", str(CONFIGS / "albert_tiny.json")]
+        + ["--do_train", "--learning_rate=-1e-5"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "error: --learning_rate -1e-05: must be a positive number"
+    assert not (tmp_path / "out").exists()
+
+
+# ---- max_seq_length too short to hold any text ---------------------------------------------------
+def test_max_seq_length_too_short_for_the_task_fails_before_any_work(tmp_path):
+    from albert_tf.finetuning import FineTuneError, FineTuneSettings
+    from albert_tf.tasks import glue, race, runner, squad
+
+    cases = [
+        (glue.task("mrpc", str(tmp_path)), 4, "needs at least 5 \\(\\[CLS\\] text_a \\[SEP\\] text_b \\[SEP\\]\\)"),
+        (glue.task("sst-2", str(tmp_path)), 2, "needs at least 3"),
+        (race.RaceTask(str(tmp_path)), 4, "needs at least 5"),
+        (squad.SquadTask(max_query_length=64), 64, "needs at least 68 .*--max_query_length 64"),
+    ]
+    for task, length, message in cases:
+        settings = FineTuneSettings(output_dir=str(tmp_path / "out"), max_seq_length=length, verbose=False)
+        with pytest.raises(FineTuneError, match=f"^--max_seq_length {length}: .* {message}"):
+            runner.run(task, settings)
+    assert not (tmp_path / "out").exists()
+
+
+# ---- malformed SQuAD JSON, duplicate ids ---------------------------------------------------------
+def squad_file(tmp_path, qas, context="Paris is in France.", top=None):
+    data = top if top is not None else {"data": [{"paragraphs": [{"context": context, "qas": qas}]}]}
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def good_question(qas_id="q1"):
+    return {"id": qas_id, "question": "Where is Paris?", "answers": [{"text": "France", "answer_start": 12}]}
+
+
+@pytest.mark.parametrize(
+    "bad,problem",
+    [
+        ({"id": "b", "question": "Where?"}, "no answer with an answer_start"),
+        ({"id": "b", "question": "Where?", "answers": [{"text": "France", "answer_start": "12"}]}, '"answers" must be'),
+        ({"id": "b", "question": "Where?", "answers": "France"}, '"answers" must be'),
+        ({"id": "b", "question": "Where?", "answers": [{"text": "France", "answer_start": -3}]}, "is not at"),
+        ({"question": "Where?", "answers": []}, 'needs an "id" and a "question"'),
+        ({"id": "b", "question": None, "answers": []}, 'needs an "id" and a "question"'),
+        (good_question("q1"), "question q1: duplicate id"),
+    ],
+)
+def test_squad_malformed_questions_are_skipped_and_named(tmp_path, bad, problem):
+    from albert_tf.tasks import squad
+
+    path = squad_file(tmp_path, [good_question("q1"), bad, good_question("q3")])
+    examples, report = squad.read_examples(path, is_training=True)
+    assert [e.qas_id for e in examples] == ["q1", "q3"]
+    assert report["skipped"] == 1 and problem in report["first_problems"][0]
+    assert "data[0].paragraphs[0]" in report["first_problems"][0]
+
+
+def test_squad_malformed_files_are_one_clear_error(tmp_path):
+    from albert_tf.tasks import squad
+
+    for top in ([good_question()], {"data": {"x": 1}}, {"version": "1.1"}):
+        with pytest.raises(squad.SquadDataError, match='not a SQuAD JSON file \\(expected an object with a "data"'):
+            squad.read_examples(squad_file(tmp_path, [], top=top), is_training=False)
+    no_context = {
+        "data": [{"paragraphs": [{"qas": [good_question()]}, {"context": "x", "qas": [good_question("q2")]}]}]
+    }
+    examples, report = squad.read_examples(squad_file(tmp_path, [], top=no_context), is_training=False)
+    assert [e.qas_id for e in examples] == ["q2"] and report["skipped"] == 1
+    assert 'paragraphs[0]: needs a "context" string' in report["first_problems"][0]
+    with pytest.raises(squad.SquadDataError, match="no usable question"):
+        squad.read_examples(squad_file(tmp_path, [], top={"data": [{"paragraphs": "none"}]}), is_training=False)
+
+
+# ---- RACE: one bad question drops that question, not its article ---------------------------------
+@pytest.mark.realdata
+def test_race_bad_question_drops_only_itself(real_data, tmp_path):
+    from albert_tf.tasks import race
+
+    source = sorted((real_data / "race" / "dev" / "middle").glob("*.txt"))[0]
+    record = json.loads(source.read_text(encoding="utf-8"))
+    assert len(record["questions"]) >= 2
+    record["options"][1] = record["options"][1][:3]  # three options
+    (tmp_path / "dev" / "middle").mkdir(parents=True)
+    (tmp_path / "dev" / "middle" / source.name).write_text(json.dumps(record))
+    examples, report = race.read_examples(str(tmp_path), "dev", ("middle",))
+    kept = [i for i in range(len(record["questions"])) if i != 1]
+    assert [e.question for e in examples] == [record["questions"][i] for i in kept]
+    assert [e.label for e in examples] == ["ABCD".index(record["answers"][i]) for i in kept]
+    assert report["skipped"] == 1 and f"{source.name}: question 1: needs" in report["first_problems"][0]
+
+
+# ---- pretraining resumed with another batch size --------------------------------------------------
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_resume_with_another_batch_size_is_one_clear_error(pretraining_data, tmp_path):
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+
+    def settings(batch, steps):
+        return TrainSettings(
+            output_dir=str(tmp_path / "run"),
+            train_batch_size=batch,
+            max_seq_length=64,
+            num_train_steps=steps,
+            num_warmup_steps=0,
+            save_checkpoints_steps=2,
+            verbose=False,
+        )
+
+    pretrain(settings(8, 2), pretraining_data["config"], pretraining_data["data"])
+    kept = sorted(os.listdir(tmp_path / "run" / "checkpoints"))
+    with pytest.raises(TrainingError, match="trained with --train_batch_size 8 \\(now 4\\).*same flags"):
+        pretrain(settings(4, 4), pretraining_data["config"], pretraining_data["data"])
+    assert sorted(os.listdir(tmp_path / "run" / "checkpoints")) == kept
+    pretrain(settings(8, 4), pretraining_data["config"], pretraining_data["data"])  # the same flags resume
+
+
+# ---- data_prep on a full disk ----------------------------------------------------------------------
+TOY_LINES = [f"the quick brown fox number {i} jumps over the lazy dog. it runs away fast." for i in range(200)]
+
+
+@pytest.fixture(scope="module")
+def toy_spm(tmp_path_factory):
+    from data_prep.train_sentencepiece import train_sentencepiece
+
+    return train_sentencepiece(TOY_LINES, str(tmp_path_factory.mktemp("spm") / "toy"), vocab_size=80)
+
+
+def test_data_prep_out_of_disk_is_one_line_and_keeps_the_old_dataset(toy_spm, tmp_path, monkeypatch):
+    from data_prep import pipeline
+
+    (tmp_path / "in.txt").write_text("\n\n".join(" ".join(TOY_LINES[i : i + 5]) for i in range(0, 200, 5)))
+    settings = pipeline.Settings(
+        input_file=str(tmp_path / "in.txt"),
+        output_dir=str(tmp_path / "out"),
+        spm_model_file=toy_spm,
+        max_seq_length=32,
+        dupe_factor=1,
+        num_shards=2,
+        overwrite=True,
+    )
+    pipeline.run(settings)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")}
+
+    def full_disk(stream, record):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(pipeline, "write_record", full_disk)
+    with pytest.raises(pipeline.DataPrepError, match="out: no space left on device while writing the dataset"):
+        pipeline.run(settings)
+    after = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")}
+    assert after == before and not [p for p in os.listdir(tmp_path / "out") if p.startswith(".tmp")]

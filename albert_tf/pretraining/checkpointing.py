@@ -20,6 +20,7 @@ from typing import Dict, Optional
 import tensorflow as tf
 
 from albert_tf import checkpoints as checkpoints_lib
+from albert_tf.pretraining import run_record
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainingError
 from albert_tf.publish import staged_dir
@@ -74,6 +75,8 @@ class CheckpointPolicy:
         self._check_same_config(config_dict)
         candidates = list(reversed(self.manager.checkpoints)) if self.loop.chief else [self.latest()]
         candidates = [c for c in candidates if c]
+        if self.loop.chief and candidates:
+            run_record.check_same_batch(self.settings, self.checkpoint_dir)
         skipped = []
         for path in candidates:
             try:
@@ -92,6 +95,8 @@ class CheckpointPolicy:
                 )
             message = self._warm_start()
         self._record_config(config_dict)
+        if self.loop.chief:
+            run_record.record_batch(self.settings, self.checkpoint_dir)
         self.loop.ensure_iterator()
         return message
 

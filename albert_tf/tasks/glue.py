@@ -96,6 +96,11 @@ class TsvTask(Task):
     def read(self, split: str) -> Tuple[List["Example"], ReadReport]:
         return read_examples(self, split_file(self, self.data_dir, split), split)
 
+    def min_seq_length(self):
+        if self.train.text_b is None:
+            return super().min_seq_length()
+        return 5, "[CLS] text_a [SEP] text_b [SEP]"
+
     def encode(self, split, examples, tokenizer, max_seq_length, training) -> Encoded:
         labels = None
         if training:
