@@ -403,3 +403,51 @@ def test_data_prep_out_of_disk_is_one_line_and_keeps_the_old_dataset(toy_spm, tm
         pipeline.run(settings)
     after = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")}
     assert after == before and not [p for p in os.listdir(tmp_path / "out") if p.startswith(".tmp")]
+
+
+# ---- export --version: negative or existing refused; killed exports' staging removed --------------
+def test_export_refuses_negative_or_existing_versions_and_removes_stale_staging(pretrainer, tmp_path):
+    from albert_tf.export import ExportError, export_saved_model
+
+    base = tmp_path / "serving"
+    first = export_saved_model(pretrainer.backbone, str(base), version=3, warmup=False)
+    served = sorted(os.listdir(first))
+    stale = base / ".staging-7-abc123"  # what a killed export leaves
+    (stale / "variables").mkdir(parents=True)
+    (stale / "variables" / "variables.data-00000-of-00001").write_bytes(b"x" * 1000)
+    with pytest.raises(
+        ExportError, match=r"^--version 3: .*/serving/3 exists \(TF Serving may be serving it\).* \(4\)"
+    ):
+        export_saved_model(pretrainer.backbone, str(base), version=3, warmup=False)
+    with pytest.raises(ExportError, match=r"^--version -1: TF Serving's versions are numbers ≥ 0"):
+        export_saved_model(pretrainer.backbone, str(base), version=-1, warmup=False)
+    assert sorted(os.listdir(first)) == served and stale.exists()
+    assert export_saved_model(pretrainer.backbone, str(base), warmup=False).endswith("/serving/4")
+    assert sorted(os.listdir(base)) == ["3", "4"]
+
+
+# ---- file modes: what is published follows the umask ---------------------------------------------
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def modes(directory):
+    return {str(p.relative_to(directory)): oct(p.stat().st_mode & 0o777) for p in [directory, *directory.rglob("*")]}
+
+
+def test_published_directories_and_files_follow_the_umask(umask_022, tmp_path):
+    from albert_tf.checkpoints import save_model_dir
+    from albert_tf.convert_checkpoint import convert
+    from albert_tf.finetuning import _save_best  # what fine-tuning publishes as best/
+    from albert_tf.models.backbone import AlbertBackbone
+
+    backbone = AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json"))
+    model_dir = save_model_dir(backbone, str(tmp_path / "model"))
+    convert(model_dir, output_dir=str(tmp_path / "hf"), output_format="hf")
+    assert modes(tmp_path / "hf")["model.safetensors"] == "0o644"
+    _save_best(backbone, str(tmp_path / "run"), {"accuracy": 0.5})
+    best = modes(tmp_path / "run" / "best")
+    assert best["."] == "0o755" and set(best.values()) <= {"0o755", "0o644"}, best

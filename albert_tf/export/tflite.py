@@ -19,7 +19,14 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.export.common import ExportError, backbone_of, compare_outputs, python_tokenizer, random_inputs
+from albert_tf.export.common import (
+    ExportError,
+    backbone_of,
+    compare_outputs,
+    python_tokenizer,
+    random_inputs,
+    remove_stale_staging,
+)
 from albert_tf.export.input_checks import MLM_POSITIONS, check_tflite_inputs, tflite_tensors
 from albert_tf.inputs.packing import pack_segments
 from albert_tf.locking import OutputDirLock
@@ -144,12 +151,22 @@ def export_tflite(
     if quantize not in QUANTIZATIONS:
         raise ExportError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZATIONS)}")
     config = backbone_of(model).albert_config
-    if max_seq_length > config.max_position_embeddings:
+    if max_seq_length > config.max_position_embeddings or max_seq_length < 3:
         raise ExportError(
-            f"--max_seq_length {max_seq_length} exceeds max_position_embeddings {config.max_position_embeddings}"
+            f"--max_seq_length {max_seq_length}: must be in [3, max_position_embeddings="
+            f"{config.max_position_embeddings}]"
         )
+    if max_predictions_per_seq < 1 or max_predictions_per_seq > max_seq_length:
+        raise ExportError(f"--max_predictions_per_seq {max_predictions_per_seq}: must be in [1, --max_seq_length]")
     tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
-    with OutputDirLock(output_dir), staged_files(output_dir) as staging:
+    with OutputDirLock(output_dir):
+        remove_stale_staging(output_dir)
+        path = _write(model, output_dir, quantize, max_seq_length, max_predictions_per_seq, tokenizer, config)
+    return path
+
+
+def _write(model, output_dir, quantize, max_seq_length, max_predictions_per_seq, tokenizer, config) -> str:
+    with staged_files(output_dir) as staging:
         staged = os.path.join(staging, TFLITE_NAMES[quantize])
         signature = tflite_input_signature(model, max_seq_length, max_predictions_per_seq)
         try:
