@@ -24,7 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import optimization
+from albert_tf import optimization, run_history
 from albert_tf.checkpoints import CONFIG_FILE, CheckpointError
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import AlbertError
@@ -252,7 +252,10 @@ def train(
     training uses a differently wired model on the same layers. `tokenizer`'s
     vocabulary (`spm.model` or `vocab.txt`) is saved beside the best model.
 
-    Returns `{"best": metrics of the best evaluation, "history": [...]}`.
+    An earlier run's `best/` in `output_dir` (a killed run) is kept until an evaluation beats its
+    score; each line of `eval_results.txt` names the `run` that wrote it.
+
+    Returns `{"best": metrics of the best evaluation (maybe the earlier run's), "history": [...]}`.
     """
     os.makedirs(settings.output_dir, exist_ok=True)
     accum = settings.grad_accum_steps
@@ -269,7 +272,12 @@ def train(
         model.compile(
             optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss}, loss_weights=loss_weights
         )
-        history, best = [], None
+        history = []
+        # An earlier run's best/ (e.g. killed) is replaced only by a better evaluation.
+        best = run_history.earlier_best(settings.output_dir, metric)
+        if best is not None and settings.verbose:
+            print(f"note: keeping the earlier best/ ({metric} {best[metric]:.4f}) until an evaluation beats it")
+        run_id = run_history.new_run_id()
         interval = max(1, min(settings.save_checkpoints_steps, settings.train_step))
         step = 0
         while step < settings.train_step:
@@ -285,7 +293,7 @@ def train(
             metrics = {**evaluate(task_model), "global_step": step, "train_loss": loss_value}
             history.append(metrics)
             with open(os.path.join(settings.output_dir, "eval_results.txt"), "a") as f:
-                f.write(json.dumps(metrics) + "\n")
+                f.write(json.dumps({**metrics, "run": run_id}) + "\n")
             if best is None or metrics[metric] > best[metric]:
                 best = metrics
                 _save_best(task_model, settings.output_dir, metrics, tokenizer)

@@ -451,3 +451,38 @@ def test_published_directories_and_files_follow_the_umask(umask_022, tmp_path):
     _save_best(backbone, str(tmp_path / "run"), {"accuracy": 0.5})
     best = modes(tmp_path / "run" / "best")
     assert best["."] == "0o755" and set(best.values()) <= {"0o755", "0o644"}, best
+
+
+# ---- a fine-tuning run killed and started again -----------------------------------------------------
+def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
+    from albert_tf import finetuning
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.models.classifier import AlbertClassifier
+
+    rng = np.random.default_rng(0)
+    features = good_request(16)
+    del features["masked_lm_positions"]
+    labels = rng.integers(0, 2, 16).astype("int32")
+    settings = finetuning.FineTuneSettings(
+        output_dir=str(tmp_path), train_step=2, save_checkpoints_steps=1, train_batch_size=8, verbose=False
+    )
+
+    def train(scores):
+        model = AlbertClassifier(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), 2)
+        dataset = finetuning.train_dataset(features, labels, 8, 0)
+        given = iter(scores)
+        return finetuning.train(
+            model, dataset, settings, finetuning.classification_loss, lambda m: {"accuracy": next(given)}, "accuracy"
+        )
+
+    train([0.9, 0.7])  # the run that was killed after its evaluations
+    kept = (tmp_path / "best" / "model.keras").read_bytes()
+    result = train([0.5, 0.8])  # restarted at step 0: worse scores
+    assert result["best"]["accuracy"] == 0.9 and (tmp_path / "best" / "model.keras").read_bytes() == kept
+    assert json.loads((tmp_path / "best" / "eval_results.json").read_text())["accuracy"] == 0.9
+    train([0.95, 0.1])
+    assert json.loads((tmp_path / "best" / "eval_results.json").read_text())["accuracy"] == 0.95
+    lines = [json.loads(line) for line in (tmp_path / "eval_results.txt").read_text().splitlines()]
+    assert [line["accuracy"] for line in lines] == [0.9, 0.7, 0.5, 0.8, 0.95, 0.1]
+    runs = [line["run"] for line in lines]
+    assert runs[0] == runs[1] != runs[2] == runs[3] != runs[4] == runs[5] and len(set(runs)) == 3
