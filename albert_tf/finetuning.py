@@ -24,7 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import optimization, run_history
+from albert_tf import memory_check, optimization, run_history
 from albert_tf.checkpoints import CONFIG_FILE, CheckpointError
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import AlbertError
@@ -257,6 +257,16 @@ def train(
 
     Returns `{"best": metrics of the best evaluation (maybe the earlier run's), "history": [...]}`.
     """
+    task_model = inference_model or model
+    backbone = task_model.backbone
+    sequences_per_example = int(np.prod(model.input["input_ids"].shape[1:-1], dtype=int))  # RACE: 4 choices
+    memory_check.check_batch_fits(
+        backbone.albert_config,
+        task_model.count_params(),
+        settings.micro_batch_size * sequences_per_example,
+        settings.max_seq_length,
+        backbone.remat,
+    )
     os.makedirs(settings.output_dir, exist_ok=True)
     accum = settings.grad_accum_steps
     optimizer = optimization.create_optimizer(
@@ -267,7 +277,6 @@ def train(
         clip_norm=CLIP_NORM,
         grad_accum_steps=accum,
     )
-    task_model = inference_model or model
     with _unread_pooler_frozen(task_model):
         model.compile(
             optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss}, loss_weights=loss_weights

@@ -126,6 +126,14 @@ class TFSentencePieceTokenizer(tf.Module):
         texts = self.preprocess(texts)
         if self._foreign_run is not None:  # runs that lowercasing or NFKD made foreign
             texts = tf.strings.regex_replace(texts, self._foreign_run, r"\1")
+        # Bounded memory per request (InvalidArgument), as the Python tokenizer's TokenizerError.
+        within_limit = tf.debugging.assert_less_equal(
+            tf.strings.length(texts, unit="UTF8_CHAR"),
+            tokenization.MAX_SEGMENTED_CHARS,
+            message=TOO_LONG_MESSAGE,
+        )
+        with tf.control_dependencies([within_limit]):
+            texts = tf.identity(texts)
         pieces = self._sp.tokenize(texts)
         flat = pieces.flat_values
         needs_split = tf.strings.regex_full_match(flat, self._digit_comma)
@@ -164,6 +172,12 @@ class TFSentencePieceTokenizer(tf.Module):
         )
         return ids[:, :max_ids]
 
+
+TOO_LONG_MESSAGE = (
+    f"a text (text_a or text_b) has more than {tokenization.MAX_SEGMENTED_CHARS:,} characters to segment at once "
+    "(only text up to the max_seq_length-th space-separated word is segmented: this one has too few spaces); "
+    "the limit bounds the server's memory: split or shorten it"
+)
 
 # RE2's largest counted repetition: a longer budget tokenises whole texts.
 MAX_REGEX_REPEAT = 1000

@@ -486,3 +486,86 @@ def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
     assert [line["accuracy"] for line in lines] == [0.9, 0.7, 0.5, 0.8, 0.95, 0.1]
     runs = [line["run"] for line in lines]
     assert runs[0] == runs[1] != runs[2] == runs[3] != runs[4] == runs[5] and len(set(runs)) == 3
+
+
+# ---- resource cliffs ---------------------------------------------------------------------------------
+def test_text_without_spaces_over_the_limit_is_refused_and_with_spaces_is_bounded(toy_spm):
+    from albert_tf.tokenization import MAX_SEGMENTED_CHARS, SentencePieceTokenizer, TokenizerError
+
+    tokenizer = SentencePieceTokenizer(toy_spm)
+    no_spaces = "thequickbrownfox" * (MAX_SEGMENTED_CHARS // 16 + 1)
+    with pytest.raises(TokenizerError, match="^a text of 100,0.. characters to segment at once, over the limit"):
+        tokenizer.encode(no_spaces, max_ids=16)
+    with pytest.raises(TokenizerError, match="over the limit of 100,000"):
+        tokenizer.encode(no_spaces)
+    # With spaces only the first max_ids words are segmented: no limit reached, the ids of the start.
+    long_text = " ".join(TOY_LINES * 50)
+    assert len(long_text) > 4 * MAX_SEGMENTED_CHARS
+    assert tokenizer.encode(long_text, max_ids=16) == tokenizer.encode(" ".join(TOY_LINES[:3]))[:16]
+    assert tokenizer.encode(no_spaces[:1000], max_ids=16) == tokenizer.encode(no_spaces[:1000])[:16]
+
+
+def test_serve_text_refuses_a_text_over_the_limit_and_keeps_serving(toy_spm, tmp_path):
+    from albert_tf.export import export_saved_model
+    from albert_tf.tokenization import MAX_SEGMENTED_CHARS, SentencePieceTokenizer
+
+    backbone = toy_backbone()
+    path = export_saved_model(backbone, str(tmp_path / "served"), spm_model_file=toy_spm, max_seq_length=16)
+    serve = tf.saved_model.load(path).signatures["serve_text"]
+    tokenizer = SentencePieceTokenizer(toy_spm)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="more than 100,000 characters to segment at once"):
+        serve(text_a=tf.constant(["fine", "x" * (MAX_SEGMENTED_CHARS + 1)]))
+    answered = serve(text_a=tf.constant(["the fox", "y" * MAX_SEGMENTED_CHARS]))
+    first = [tokenizer.cls_id] + tokenizer.encode("the fox") + [tokenizer.sep_id]
+    assert answered["input_ids"].numpy()[0, : len(first)].tolist() == first
+
+
+def toy_backbone():
+    from albert_tf.config import AlbertConfig
+    from albert_tf.models.backbone import AlbertBackbone
+
+    config = json.loads((CONFIGS / "albert_tiny.json").read_text())
+    config["vocab_size"] = 80
+    return AlbertBackbone.from_albert_config(AlbertConfig.from_dict(config))
+
+
+def test_predict_names_the_line_whose_text_is_over_the_limit(toy_spm, tmp_path):
+    from albert_tf.checkpoints import save_model_dir
+    from albert_tf.predict import PredictError, run
+    from albert_tf.tokenization import MAX_SEGMENTED_CHARS
+
+    model_dir = save_model_dir(toy_backbone(), str(tmp_path / "model"))
+    lines = tmp_path / "lines.txt"
+    lines.write_text("a fine line\n" + "z" * (MAX_SEGMENTED_CHARS + 5) + "\n")
+    output = tmp_path / "out.npy"
+    with pytest.raises(PredictError, match=f"^{lines}:2: a text of 100,005 characters"):
+        run(model_dir, input_file=str(lines), output_file=str(output), spm_model_file=toy_spm, progress=False)
+    with pytest.raises(PredictError, match="^--text:1: a text of 100,005 characters"):
+        run(model_dir, text="z" * (MAX_SEGMENTED_CHARS + 5), spm_model_file=toy_spm)
+    assert not output.exists()
+    # A long line with spaces is fine (only its first words are tokenised).
+    lines.write_text("the quick brown fox " * 100_000 + "\n")
+    run(model_dir, input_file=str(lines), output_file=str(output), spm_model_file=toy_spm, progress=False)
+    assert np.load(output).shape == (1, 64)
+
+
+@pytest.mark.parametrize("remat", [False, True])
+def test_a_batch_far_beyond_memory_is_refused_before_training(tmp_path, monkeypatch, remat):
+    from albert_tf import finetuning, memory_check
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.models.classifier import AlbertClassifier
+
+    monkeypatch.setattr(memory_check, "available_bytes", lambda: 2 * 2**30)  # a 2 GiB machine
+    backbone = AlbertBackbone.from_albert_config(str(CONFIGS / "albert_base_v2.json"), remat=remat)
+    model = AlbertClassifier(backbone, 2)
+    features = good_request(4)
+    del features["masked_lm_positions"]
+    batch = 100_000 if remat else 2_000
+    settings = finetuning.FineTuneSettings(
+        output_dir=str(tmp_path / "out"), train_batch_size=batch, max_seq_length=128, verbose=False
+    )
+    with pytest.raises(memory_check.MemoryLimitError, match=f"^--train_batch_size: {batch} sequences of 128 per step"):
+        finetuning.train(model, None, settings, finetuning.classification_loss, None, "accuracy")
+    assert not (tmp_path / "out").exists()
+    # What fits is not refused: the lower bound of a real batch.
+    memory_check.check_batch_fits(backbone.albert_config, model.count_params(), 8, 128, remat)

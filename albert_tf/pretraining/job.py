@@ -14,6 +14,7 @@ from typing import Dict, Optional, Union
 import keras
 import tensorflow as tf
 
+from albert_tf import memory_check
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs.pretraining import PretrainingInput, resolve_input
 from albert_tf.locking import OutputDirLock
@@ -98,6 +99,13 @@ def pretrain(
     lock = OutputDirLock(settings.output_dir) if is_chief(strategy) else contextlib.nullcontext()
     with lock:
         loop = PretrainingLoop(strategy, config, settings, train_input, eval_input)
+        memory_check.check_batch_fits(
+            config,
+            loop.model.count_params(),
+            settings.train_batch_size // settings.grad_accum_steps // strategy.num_replicas_in_sync,
+            settings.max_seq_length,
+            settings.remat,
+        )
 
         def say(message: str):
             if loop.chief:
