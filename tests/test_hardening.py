@@ -99,6 +99,14 @@ def test_serving_default_refuses_mismatched_batch_and_length(served, name, shape
         call(served, request)
 
 
+@pytest.mark.parametrize("length", [0, 129])
+def test_serving_default_refuses_lengths_outside_the_position_table(served, length):
+    request = {name: np.resize(value, (2, length)) for name, value in good_request(2).items()}
+    request["masked_lm_positions"] = np.zeros((2, 0), "int32")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="input_ids: the sequence length must be in \\[1, max_pos"):
+        call(served, request)
+
+
 @pytest.fixture(scope="module")
 def tflite_file(pretrainer, tmp_path_factory):
     from albert_tf.export import export_tflite
@@ -515,6 +523,8 @@ def test_serve_text_refuses_a_text_over_the_limit_and_keeps_serving(toy_spm, tmp
     tokenizer = SentencePieceTokenizer(toy_spm)
     with pytest.raises(tf.errors.InvalidArgumentError, match="more than 100,000 characters to segment at once"):
         serve(text_a=tf.constant(["fine", "x" * (MAX_SEGMENTED_CHARS + 1)]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="text_a: a request needs at least one text"):
+        serve(text_a=tf.constant([], tf.string))
     answered = serve(text_a=tf.constant(["the fox", "y" * MAX_SEGMENTED_CHARS]))
     first = [tokenizer.cls_id] + tokenizer.encode("the fox") + [tokenizer.sep_id]
     assert answered["input_ids"].numpy()[0, : len(first)].tolist() == first

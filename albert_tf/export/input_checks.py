@@ -6,7 +6,8 @@ zeros for an id past the vocabulary. So every exported entry point checks:
 
 - `input_ids` in [0, vocab_size), `segment_ids` in [0, type_vocab_size),
   `input_mask` in {0, 1}, `masked_lm_positions` in [0, sequence length);
-- `input_mask`/`segment_ids` of `input_ids`' shape, `masked_lm_positions` of its batch.
+- `input_mask`/`segment_ids` of `input_ids`' shape, `masked_lm_positions` of its batch;
+  a sequence length in [1, `max_position_embeddings`].
 
 How each format refuses:
 
@@ -59,7 +60,15 @@ def value_ranges(config, sequence_length) -> Dict[str, Tuple[int, int]]:
 def serving_tensors(inputs: Dict[str, tf.Tensor], config) -> Dict[str, tf.Tensor]:
     """`inputs`, after assertions that raise `InvalidArgument` naming the first bad input."""
     ids = inputs["input_ids"]
-    checks = []
+    # Past the position table a GPU gather answers zeros (a CPU one fails without naming the input).
+    # Empty sequences have no [CLS] for the pooler to read.
+    length_message = (
+        f"input_ids: the sequence length must be in [1, max_position_embeddings={config.max_position_embeddings}]"
+    )
+    checks = [
+        tf.debugging.assert_less_equal(tf.shape(ids)[-1], config.max_position_embeddings, message=length_message),
+        tf.debugging.assert_greater_equal(tf.shape(ids)[-1], 1, message=length_message),
+    ]
     for name in SAME_SHAPE_AS_IDS:
         if name in inputs:
             checks.append(

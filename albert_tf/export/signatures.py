@@ -162,6 +162,10 @@ class ServingEndpoints:
         return parts.with_flat_values(with_masks).merge_dims(1, 2)[:, :-1]
 
     def _serve_segments(self, texts):
+        # An empty batch would pad to length 0, where the pooler has no [CLS] to read.
+        some_rows = tf.debugging.assert_positive(tf.size(texts[0]), message="text_a: a request needs at least one text")
+        with tf.control_dependencies([some_rows]):
+            texts = [tf.identity(t) for t in texts]
         segments = [self._ids(t) for t in texts]
         budget = self.max_seq_length - 1 - len(segments)
         segments = tf_text.RoundRobinTrimmer(budget).trim(segments)
