@@ -80,8 +80,15 @@ def check_batch_fits(
     if needed > available:
         fits = max(0, (available - fixed) // per_sequence)
         raise MemoryLimitError(
-            f"{flag}: {micro_batch} sequences of {seq} per step need at least {needed / 2**30:.1f} GiB "
-            f"({per_sequence / 2**20:.0f} MiB each, plus {fixed / 2**30:.1f} GiB of weights, gradients and "
-            f"Adam slots), but {available / 2**30:.1f} GiB is available; at most ~{fits} fit: lower it, "
-            "or add --grad_accum_steps (or --remat)"
+            f"{flag}: {micro_batch} sequences of {seq} per step need at least {_size(needed)} "
+            f"({_size(per_sequence)} each, plus {_size(fixed)} of weights, gradients and Adam slots), "
+            f"but {_size(available)} is available; at most ~{fits} fit: lower it, or add "
+            "--grad_accum_steps (or --remat)"
         )
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count / 2**10:.1f} KiB"

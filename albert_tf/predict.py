@@ -179,6 +179,8 @@ def run(
         raise PredictError("give exactly one of --text and --input_file")
     if input_file is not None and not output_file:
         raise PredictError("--input_file needs --output_file (.npy, or .jsonl for JSON lines)")
+    if input_file is not None and os.path.isdir(output_file):
+        raise PredictError(f"--output_file {output_file} is a directory; name a .npy or .jsonl file")
     if input_file is not None and same_file(output_file, input_file):
         raise PredictError(f"--output_file {output_file} is --input_file {input_file}: it would be overwritten")
     if top_k < 1 or batch_size < 1 or max_seq_length < 3:

@@ -171,6 +171,8 @@ def test_predict_refuses_an_output_file_that_is_the_input_file(tmp_path, monkeyp
         with pytest.raises(PredictError, match="is --input_file .* it would be overwritten"):
             run("no-model-needed", input_file=str(lines), output_file=output)
     assert lines.read_text() == "one line\nanother line\n"
+    with pytest.raises(PredictError, match="is a directory"):
+        run("no-model-needed", input_file=str(lines), output_file=str(tmp_path))
 
 
 # ---- defect 7: one GLUE field over csv's 131,072-character limit ---------------------------------
