@@ -31,7 +31,7 @@ from albert_tf.errors import AlbertError
 from albert_tf.loading import load_model, model_directory
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.publish import staged_dir
-from albert_tf.settings_checks import check_ranges
+from albert_tf.settings_checks import check_ranges, check_seed
 from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
 BEST_DIR = "best"
@@ -81,6 +81,7 @@ class FineTuneSettings:
             non_negative=("warmup_step",),
             fractions=("warmup_proportion", "dropout"),
         )
+        check_seed(self, FineTuneError)
 
     @property
     def micro_batch_size(self) -> int:

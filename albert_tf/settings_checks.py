@@ -42,3 +42,9 @@ def check_ranges(
                 raise error(f"--{name} {value!r}: expected a number")
             if not math.isfinite(value) or not valid(value):
                 raise error(f"--{name} {value}: {requirement}")
+
+
+def check_seed(settings, error: type) -> None:
+    """Keras' `set_random_seed` takes [0, 2**32 - 1] (and raises a bare ValueError otherwise)."""
+    if not 0 <= settings.seed < 2**32:
+        raise error(f"--seed {settings.seed}: must be in [0, 2**32 - 1]")

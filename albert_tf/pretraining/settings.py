@@ -3,7 +3,7 @@
 import dataclasses
 
 from albert_tf.errors import AlbertError
-from albert_tf.settings_checks import check_ranges
+from albert_tf.settings_checks import check_ranges, check_seed
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
@@ -54,3 +54,4 @@ class TrainSettings:
             + ("max_eval_steps", "grad_accum_steps", "log_every_steps", "shuffle_buffer"),
             non_negative=("num_warmup_steps", "start_warmup_step"),
         )
+        check_seed(self, TrainingError)
