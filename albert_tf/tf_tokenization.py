@@ -128,7 +128,7 @@ class TFSentencePieceTokenizer(tf.Module):
             texts = tf.strings.regex_replace(texts, self._foreign_run, r"\1")
         # Bounded memory per request (InvalidArgument), as the Python tokenizer's TokenizerError.
         within_limit = tf.debugging.assert_less_equal(
-            tf.strings.length(texts, unit="UTF8_CHAR"),
+            tf.reduce_sum(tf.strings.length(texts, unit="UTF8_CHAR")),
             tokenization.MAX_SEGMENTED_CHARS,
             message=TOO_LONG_MESSAGE,
         )
@@ -174,9 +174,9 @@ class TFSentencePieceTokenizer(tf.Module):
 
 
 TOO_LONG_MESSAGE = (
-    f"a text (text_a or text_b) has more than {tokenization.MAX_SEGMENTED_CHARS:,} characters to segment at once "
-    "(only text up to the max_seq_length-th space-separated word is segmented: this one has too few spaces); "
-    "the limit bounds the server's memory: split or shorten it"
+    f"the request's texts have more than {tokenization.MAX_SEGMENTED_CHARS:,} characters to segment in all "
+    "(only text up to each one's max_seq_length-th space-separated word is segmented: some have too few "
+    "spaces); the limit bounds the server's memory: send fewer or shorter texts"
 )
 
 # RE2's largest counted repetition: a longer budget tokenises whole texts.

@@ -342,6 +342,11 @@ def test_squad_malformed_files_are_one_clear_error(tmp_path):
     assert 'paragraphs[0]: needs a "context" string' in report["first_problems"][0]
     with pytest.raises(squad.SquadDataError, match="no usable question"):
         squad.read_examples(squad_file(tmp_path, [], top={"data": [{"paragraphs": "none"}]}), is_training=False)
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(squad.SquadDataError, match="not a SQuAD JSON file \\(RecursionError"):
+        squad.read_examples(str(tmp_path / "deep.json"), is_training=False)
+    (tmp_path / "bom.json").write_text(json.dumps({"data": no_context["data"]}), encoding="utf-8-sig")
+    assert [e.qas_id for e in squad.read_examples(str(tmp_path / "bom.json"), is_training=False)[0]] == ["q2"]
 
 
 # ---- RACE: one bad question drops that question, not its article ---------------------------------
@@ -351,15 +356,16 @@ def test_race_bad_question_drops_only_itself(real_data, tmp_path):
 
     source = sorted((real_data / "race" / "dev" / "middle").glob("*.txt"))[0]
     record = json.loads(source.read_text(encoding="utf-8"))
-    assert len(record["questions"]) >= 2
+    assert len(record["questions"]) >= 3
     record["options"][1] = record["options"][1][:3]  # three options
+    record["answers"][0] = [record["answers"][0]]  # a list, not a letter
     (tmp_path / "dev" / "middle").mkdir(parents=True)
     (tmp_path / "dev" / "middle" / source.name).write_text(json.dumps(record))
     examples, report = race.read_examples(str(tmp_path), "dev", ("middle",))
-    kept = [i for i in range(len(record["questions"])) if i != 1]
+    kept = [i for i in range(len(record["questions"])) if i not in (0, 1)]
     assert [e.question for e in examples] == [record["questions"][i] for i in kept]
     assert [e.label for e in examples] == ["ABCD".index(record["answers"][i]) for i in kept]
-    assert report["skipped"] == 1 and f"{source.name}: question 1: needs" in report["first_problems"][0]
+    assert report["skipped"] == 2 and f"{source.name}: question 1: needs" in report["first_problems"][1]
 
 
 # ---- pretraining resumed with another batch size --------------------------------------------------
@@ -514,13 +520,13 @@ def test_text_without_spaces_over_the_limit_is_refused_and_with_spaces_is_bounde
 
     tokenizer = SentencePieceTokenizer(toy_spm)
     no_spaces = "thequickbrownfox" * (MAX_SEGMENTED_CHARS // 16 + 1)
-    with pytest.raises(TokenizerError, match="^a text of 100,0.. characters to segment at once, over the limit"):
+    with pytest.raises(TokenizerError, match="^a text of 1,000,0.. characters to segment at once, over the limit"):
         tokenizer.encode(no_spaces, max_ids=16)
-    with pytest.raises(TokenizerError, match="over the limit of 100,000"):
+    with pytest.raises(TokenizerError, match="over the limit of 1,000,000"):
         tokenizer.encode(no_spaces)
     # With spaces only the first max_ids words are segmented: no limit reached, the ids of the start.
-    long_text = " ".join(TOY_LINES * 50)
-    assert len(long_text) > 4 * MAX_SEGMENTED_CHARS
+    long_text = " ".join(TOY_LINES * 200)
+    assert len(long_text) > 2 * MAX_SEGMENTED_CHARS
     assert tokenizer.encode(long_text, max_ids=16) == tokenizer.encode(" ".join(TOY_LINES[:3]))[:16]
     assert tokenizer.encode(no_spaces[:1000], max_ids=16) == tokenizer.encode(no_spaces[:1000])[:16]
 
@@ -533,11 +539,14 @@ def test_serve_text_refuses_a_text_over_the_limit_and_keeps_serving(toy_spm, tmp
     path = export_saved_model(backbone, str(tmp_path / "served"), spm_model_file=toy_spm, max_seq_length=16)
     serve = tf.saved_model.load(path).signatures["serve_text"]
     tokenizer = SentencePieceTokenizer(toy_spm)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="more than 100,000 characters to segment at once"):
+    too_much = "more than 1,000,000 characters to segment in all"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=too_much):
         serve(text_a=tf.constant(["fine", "x" * (MAX_SEGMENTED_CHARS + 1)]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=too_much):  # the request's total
+        serve(text_a=tf.constant(["x" * (MAX_SEGMENTED_CHARS // 2 + 1)] * 2))
     with pytest.raises(tf.errors.InvalidArgumentError, match="text_a: a request needs at least one text"):
         serve(text_a=tf.constant([], tf.string))
-    answered = serve(text_a=tf.constant(["the fox", "y" * MAX_SEGMENTED_CHARS]))
+    answered = serve(text_a=tf.constant(["the fox", "y" * 1000]))
     first = [tokenizer.cls_id] + tokenizer.encode("the fox") + [tokenizer.sep_id]
     assert answered["input_ids"].numpy()[0, : len(first)].tolist() == first
 
@@ -560,13 +569,13 @@ def test_predict_names_the_line_whose_text_is_over_the_limit(toy_spm, tmp_path):
     lines = tmp_path / "lines.txt"
     lines.write_text("a fine line\n" + "z" * (MAX_SEGMENTED_CHARS + 5) + "\n")
     output = tmp_path / "out.npy"
-    with pytest.raises(PredictError, match=f"^{lines}:2: a text of 100,005 characters"):
+    with pytest.raises(PredictError, match=f"^{lines}:2: a text of 1,000,005 characters"):
         run(model_dir, input_file=str(lines), output_file=str(output), spm_model_file=toy_spm, progress=False)
-    with pytest.raises(PredictError, match="^--text:1: a text of 100,005 characters"):
+    with pytest.raises(PredictError, match="^--text:1: a text of 1,000,005 characters"):
         run(model_dir, text="z" * (MAX_SEGMENTED_CHARS + 5), spm_model_file=toy_spm)
     assert not output.exists()
     # A long line with spaces is fine (only its first words are tokenised).
-    lines.write_text("the quick brown fox " * 100_000 + "\n")
+    lines.write_text("the quick brown fox " * 250_000 + "\n")
     run(model_dir, input_file=str(lines), output_file=str(output), spm_model_file=toy_spm, progress=False)
     assert np.load(output).shape == (1, 64)
 

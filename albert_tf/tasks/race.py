@@ -85,14 +85,14 @@ def read_examples(data_dir: str, split: str, levels: Sequence[str] = LEVELS) -> 
         directory = os.path.join(data_dir, split, level)
         for location, text in _records(directory, replaced):
             try:
-                record = json.loads(text)
+                record = json.loads(text.removeprefix("\ufeff"))
                 article, questions = record["article"], record["questions"]
                 options, answers = record["options"], record["answers"]
                 if not isinstance(article, str) or not isinstance(questions, list):
                     raise TypeError('"article" must be a string and "questions" a list')
                 if not (len(questions) == len(options) == len(answers)):
                     raise ValueError("questions, options and answers differ in number")
-            except (ValueError, KeyError, TypeError) as error:
+            except (ValueError, KeyError, TypeError, RecursionError) as error:
                 skipped += 1
                 if len(problems) < 5:
                     problems.append(f"{location}: {type(error).__name__}: {error}")
@@ -104,6 +104,7 @@ def read_examples(data_dir: str, split: str, levels: Sequence[str] = LEVELS) -> 
                     or not isinstance(choices, list)
                     or len(choices) != len(ANSWERS)
                     or not all(isinstance(c, str) for c in choices)
+                    or not isinstance(answer, str)
                     or answer not in ANSWERS
                 ):
                     skipped += 1

@@ -83,8 +83,8 @@ def read_examples(path: str, is_training: bool) -> Tuple[List[SquadExample], Dic
     try:
         with open(path, "rb") as f:
             text, replaced = decode_replacing(f.read(), path)
-        data = json.loads(text)
-    except (OSError, ValueError) as error:
+        data = json.loads(text.removeprefix("\ufeff"))  # a BOM, as editors on Windows write
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: arrays nested 1000s deep
         raise SquadDataError(f"{path}: not a SQuAD JSON file ({type(error).__name__}: {error})") from None
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise SquadDataError(f'{path}: not a SQuAD JSON file (expected an object with a "data" list)')
