@@ -34,6 +34,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.export.input_checks import MLM_POSITIONS, serving_tensors
+from albert_tf.tokenization import MAX_SEGMENTED_CHARS
 
 TOKEN_INPUTS = ("input_ids", "input_mask", "segment_ids")
 MASK_TEXT = "[MASK]"
@@ -152,10 +153,11 @@ class ServingEndpoints:
         """Ragged ids of a batch of texts; literal `[MASK]`s become mask ids for the MLM model."""
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
         # No segment keeps more than max_seq_length ids: the tokenizer stops there (exactly).
+        # The request's bound on work: what is segmented, all texts of a column together.
         if MLM_POSITIONS not in self.input_specs:
-            return self.tokenizer(texts, max_ids=self.max_seq_length)
+            return self.tokenizer(texts, max_ids=self.max_seq_length, max_total_chars=MAX_SEGMENTED_CHARS)
         parts = tf.strings.split(texts, MASK_TEXT)
-        part_ids = self.tokenizer(parts.flat_values, max_ids=self.max_seq_length)
+        part_ids = self.tokenizer(parts.flat_values, max_ids=self.max_seq_length, max_total_chars=MAX_SEGMENTED_CHARS)
         masks = tf.fill([part_ids.nrows(), 1], tf.constant(self.special_ids["mask"], part_ids.dtype))
         with_masks = tf.concat([part_ids, tf.RaggedTensor.from_tensor(masks)], axis=1)
         # Every part is followed by a mask, the last one of each text excepted.
