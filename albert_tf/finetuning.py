@@ -24,13 +24,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import formats, optimization, preemption
+from albert_tf import formats, memory_check, optimization, preemption, run_history
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import AlbertError
 from albert_tf.formats import CheckpointError, model_directory
 from albert_tf.formats.native import CONFIG_FILE, KERAS_MODEL_FILE
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.publish import staged_dir
+from albert_tf.settings_checks import check_ranges, check_seed
 from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
 BEST_DIR = "best"
@@ -69,6 +70,17 @@ class FineTuneSettings:
     grad_accum_steps: int = 1  # micro-batches per optimizer step (their gradients averaged)
     remat: bool = False  # recompute each layer application in the backward pass (activation memory)
     verbose: bool = True
+
+    def __post_init__(self):
+        check_ranges(
+            self,
+            FineTuneError,
+            positive=("max_seq_length", "train_batch_size", "eval_batch_size", "learning_rate", "train_step")
+            + ("save_checkpoints_steps", "grad_accum_steps", "num_train_epochs"),
+            non_negative=("warmup_step",),
+            fractions=("warmup_proportion", "dropout"),
+        )
+        check_seed(self, FineTuneError)
 
     @property
     def micro_batch_size(self) -> int:
@@ -238,8 +250,21 @@ def train(
     training uses a differently wired model on the same layers. `tokenizer`'s
     vocabulary (`spm.model` or `vocab.txt`) is saved beside the best model.
 
-    Returns `{"best": metrics of the best evaluation, "history": [...]}`.
+    An earlier run's `best/` in `output_dir` (a killed run) is kept until an evaluation beats its
+    score; each line of `eval_results.txt` names the `run` that wrote it.
+
+    Returns `{"best": metrics of the best evaluation (maybe the earlier run's), "history": [...]}`.
     """
+    task_model = inference_model or model
+    backbone = task_model.backbone
+    sequences_per_example = int(np.prod(model.input["input_ids"].shape[1:-1], dtype=int))  # RACE: 4 choices
+    memory_check.check_batch_fits(
+        backbone.albert_config,
+        task_model.count_params(),
+        settings.micro_batch_size * sequences_per_example,
+        settings.max_seq_length,
+        backbone.remat,
+    )
     os.makedirs(settings.output_dir, exist_ok=True)
     accum = settings.grad_accum_steps
     optimizer = optimization.create_optimizer(
@@ -250,12 +275,16 @@ def train(
         clip_norm=CLIP_NORM,
         grad_accum_steps=accum,
     )
-    task_model = inference_model or model
     with _unread_pooler_frozen(task_model):
         model.compile(
             optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss}, loss_weights=loss_weights
         )
-        history, best = [], None
+        history = []
+        # An earlier run's best/ (e.g. killed) is replaced only by a better evaluation.
+        best = run_history.earlier_best(settings.output_dir, metric)
+        if best is not None and settings.verbose:
+            print(f"note: keeping the earlier best/ ({metric} {best[metric]:.4f}) until an evaluation beats it")
+        run_id = run_history.new_run_id()
         interval = max(1, min(settings.save_checkpoints_steps, settings.train_step))
         step = 0
         while step < settings.train_step:
@@ -278,7 +307,7 @@ def train(
             metrics = {**evaluate(task_model), "global_step": step, "train_loss": loss_value}
             history.append(metrics)
             with open(os.path.join(settings.output_dir, "eval_results.txt"), "a") as f:
-                f.write(json.dumps(metrics) + "\n")
+                f.write(json.dumps({**metrics, "run": run_id}) + "\n")
             if best is None or metrics[metric] > best[metric]:
                 best = metrics
                 _save_best(task_model, settings.output_dir, metrics, tokenizer)

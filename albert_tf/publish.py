@@ -40,6 +40,30 @@ def exchange_paths(first: str, second: str) -> bool:
     return result == 0
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def apply_umask(path: str) -> None:
+    """Gives `path` (and everything under it) the modes a plain mkdir/open would: umask, not mkdtemp's 0700.
+
+    Staging uses `tempfile` (0700 directories) and some writers make 0600 files
+    (safetensors); published as such, a TF Serving container running as another
+    user could not read them.
+    """
+    allowed = ~_current_umask()
+    for root, _, files in os.walk(path):
+        os.chmod(root, 0o777 & allowed)
+        for name in files:
+            file = os.path.join(root, name)
+            if not os.path.islink(file):
+                os.chmod(file, (0o666 | (os.stat(file).st_mode & 0o111)) & allowed)
+    if os.path.isfile(path) and not os.path.islink(path):
+        os.chmod(path, (0o666 | (os.stat(path).st_mode & 0o111)) & allowed)
+
+
 def replace_dir(staging: str, target: str) -> None:
     """Moves the complete `staging` to `target`; a reader finds the old or the new `target`, never neither.
 
@@ -70,6 +94,7 @@ def staged_dir(target: str) -> Iterator[str]:
     staging = tempfile.mkdtemp(prefix=STAGING_PREFIX + os.path.basename(target) + "-", dir=parent)
     try:
         yield staging
+        apply_umask(staging)
         replace_dir(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -85,6 +110,8 @@ def staged_files(target_dir: str) -> Iterator[str]:
     staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=target_dir)
     try:
         yield staging
+        for name in sorted(os.listdir(staging)):
+            apply_umask(os.path.join(staging, name))
         for name in sorted(os.listdir(staging)):
             target = os.path.join(target_dir, name)
             if os.path.isdir(target) and not os.path.islink(target):

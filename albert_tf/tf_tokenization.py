@@ -119,13 +119,27 @@ class TFSentencePieceTokenizer(tf.Module):
             texts = tf.strings.lower(texts, encoding="utf-8")
         return texts
 
-    def tokenize_pieces(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """Pieces of a 1-D batch of texts: [batch, (pieces)]."""
+    def tokenize_pieces(self, texts: tf.Tensor, max_total_chars: Optional[int] = None) -> tf.RaggedTensor:
+        """Pieces of a 1-D batch of texts: [batch, (pieces)].
+
+        Each text may hand SentencePiece at most `tokenization.MAX_SEGMENTED_CHARS`
+        characters, and all together at most `max_total_chars` (a serving request's
+        bound); more is an `InvalidArgument`.
+        """
         if self._foreign_run is not None:  # the same ids, less work (see tokenization.foreign_run_pattern)
             texts = tf.strings.regex_replace(texts, self._foreign_run, r"\1")
         texts = self.preprocess(texts)
         if self._foreign_run is not None:  # runs that lowercasing or NFKD made foreign
             texts = tf.strings.regex_replace(texts, self._foreign_run, r"\1")
+        # Bounded memory (InvalidArgument), as the Python tokenizer's TokenizerError.
+        lengths = tf.strings.length(texts, unit="UTF8_CHAR")
+        limits = [tf.debugging.assert_less_equal(lengths, tokenization.MAX_SEGMENTED_CHARS, message=TOO_LONG_TEXT)]
+        if max_total_chars is not None:
+            limits.append(
+                tf.debugging.assert_less_equal(tf.reduce_sum(lengths), max_total_chars, message=TOO_MUCH_TEXT)
+            )
+        with tf.control_dependencies(limits):
+            texts = tf.identity(texts)
         pieces = self._sp.tokenize(texts)
         flat = pieces.flat_values
         needs_split = tf.strings.regex_full_match(flat, self._digit_comma)
@@ -142,28 +156,43 @@ class TFSentencePieceTokenizer(tf.Module):
         order = tf.where(needs_split, split_rank, kept_rank)
         return pieces.with_flat_values(tf.gather(rows, order)).merge_dims(-2, -1)
 
-    def __call__(self, texts: tf.Tensor, max_ids: Optional[int] = None) -> tf.RaggedTensor:
+    def __call__(
+        self, texts: tf.Tensor, max_ids: Optional[int] = None, max_total_chars: Optional[int] = None
+    ) -> tf.RaggedTensor:
         """Ids of a 1-D batch of texts: int32 [batch, (ids)], no [CLS]/[SEP].
 
         With `max_ids`, each row's first `max_ids` ids only, tokenising each text
         up to its `max_ids`-th word (exact: see `tokenization.word_prefix`); a row
-        whose prefix yields fewer ids than that is tokenised whole.
+        whose prefix yields fewer ids than that is tokenised whole. `max_total_chars`:
+        see `tokenize_pieces`.
         """
         if max_ids is None or max_ids > MAX_REGEX_REPEAT:
-            ids = self._sp.string_to_id(self.tokenize_pieces(texts))
+            ids = self._sp.string_to_id(self.tokenize_pieces(texts, max_total_chars))
             return ids if max_ids is None else ids[:, :max_ids]
         space = _character_classes()["space"]
         pattern = f"(?s)^({space}*(?:[^{space[1:]}+{space}+){{{max_ids - 1}}}[^{space[1:]}+){space}*[^{space[1:]}.*"
         prefixes = tf.strings.regex_replace(texts, pattern, r"\1")
-        ids = self._sp.string_to_id(self.tokenize_pieces(prefixes))
+        ids = self._sp.string_to_id(self.tokenize_pieces(prefixes, max_total_chars))
         short = (tf.strings.length(prefixes) < tf.strings.length(texts)) & (ids.row_lengths() < max_ids)
         ids = tf.cond(
             tf.reduce_any(short),
-            lambda: self._sp.string_to_id(self.tokenize_pieces(tf.where(short, texts, prefixes))),
+            lambda: self._sp.string_to_id(self.tokenize_pieces(tf.where(short, texts, prefixes), max_total_chars)),
             lambda: ids,
         )
         return ids[:, :max_ids]
 
+
+TOO_LONG_TEXT = (
+    f"a text has more than {tokenization.MAX_SEGMENTED_CHARS:,} characters to segment at once (only text up "
+    "to its max_seq_length-th space-separated word is segmented: it has too few spaces); the limit bounds "
+    "memory: split or shorten it"
+)
+TOO_MUCH_TEXT = (
+    f"the texts of the request (text_a, or text_b) have more than {tokenization.MAX_SEGMENTED_CHARS:,} "
+    "characters to segment in all (only text up to the max_seq_length-th space-separated word of each is "
+    "segmented: some have too few spaces); the limit bounds the memory of the server: send fewer or "
+    "shorter texts"
+)
 
 # RE2's largest counted repetition: a longer budget tokenises whole texts.
 MAX_REGEX_REPEAT = 1000
@@ -217,12 +246,22 @@ class TFWordPieceTokenizer(tf.Module):
         too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > tokenization.MAX_WORD_CHARS
         return words.with_flat_values(tf.where(too_long, "[UNK]", words.flat_values))
 
-    def __call__(self, texts: tf.Tensor, max_ids: Optional[int] = None) -> tf.RaggedTensor:
+    def __call__(
+        self, texts: tf.Tensor, max_ids: Optional[int] = None, max_total_chars: Optional[int] = None
+    ) -> tf.RaggedTensor:
         """Ids of a 1-D batch of texts: int32 [batch, (ids)], no [CLS]/[SEP] (`max_ids`: the first only).
+
+        More than `max_total_chars` characters in all is an `InvalidArgument` (a serving request's bound).
 
         WordPiece's work is linear in the text (words over 200 characters are
         `[UNK]` before any matching), so there is no budget before tokenising.
         """
+        if max_total_chars is not None:
+            within_limit = tf.debugging.assert_less_equal(
+                tf.reduce_sum(tf.strings.length(texts, unit="UTF8_CHAR")), max_total_chars, message=TOO_MUCH_TEXT
+            )
+            with tf.control_dependencies([within_limit]):
+                texts = tf.identity(texts)
         words = self.words(texts)
         pieces = self._wordpiece.tokenize(words.flat_values)
         ids = words.with_flat_values(pieces).merge_dims(1, 2)

@@ -192,6 +192,21 @@ def word_prefix(text: str, words: int) -> Optional[str]:
     return text[: match.end()]
 
 
+# SentencePiece holds ~200 bytes per character of what it segments at once (tf-text ~370; WordPiece
+# ~100 on CJK): one text, after `encode`'s word budget and the foreign-run shortening, may hand it at
+# most this many (~200 MB; a serving request, all its texts together: ~370 MB). Far above any real
+# field (GLUE's are under csv's 131,072), so only text without spaces reaches it.
+MAX_SEGMENTED_CHARS = 1_000_000
+
+
+def too_long_to_segment(chars) -> str:
+    return (
+        f"a text of {chars:,} characters to segment at once, over the limit of {MAX_SEGMENTED_CHARS:,} "
+        "(the tokenizer needs ~100-370 bytes per character; only text up to the max_seq_length-th "
+        "space-separated word is segmented, so this text has too few spaces): split it or shorten it"
+    )
+
+
 def encode_pieces(sp_model: spm.SentencePieceProcessor, text: str) -> List[str]:
     """SentencePiece pieces with the original's digit-comma re-split.
 
@@ -427,7 +442,10 @@ class SentencePieceTokenizer(Tokenizer):
 
     def _preprocess_for_spm(self, text: str) -> str:
         # Before preprocessing (less work), and after it (runs that lowercasing or NFKD made foreign).
-        return self.shorten_foreign_runs(self.preprocess(self.shorten_foreign_runs(text)))
+        text = self.shorten_foreign_runs(self.preprocess(self.shorten_foreign_runs(text)))
+        if len(text) > MAX_SEGMENTED_CHARS:
+            raise TokenizerError(too_long_to_segment(len(text)))
+        return text
 
     def tokenize(self, text: str) -> List[str]:
         """Pieces of `text` after `preprocess_text`."""
@@ -637,6 +655,8 @@ class WordPieceTokenizer(Tokenizer):
         return pieces
 
     def tokenize(self, text: str) -> List[str]:
+        if len(text) > MAX_SEGMENTED_CHARS:  # CJK: ~100 bytes per character (each is a word)
+            raise TokenizerError(too_long_to_segment(len(text)))
         return [p for word in bert_basic_tokenize(text, self.do_lower_case) for p in self._wordpieces(word)]
 
     def encode(self, text: str, max_ids: Optional[int] = None) -> List[int]:

@@ -26,7 +26,9 @@ Nothing half-written ever looks complete: shards are written under
 `metadata.json` is written last.
 """
 
+import contextlib
 import dataclasses
+import errno
 import hashlib
 import importlib.util
 import json
@@ -353,7 +355,46 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
             logging.warning(
                 "%s: removed %d staging directories of earlier runs that did not finish", settings.output_dir, removed
             )
-        return _write_dataset(settings, pipeline_args, input_paths, tokenizer)
+        try:
+            return _write_dataset(settings, pipeline_args, input_paths, tokenizer)
+        except DataPrepError:
+            raise
+        except Exception as error:  # noqa: BLE001  (Beam wraps a worker's OSError in a RuntimeError)
+            cause = _os_error_in(error)
+            if cause is None:
+                raise
+            why = "no space left on device" if cause.errno == errno.ENOSPC else (cause.strerror or str(cause))
+            raise DataPrepError(
+                f"{settings.output_dir}: {why} while writing the dataset; nothing was published "
+                "(any earlier dataset there is intact)"
+            ) from None
+
+
+@contextlib.contextmanager
+def _worker_tracebacks_unlogged():
+    """Beam logs a failing bundle's traceback at ERROR before re-raising; the CLI says it in one line.
+
+    Logged as before when the root logger shows INFO (`-v 1`).
+    """
+    bundles = logging.getLogger("apache_beam.runners.common")
+    level = bundles.level
+    if logging.getLogger().getEffectiveLevel() > logging.INFO:
+        bundles.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        bundles.setLevel(level)
+
+
+def _os_error_in(error: BaseException) -> Optional[OSError]:
+    """The OSError `error` is, or was raised from (Beam re-raises a worker's as a RuntimeError)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _remove_stale_staging(output_dir: str) -> int:
@@ -377,7 +418,7 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
     FileSystems.mkdirs(temp_dir)
     try:
         options = _pipeline_options(pipeline_args or [])
-        with beam.Pipeline(options=PipelineOptions(options)) as pipeline:
+        with _worker_tracebacks_unlogged(), beam.Pipeline(options=PipelineOptions(options)) as pipeline:
             build_pipeline(pipeline, settings, input_paths, tokenizer, temp_dir)
         counts = _read_json(FileSystems.join(temp_dir, "_counts.json"))
         if not counts.get("instances"):
@@ -421,25 +462,22 @@ def _publish(settings: Settings, temp_dir: str, existing: List[str], metadata: d
     pretraining on it needs no vocabulary flag and every model it publishes carries its tokenizer.
     """
     metadata_path = FileSystems.join(settings.output_dir, METADATA_FILE)
+    # Written before the old dataset goes: a full disk then fails with the old one intact.
+    staged = FileSystems.join(temp_dir, METADATA_FILE)
+    _write_json(metadata, staged)
+    vocabulary = {tokenizer.asset_name: tokenizer.model_proto, TOKENIZER_FILE: tokenizer_json(tokenizer)}
+    for name, data in vocabulary.items():
+        with FileSystems.create(FileSystems.join(temp_dir, name)) as stream:
+            stream.write(data)
     if existing:
         # Invalidate the old dataset first so a crash mid-swap never leaves old metadata on new shards.
         if metadata_path in existing:
             FileSystems.delete([metadata_path])
         FileSystems.delete([p for p in existing if p != metadata_path])
-    names = list(metadata["shards"])
+    names = list(metadata["shards"]) + list(vocabulary)
     FileSystems.rename(
         [FileSystems.join(temp_dir, n) for n in names], [FileSystems.join(settings.output_dir, n) for n in names]
     )
-    vocabulary = {tokenizer.asset_name: tokenizer.model_proto, TOKENIZER_FILE: tokenizer_json(tokenizer)}
-    for name, data in vocabulary.items():
-        with FileSystems.create(FileSystems.join(temp_dir, name)) as stream:
-            stream.write(data)
-    FileSystems.rename(
-        [FileSystems.join(temp_dir, n) for n in vocabulary],
-        [FileSystems.join(settings.output_dir, n) for n in vocabulary],
-    )
-    staged = FileSystems.join(temp_dir, METADATA_FILE)
-    _write_json(metadata, staged)
     FileSystems.rename([staged], [metadata_path])
 
 

@@ -81,5 +81,5 @@ def test_no_usable_file_is_a_clear_error(tmp_path):
 
     (tmp_path / "dev" / "middle").mkdir(parents=True)
     (tmp_path / "dev" / "middle" / "1.txt").write_text("not json at all")
-    with pytest.raises(race.RaceDataError, match=r"no usable RACE example \(1 records skipped: .*1.txt: "):
+    with pytest.raises(race.RaceDataError, match=r"no usable RACE example \(1 records or questions skipped: .*1.txt: "):
         race.read_examples(str(tmp_path), "dev", ("middle",))

@@ -34,6 +34,7 @@ from absl import flags
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.errors import AlbertError
+from albert_tf.file_safety import same_file
 from albert_tf.inputs.packing import encode_with_masks, pack_segments
 from albert_tf.tokenization import TokenizerError
 
@@ -57,7 +58,11 @@ def pad_batch(rows: Sequence[Tuple[List[int], List[int]]]) -> Dict[str, np.ndarr
 
 def pack(tokenizer, text: str, text_b: Optional[str], max_seq_length: int, with_masks: bool = False):
     """`[CLS] a [SEP] (b [SEP])` as training packs it; `[MASK]` in the text is the mask id if asked."""
-    encode = (lambda t: encode_with_masks(tokenizer, t, MASK_TEXT)) if with_masks else tokenizer.encode
+    # Each segment's first max_seq_length ids: all packing keeps, from bounded work.
+    if with_masks:
+        encode = lambda t: encode_with_masks(tokenizer, t, MASK_TEXT, max_seq_length)  # noqa: E731
+    else:
+        encode = lambda t: tokenizer.encode(t, max_ids=max_seq_length)  # noqa: E731
     ids_b = encode(text_b) if text_b is not None else None
     return pack_segments(encode(text), ids_b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
 
@@ -90,15 +95,30 @@ def classify(model, tokenizer, text: str, text_b: Optional[str] = None, max_seq_
 
 
 def embed(
-    model, tokenizer, texts: Sequence[str], batch_size: int = 32, max_seq_length: int = 128, progress: bool = False
+    model,
+    tokenizer,
+    texts: Sequence[str],
+    batch_size: int = 32,
+    max_seq_length: int = 128,
+    progress: bool = False,
+    source: str = "line",
 ) -> np.ndarray:
-    """Pooled outputs `[len(texts), hidden]` (float32) of any model's encoder, in batches."""
+    """Pooled outputs `[len(texts), hidden]` (float32) of any model's encoder, in batches.
+
+    A text the tokenizer refuses is a `PredictError` naming `source:line`.
+    """
     backbone = getattr(model, "backbone", model)
     out = np.zeros((len(texts), backbone.albert_config.hidden_size), np.float32)
     bar = keras.utils.Progbar(len(texts), unit_name="line") if progress else None
     for start in range(0, len(texts), batch_size):
         chunk = texts[start : start + batch_size]
-        batch = pad_batch([pack(tokenizer, text, None, max_seq_length) for text in chunk])
+        rows = []
+        for number, text in enumerate(chunk, start=start + 1):
+            try:
+                rows.append(pack(tokenizer, text, None, max_seq_length))
+            except TokenizerError as error:
+                raise PredictError(f"{source}:{number}: {error}") from None
+        batch = pad_batch(rows)
         out[start : start + len(chunk)] = np.asarray(backbone(batch)["pooled_output"], np.float32)
         if bar is not None:
             bar.add(len(chunk))
@@ -159,6 +179,10 @@ def run(
         raise PredictError("give exactly one of --text and --input_file")
     if input_file is not None and not output_file:
         raise PredictError("--input_file needs --output_file (.npy, or .jsonl for JSON lines)")
+    if input_file is not None and os.path.isdir(output_file):
+        raise PredictError(f"--output_file {output_file} is a directory; name a .npy or .jsonl file")
+    if input_file is not None and same_file(output_file, input_file):
+        raise PredictError(f"--output_file {output_file} is --input_file {input_file}: it would be overwritten")
     if top_k < 1 or batch_size < 1 or max_seq_length < 3:
         raise PredictError("--top_k and --batch_size must be ≥ 1, --max_seq_length ≥ 3")
     loaded = formats.load(model_dir, albert_config_file, spm_model_file, vocab_file, do_lower_case)
@@ -172,11 +196,18 @@ def run(
     limit = getattr(model, "backbone", model).albert_config.max_position_embeddings
     if max_seq_length > limit:
         raise PredictError(f"--max_seq_length {max_seq_length} exceeds the model's max_position_embeddings={limit}")
+    if input_file is None:
+        try:
+            return _predict_text(model, tokenizer, text, text_b, top_k, max_seq_length)
+        except TokenizerError as error:
+            raise PredictError(f"--text/--text_b: {error}") from None
+    texts = read_lines(input_file)
+    vectors = embed(model, tokenizer, texts, batch_size, max_seq_length, progress, source=input_file)
+    return [f"wrote {write_embeddings(output_file, texts, vectors)} ({len(texts)} × {vectors.shape[1]})"]
+
+
+def _predict_text(model, tokenizer, text, text_b, top_k, max_seq_length) -> List[str]:
     kind = type(model).__name__
-    if input_file is not None:
-        texts = read_lines(input_file)
-        vectors = embed(model, tokenizer, texts, batch_size, max_seq_length, progress)
-        return [f"wrote {write_embeddings(output_file, texts, vectors)} ({len(texts)} × {vectors.shape[1]})"]
     if kind == "AlbertPretrainer":
         lines = []
         for index, candidates in enumerate(fill_mask(model, tokenizer, text, text_b, top_k, max_seq_length)):
@@ -189,7 +220,8 @@ def run(
             return [f"score {float(values[0]):.4f}"]
         return [f"class {i}: {p:.4f}" for i, p in enumerate(values)]
     if kind == "AlbertBackbone":
-        return [json.dumps([round(float(v), 6) for v in embed(model, tokenizer, [text], 1, max_seq_length)[0]])]
+        vector = embed(model, tokenizer, [text], 1, max_seq_length, source="--text")[0]
+        return [json.dumps([round(float(v), 6) for v in vector])]
     raise PredictError(
         f"{kind}: --text works with pretraining (MLM) models, classifiers and encoders; "
         "for this model use --input_file for embeddings"

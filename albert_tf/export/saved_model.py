@@ -24,7 +24,7 @@ import shutil
 from typing import Optional
 
 from albert_tf.export import patience_signatures, verify
-from albert_tf.export.common import ExportError, backbone_of, python_tokenizer
+from albert_tf.export.common import ExportError, backbone_of, python_tokenizer, remove_stale_staging
 from albert_tf.export.warmup import write_warmup_requests
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_dir
@@ -36,6 +36,18 @@ def next_version(export_base: str) -> int:
     """1 + the highest numeric version directory under `export_base` (TF Serving serves the highest)."""
     versions = [int(n) for n in os.listdir(export_base) if n.isdigit()] if os.path.isdir(export_base) else []
     return max(versions, default=0) + 1
+
+
+def check_new_version(export_base: str, version: int) -> None:
+    """Refuses a negative version, and one that exists: TF Serving may be serving it."""
+    if version < 0:
+        raise ExportError(f"--version {version}: TF Serving's versions are numbers ≥ 0")
+    existing = os.path.join(export_base, str(version))
+    if os.path.exists(existing):
+        raise ExportError(
+            f"--version {version}: {existing} exists (TF Serving may be serving it); leave --version out "
+            f"for the next free one ({next_version(export_base)}), or remove that directory first"
+        )
 
 
 def export_saved_model(
@@ -56,7 +68,7 @@ def export_saved_model(
     Args:
         model: any albert_tf Keras model (backbone, pretrainer, task model).
         export_base: TF Serving's model base path.
-        version: the version directory (default: the next free number).
+        version: the version directory (default: the next free number); an existing one is refused.
         spm_model_file: adds the text signatures and the spm asset.
         do_lower_case: the text signatures' lowercasing (as in training; default True).
         vocab_file: a WordPiece vocab.txt instead of `spm_model_file`.
@@ -66,18 +78,28 @@ def export_saved_model(
         warmup: write TF Serving warm-up requests.
         jit_compile: XLA-compile the model in `serving_default` (see `ServingEndpoints`).
 
+    Staging copies left by killed exports under `export_base` are removed first.
+
     Raises:
-        ExportError: the export does not reproduce the model; nothing is left behind.
+        ExportError: `version` exists or is negative, or the export does not reproduce the
+            model; nothing is left behind.
     """
     config = backbone_of(model).albert_config
+    if version is not None:
+        check_new_version(export_base, version)
     if max_seq_length > config.max_position_embeddings or max_seq_length < 3:
         raise ExportError(
             f"--max_seq_length {max_seq_length}: must be in [3, max_position_embeddings="
             f"{config.max_position_embeddings}]"
         )
+    if not 1 <= top_k <= config.vocab_size:
+        raise ExportError(f"--top_k {top_k}: must be in [1, vocab_size={config.vocab_size}]")
     vocab_tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
     with OutputDirLock(export_base):
-        version = next_version(export_base) if version is None else version
+        remove_stale_staging(export_base)
+        if version is None:
+            version = next_version(export_base)
+        check_new_version(export_base, version)  # again, under the lock
         _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup, jit_compile)
     return os.path.join(export_base, str(version))
 

@@ -11,6 +11,10 @@
   `[MASK]` in the text becomes a mask token and the masked positions are
   predicted.
 
+`serving_default` refuses ids the model would misread (negative, past the
+vocabulary, mismatched shapes) with an `InvalidArgument` naming the input
+(`albert_tf.export.input_checks`).
+
 Outputs are the model's, plus ready-to-use ones: `probabilities` and `label`
 for a `logits` output (and `sop_`), `mlm_top_k_ids`/`mlm_top_k_probabilities`
 for `mlm_logits`; the text signatures also return the packed ids.
@@ -29,12 +33,14 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.export.input_checks import MLM_POSITIONS, serving_tensors
+from albert_tf.tokenization import MAX_SEGMENTED_CHARS
+
 TOKEN_INPUTS = ("input_ids", "input_mask", "segment_ids")
 MASK_TEXT = "[MASK]"
 # Outputs that are class logits: name → prefix of the derived outputs.
 CLASS_LOGITS = {"logits": "", "sop_logits": "sop_"}
 MLM_LOGITS = "mlm_logits"
-MLM_POSITIONS = "masked_lm_positions"
 
 
 class ServingEndpoints:
@@ -108,6 +114,8 @@ class ServingEndpoints:
 
     # ---- signatures -----------------------------------------------------------------
     def _serve_ids(self, inputs):
+        # Checked outside XLA (it compiles no assertion); the text signatures make valid ids.
+        inputs = serving_tensors(inputs, getattr(self.model, "backbone", self.model).albert_config)
         if self._compiled_outputs is not None:
             return self._compiled_outputs(inputs)
         return self._outputs(inputs)
@@ -145,16 +153,21 @@ class ServingEndpoints:
         """Ragged ids of a batch of texts; literal `[MASK]`s become mask ids for the MLM model."""
         texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
         # No segment keeps more than max_seq_length ids: the tokenizer stops there (exactly).
+        # The request's bound on work: what is segmented, all texts of a column together.
         if MLM_POSITIONS not in self.input_specs:
-            return self.tokenizer(texts, max_ids=self.max_seq_length)
+            return self.tokenizer(texts, max_ids=self.max_seq_length, max_total_chars=MAX_SEGMENTED_CHARS)
         parts = tf.strings.split(texts, MASK_TEXT)
-        part_ids = self.tokenizer(parts.flat_values, max_ids=self.max_seq_length)
+        part_ids = self.tokenizer(parts.flat_values, max_ids=self.max_seq_length, max_total_chars=MAX_SEGMENTED_CHARS)
         masks = tf.fill([part_ids.nrows(), 1], tf.constant(self.special_ids["mask"], part_ids.dtype))
         with_masks = tf.concat([part_ids, tf.RaggedTensor.from_tensor(masks)], axis=1)
         # Every part is followed by a mask, the last one of each text excepted.
         return parts.with_flat_values(with_masks).merge_dims(1, 2)[:, :-1]
 
     def _serve_segments(self, texts):
+        # An empty batch would pad to length 0, where the pooler has no [CLS] to read.
+        some_rows = tf.debugging.assert_positive(tf.size(texts[0]), message="text_a: a request needs at least one text")
+        with tf.control_dependencies([some_rows]):
+            texts = [tf.identity(t) for t in texts]
         segments = [self._ids(t) for t in texts]
         budget = self.max_seq_length - 1 - len(segments)
         segments = tf_text.RoundRobinTrimmer(budget).trim(segments)

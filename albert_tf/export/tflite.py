@@ -4,18 +4,30 @@
 beside it the config, the vocabulary and `tokenizer_test_vectors.json` (texts
 with the ids the app's tokenizer must produce: TFLite has no op for ALBERT's
 NFKD preprocessing, so apps tokenise). Written aside, checked against the
-Keras model, then moved into place.
+Keras model, then moved into place. Out-of-range ids, segments, mask values
+or positions are refused (`albert_tf.export.input_checks`): in the file by
+GATHER's bounds check, and by `run_tflite` before invoking, naming the input.
 """
 
 import json
 import os
+import tempfile
 from typing import Dict, List, Optional
 
+import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.export.common import ExportError, backbone_of, compare_outputs, python_tokenizer, random_inputs
-from albert_tf.export.signatures import MLM_POSITIONS
+from albert_tf.config import AlbertConfig
+from albert_tf.export.common import (
+    ExportError,
+    backbone_of,
+    compare_outputs,
+    python_tokenizer,
+    random_inputs,
+    remove_stale_staging,
+)
+from albert_tf.export.input_checks import MLM_POSITIONS, check_tflite_inputs, tflite_tensors
 from albert_tf.inputs.packing import pack_segments
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_files
@@ -56,12 +68,49 @@ def tflite_input_signature(model, max_seq_length: int, max_predictions_per_seq: 
     return [specs]
 
 
-def run_tflite(model_file: str, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """Runs a .tflite file's `serving_default` signature (LiteRT's interpreter)."""
+def run_tflite(model_file: str, inputs: Dict[str, np.ndarray], config=None) -> Dict[str, np.ndarray]:
+    """Runs a .tflite file's `serving_default` signature (LiteRT's interpreter).
+
+    The inputs are checked first (`check_tflite_inputs`: names, shapes, value
+    ranges), against `config` or the `albert_config.json` beside the file: the
+    file itself refuses bad values only with GATHER's "index out of bounds".
+    """
     from ai_edge_litert.interpreter import Interpreter  # the runtime loads only to run a file
 
+    if config is None:
+        config = AlbertConfig.from_json_file(
+            os.path.join(os.path.dirname(os.path.abspath(model_file)), "albert_config.json")
+        )
     runner = Interpreter(model_path=model_file).get_signature_runner("serving_default")
+    shapes = {name: tuple(int(d) for d in detail["shape"]) for name, detail in runner.get_input_details().items()}
+    check_tflite_inputs(inputs, config, shapes)
     return runner(**inputs)
+
+
+def convert_to_tflite(model, input_signature, quantize: str) -> bytes:
+    """The model's call, behind `tflite_tensors` (bad values refused in-graph), as TFLite bytes.
+
+    Keras' own `export(format="litert")` path (ExportArchive, then the SavedModel
+    converter), with the input guard in front of the model.
+    """
+    config = backbone_of(model).albert_config
+
+    def guarded(inputs):
+        return model(tflite_tensors(inputs, config), training=False)
+
+    with tempfile.TemporaryDirectory() as saved_model_dir:
+        archive = keras.export.ExportArchive()
+        archive.track(model)
+        archive.add_endpoint("serve", guarded, input_signature=input_signature)
+        archive.write_out(saved_model_dir, verbose=False)
+        converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
+        converter.experimental_enable_resource_variables = True
+        options = converter_options(quantize)
+        for name, value in options.pop("target_spec").items():
+            setattr(converter.target_spec, name, value)
+        for name, value in options.items():
+            setattr(converter, name, value)
+        return converter.convert()
 
 
 def tokenizer_test_vectors(python_tokenizer, max_seq_length: int) -> List[Dict]:
@@ -102,25 +151,35 @@ def export_tflite(
     if quantize not in QUANTIZATIONS:
         raise ExportError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZATIONS)}")
     config = backbone_of(model).albert_config
-    if max_seq_length > config.max_position_embeddings:
+    if max_seq_length > config.max_position_embeddings or max_seq_length < 3:
         raise ExportError(
-            f"--max_seq_length {max_seq_length} exceeds max_position_embeddings {config.max_position_embeddings}"
+            f"--max_seq_length {max_seq_length}: must be in [3, max_position_embeddings="
+            f"{config.max_position_embeddings}]"
         )
+    if max_predictions_per_seq < 1 or max_predictions_per_seq > max_seq_length:
+        raise ExportError(f"--max_predictions_per_seq {max_predictions_per_seq}: must be in [1, --max_seq_length]")
     tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
-    with OutputDirLock(output_dir), staged_files(output_dir) as staging:
+    with OutputDirLock(output_dir):
+        remove_stale_staging(output_dir)
+        path = _write(model, output_dir, quantize, max_seq_length, max_predictions_per_seq, tokenizer, config)
+    return path
+
+
+def _write(model, output_dir, quantize, max_seq_length, max_predictions_per_seq, tokenizer, config) -> str:
+    with staged_files(output_dir) as staging:
         staged = os.path.join(staging, TFLITE_NAMES[quantize])
         signature = tflite_input_signature(model, max_seq_length, max_predictions_per_seq)
         try:
-            model.export(
-                staged, format="litert", input_signature=signature, verbose=False, **converter_options(quantize)
-            )
+            flatbuffer = convert_to_tflite(model, signature, quantize)
         except Exception as error:  # noqa: BLE001  (the converter's ConverterError lives in private modules)
             raise ExportError(f"TFLite conversion failed: {str(error).splitlines()[0]}") from None
+        with open(staged, "wb") as f:
+            f.write(flatbuffer)
         inputs = {
             name: np.resize(value, signature[0][name].shape)
             for name, value in random_inputs(model, 1, max_seq_length, max_predictions_per_seq).items()
         }
-        got = run_tflite(staged, inputs)
+        got = run_tflite(staged, inputs, config)
         if quantize == "none":
             compare_outputs(model(inputs, training=False), got, 1e-4, staged)
         elif not all(np.isfinite(v).all() for v in got.values()):

@@ -35,11 +35,16 @@ def pack_segments(
     return input_ids, [0] * (len_a + 2) + [1] * (len_b + 1)
 
 
-def encode_with_masks(tokenizer, text: str, mask_text: str = "[MASK]") -> List[int]:
-    """Ids of `text` where each literal `[MASK]` becomes the mask id (for the MLM model's text input)."""
+def encode_with_masks(tokenizer, text: str, mask_text: str = "[MASK]", max_ids: Optional[int] = None) -> List[int]:
+    """Ids of `text` where each literal `[MASK]` becomes the mask id (for the MLM model's text input).
+
+    With `max_ids`, the first `max_ids` ids only (each part from bounded work, see `Tokenizer.encode`).
+    """
     ids: List[int] = []
     for index, part in enumerate(text.split(mask_text)):
         if index:
             ids.append(tokenizer.mask_id)
-        ids.extend(tokenizer.encode(part))
+        ids.extend(tokenizer.encode(part, max_ids=max_ids))
+        if max_ids is not None and len(ids) >= max_ids:
+            return ids[:max_ids]
     return ids

@@ -14,6 +14,7 @@ from typing import Dict, Optional, Union
 import keras
 import tensorflow as tf
 
+from albert_tf import memory_check
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs.shard_reader import PretrainingInput, resolve_input
 from albert_tf.locking import OutputDirLock
@@ -121,6 +122,13 @@ def pretrain(
     # A lost worker of a multi-worker run: one line naming it, wherever the others notice (worker_faults).
     with lock, worker_faults.reported_as_lost_worker(strategy, latest):
         loop = PretrainingLoop(strategy, config, settings, train_input, eval_input)
+        memory_check.check_batch_fits(
+            config,
+            loop.model.count_params(),
+            settings.train_batch_size // settings.grad_accum_steps // strategy.num_replicas_in_sync,
+            settings.max_seq_length,
+            settings.remat,
+        )
 
         def say(message: str):
             if loop.chief:

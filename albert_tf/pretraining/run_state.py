@@ -21,6 +21,7 @@ from typing import Dict, Optional
 import tensorflow as tf
 
 from albert_tf import formats
+from albert_tf.pretraining import batch_binding
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainingError
 from albert_tf.publish import staged_dir
@@ -82,6 +83,8 @@ class CheckpointPolicy:
         self._check_same_config(config_dict)
         candidates = list(reversed(self.manager.checkpoints)) if self.loop.chief else [self.latest()]
         candidates = [c for c in candidates if c]
+        if self.loop.chief and candidates:
+            batch_binding.check_same_batch(self.settings, self.checkpoint_dir)
         skipped = []
         for path in candidates:
             try:
@@ -100,6 +103,8 @@ class CheckpointPolicy:
                 )
             message = self._warm_start()
         self._record_config(config_dict)
+        if self.loop.chief:
+            batch_binding.record_batch(self.settings, self.checkpoint_dir)
         self.loop.ensure_iterator()
         return message
 

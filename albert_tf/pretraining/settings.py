@@ -4,6 +4,7 @@ import dataclasses
 
 from albert_tf.errors import AlbertError
 from albert_tf.pretraining.health import HealthSettings
+from albert_tf.settings_checks import check_ranges, check_seed
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
@@ -48,3 +49,14 @@ class TrainSettings:
     sentence_task: str = "sop"  # what the run means to learn; the data's metadata.json is checked against it
     on_divergence: str = "warn"  # a loss spike or accuracy collapse: warn, stop, or rollback
     health: HealthSettings = dataclasses.field(default_factory=HealthSettings)
+
+    def __post_init__(self):
+        check_ranges(
+            self,
+            TrainingError,
+            positive=("train_batch_size", "eval_batch_size", "max_seq_length", "max_predictions_per_seq")
+            + ("num_train_steps", "learning_rate", "poly_power", "save_checkpoints_steps", "keep_checkpoint_max")
+            + ("max_eval_steps", "grad_accum_steps", "log_every_steps", "shuffle_buffer"),
+            non_negative=("num_warmup_steps", "start_warmup_step"),
+        )
+        check_seed(self, TrainingError)

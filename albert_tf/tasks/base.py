@@ -78,6 +78,10 @@ class Task(abc.ABC):
     def build_model(self, backbone, dropout: float) -> keras.Model:
         """The task model on `backbone`: what is evaluated, saved and served."""
 
+    def min_seq_length(self) -> "tuple[int, str]":
+        """(the shortest `--max_seq_length` that holds a piece of every part of an input, what it holds)."""
+        return 3, "[CLS] text [SEP]"
+
     def training_model(self, model: keras.Model) -> keras.Model:
         """The model `fit` trains (default: `model` itself)."""
         return model

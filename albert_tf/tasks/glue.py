@@ -2,8 +2,9 @@
 
 Files are split on tabs with quoting off (STS-B, RTE and MRPC hold unbalanced
 `"`), read as `utf-8-sig` (MRPC starts with a BOM). A row with too few
-columns or an unknown label is skipped, counted, and its `file:line` kept
-(first few reported); no usable row at all is an error. Invalid UTF-8 is
+columns, an unknown label or a field over csv's size limit (131,072
+characters) is skipped, counted, and its `file:line` kept (first few
+reported); no usable row at all is an error. Invalid UTF-8 is
 replaced by U+FFFD and counted (`ReadReport.replaced_bytes`).
 
 A new task of this kind (a TSV with a text column, maybe a second, and a
@@ -22,7 +23,7 @@ Example:
 import csv
 import dataclasses
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -94,6 +95,11 @@ class TsvTask(Task):
 
     def read(self, split: str) -> Tuple[List["Example"], ReadReport]:
         return read_examples(self, split_file(self, self.data_dir, split), split)
+
+    def min_seq_length(self):
+        if self.train.text_b is None:
+            return super().min_seq_length()
+        return 5, "[CLS] text_a [SEP] text_b [SEP]"
 
     def encode(self, split, examples, tokenizer, max_seq_length, training) -> Encoded:
         labels = None
@@ -196,7 +202,11 @@ def read_examples(task: TsvTask, path: str, split: str) -> Tuple[List[Example], 
         raise GlueDataError(f"{path}: cannot read ({error.strerror})") from None
     lines = ReplacedLines(handle, path)
     with handle:
-        for line_number, row in enumerate(csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
+        for line_number, row in _rows(lines):
+            if row is None:
+                report.rows += 1
+                report.skip(line_number, f"a field longer than {csv.field_size_limit():,} characters")
+                continue
             if columns.header and line_number == 1:
                 continue
             if not row or row == [""]:
@@ -231,6 +241,19 @@ def read_examples(task: TsvTask, path: str, split: str) -> Tuple[List[Example], 
         details = "; ".join(report.first_problems) or "no rows"
         raise GlueDataError(f"{path}: no usable example ({report.skipped} of {report.rows} rows skipped: {details})")
     return examples, report
+
+
+def _rows(lines) -> Iterator[Tuple[int, Optional[List[str]]]]:
+    """(line number, fields) of a TSV; fields None for a row csv refuses (a field over its size limit)."""
+    reader = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error:
+            row = None  # the reader goes on at the next line
+        yield reader.line_num, row
 
 
 def split_file(task: TsvTask, data_dir: str, split: str) -> str:

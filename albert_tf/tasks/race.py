@@ -26,6 +26,7 @@ import numpy as np
 from albert_tf import finetuning
 from albert_tf.errors import AlbertError
 from albert_tf.models.multiple_choice import AlbertMultipleChoice
+from albert_tf.settings_checks import check_ranges
 from albert_tf.tasks.base import Encoded, ReadReport, Task
 from albert_tf.tasks.text_files import ReplacedLines, decode_replacing
 
@@ -84,34 +85,48 @@ def read_examples(data_dir: str, split: str, levels: Sequence[str] = LEVELS) -> 
         directory = os.path.join(data_dir, split, level)
         for location, text in _records(directory, replaced):
             try:
-                record = json.loads(text)
+                record = json.loads(text.removeprefix("\ufeff"))
                 article, questions = record["article"], record["questions"]
                 options, answers = record["options"], record["answers"]
+                if not isinstance(article, str) or not isinstance(questions, list):
+                    raise TypeError('"article" must be a string and "questions" a list')
                 if not (len(questions) == len(options) == len(answers)):
                     raise ValueError("questions, options and answers differ in number")
-                rows = []
-                for i, (question, choices, answer) in enumerate(zip(questions, options, answers)):
-                    if len(choices) != len(ANSWERS) or answer not in ANSWERS:
-                        raise ValueError(f"question {i}: needs 4 options and an answer in A-D")
-                    rows.append(
-                        RaceExample(
-                            f"{record.get('id', location)}-{i}",
-                            level,
-                            article,
-                            question,
-                            list(choices),
-                            ANSWERS.index(answer),
-                        )
-                    )
-                examples.extend(rows)
-            except (ValueError, KeyError, TypeError) as error:
+            except (ValueError, KeyError, TypeError, RecursionError) as error:
                 skipped += 1
                 if len(problems) < 5:
                     problems.append(f"{location}: {type(error).__name__}: {error}")
+                continue
+            # One bad question drops that question only: the article's others stay.
+            for i, (question, choices, answer) in enumerate(zip(questions, options, answers)):
+                if (
+                    not isinstance(question, str)
+                    or not isinstance(choices, list)
+                    or len(choices) != len(ANSWERS)
+                    or not all(isinstance(c, str) for c in choices)
+                    or not isinstance(answer, str)
+                    or answer not in ANSWERS
+                ):
+                    skipped += 1
+                    if len(problems) < 5:
+                        problems.append(
+                            f"{location}: question {i}: needs a question, 4 option strings and an answer in A-D"
+                        )
+                    continue
+                examples.append(
+                    RaceExample(
+                        f"{record.get('id', location)}-{i}",
+                        level,
+                        article,
+                        question,
+                        list(choices),
+                        ANSWERS.index(answer),
+                    )
+                )
     if not examples:
         raise RaceDataError(
             f"{data_dir}/{split}/{{{','.join(levels)}}}: no usable RACE example "
-            f"({skipped} records skipped{': ' + '; '.join(problems) if problems else ''})"
+            f"({skipped} records or questions skipped{': ' + '; '.join(problems) if problems else ''})"
         )
     return examples, {
         "skipped": skipped,
@@ -165,6 +180,12 @@ class RaceTask(Task):
     max_qa_length: int = 128
     name: str = "race"
     metric: str = "accuracy"
+
+    def __post_init__(self):
+        check_ranges(self, RaceDataError, positive=("max_qa_length",))
+
+    def min_seq_length(self):
+        return 5, "[CLS] article [SEP] question and option [SEP]"
 
     def read(self, split: str) -> Tuple[List[RaceExample], ReadReport]:
         examples, found = read_examples(self.data_dir, split, self.levels)

@@ -52,6 +52,11 @@ def run(
     `init_checkpoint`'s fine-tuned `best/`.
     """
     finetuning.check_max_seq_length(settings.max_seq_length, settings.albert_config_file, settings.init_checkpoint)
+    minimum, holds = task.min_seq_length()
+    if settings.max_seq_length < minimum:
+        raise FineTuneError(
+            f"--max_seq_length {settings.max_seq_length}: {task.name} needs at least {minimum} ({holds})"
+        )
     # SIGTERM/SIGINT stop training after the current batch (`albert_tf.preemption`), lock released.
     with preemption.stop_signals(), OutputDirLock(settings.output_dir):
         return _run(task, settings, evaluate, eval_split, predict_split)

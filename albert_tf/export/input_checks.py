@@ -1,0 +1,142 @@
+"""Requests an exported model must refuse, rather than answer for other inputs.
+
+Keras' `take` reads a negative index from the end (id -7 is id `vocab_size - 7`),
+and TF broadcasts a batch-1 mask over a batch-2 request; a GPU gather answers
+zeros for an id past the vocabulary. So every exported entry point checks:
+
+- `input_ids` in [0, vocab_size), `segment_ids` in [0, type_vocab_size),
+  `input_mask` in {0, 1}, `masked_lm_positions` in [0, sequence length);
+- `input_mask`/`segment_ids` of `input_ids`' shape, `masked_lm_positions` of its batch;
+  a sequence length in [1, `max_position_embeddings`].
+
+How each format refuses:
+
+- SavedModel (`serving_tensors`): `tf.debugging` assertions, an `InvalidArgument`
+  whose message names the input; the server goes on serving.
+- TFLite (`tflite_tensors`): builtin ops have no assertion, so a value out of range
+  is turned into an index past the end of a table the model gathers from, and the
+  interpreter's GATHER refuses it ("gather index out of bounds"); that message
+  names no input, so `check_tflite_inputs` checks the same on the Python side
+  before invoking (`run_tflite` does), naming the input. Batch and length are fixed
+  in the file ([1, max_seq_length]).
+
+Example:
+
+>>> import numpy as np
+>>> from albert_tf.config import AlbertConfig
+>>> config = AlbertConfig(vocab_size=100)
+>>> ids = np.array([[2, -7, 3]], "int32")
+>>> check_tflite_inputs({"input_ids": ids}, config, {"input_ids": (1, 3)})
+Traceback (most recent call last):
+...
+albert_tf.export.input_checks.ServingInputError: input_ids: -7 at [0, 1] is outside [0, 100)
+"""
+
+from typing import Dict, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.errors import AlbertError
+
+MLM_POSITIONS = "masked_lm_positions"
+SAME_SHAPE_AS_IDS = ("input_mask", "segment_ids")
+
+
+class ServingInputError(AlbertError, ValueError):
+    """A request to an exported model with values or shapes the model would silently misread."""
+
+
+def value_ranges(config, sequence_length) -> Dict[str, Tuple[int, int]]:
+    """{input: (low, high)}: the half-open range of valid values."""
+    return {
+        "input_ids": (0, config.vocab_size),
+        "segment_ids": (0, config.type_vocab_size),
+        "input_mask": (0, 2),
+        MLM_POSITIONS: (0, sequence_length),
+    }
+
+
+def serving_tensors(inputs: Dict[str, tf.Tensor], config) -> Dict[str, tf.Tensor]:
+    """`inputs`, after assertions that raise `InvalidArgument` naming the first bad input."""
+    ids = inputs["input_ids"]
+    # Past the position table a GPU gather answers zeros (a CPU one fails without naming the input).
+    # Empty sequences have no [CLS] for the pooler to read.
+    length_message = (
+        f"input_ids: the sequence length must be in [1, max_position_embeddings={config.max_position_embeddings}]"
+    )
+    checks = [
+        tf.debugging.assert_less_equal(tf.shape(ids)[-1], config.max_position_embeddings, message=length_message),
+        tf.debugging.assert_greater_equal(tf.shape(ids)[-1], 1, message=length_message),
+    ]
+    for name in SAME_SHAPE_AS_IDS:
+        if name in inputs:
+            checks.append(
+                tf.debugging.assert_equal(
+                    tf.shape(inputs[name]),
+                    tf.shape(ids),
+                    message=f"{name} must have the shape of input_ids (same batch size and sequence length)",
+                )
+            )
+    if MLM_POSITIONS in inputs:
+        checks.append(
+            tf.debugging.assert_equal(
+                tf.shape(inputs[MLM_POSITIONS])[0],
+                tf.shape(ids)[0],
+                message=f"{MLM_POSITIONS} must have the batch size of input_ids",
+            )
+        )
+    with tf.control_dependencies(checks):
+        for name, (low, high) in value_ranges(config, tf.shape(ids)[-1]).items():
+            if name in inputs:
+                message = f"{name}: every value must be in [{low}, {high})"
+                if name == MLM_POSITIONS:
+                    message = f"{name}: every value must be in [0, sequence length of input_ids)"
+                checks.append(tf.debugging.assert_greater_equal(inputs[name], low, message=message))
+                checks.append(
+                    tf.debugging.assert_less(inputs[name], tf.cast(high, inputs[name].dtype), message=message)
+                )
+    with tf.control_dependencies(checks):
+        return {name: tf.identity(value) for name, value in inputs.items()}
+
+
+def tflite_tensors(inputs: Dict[str, tf.Tensor], config) -> Dict[str, tf.Tensor]:
+    """`inputs` with every out-of-range value made an index the model's GATHER refuses.
+
+    Values already in range are unchanged (bitwise the same outputs). Only
+    negative values need it for ids, segments and positions: past the end, the
+    model's own gathers refuse them already. The mask is no index: it goes
+    through a gather from [0, 1].
+    """
+    result = dict(inputs)
+    sequence_length = tf.shape(inputs["input_ids"])[-1]
+    for name, (_, high) in value_ranges(config, sequence_length).items():
+        if name not in inputs or name == "input_mask":
+            continue
+        value = inputs[name]
+        result[name] = tf.where(value < 0, tf.cast(high, value.dtype), value)
+    if "input_mask" in inputs:
+        result["input_mask"] = tf.gather(tf.constant([0, 1], inputs["input_mask"].dtype), inputs["input_mask"])
+    return result
+
+
+def check_tflite_inputs(inputs: Dict[str, np.ndarray], config, shapes: Dict[str, Tuple[int, ...]]) -> None:
+    """Raises `ServingInputError` naming the input whose names, shape or values the file cannot take."""
+    missing = sorted(set(shapes) - set(inputs))
+    unknown = sorted(set(inputs) - set(shapes))
+    if missing or unknown:
+        raise ServingInputError(f"inputs: expected {sorted(shapes)}, missing {missing}, unknown {unknown}")
+    for name, shape in shapes.items():
+        value = np.asarray(inputs[name])
+        if tuple(value.shape) != tuple(shape):
+            raise ServingInputError(f"{name}: shape {tuple(value.shape)}, but the file takes {tuple(shape)}")
+        if not np.issubdtype(value.dtype, np.integer):
+            raise ServingInputError(f"{name}: dtype {value.dtype}, expected integers")
+    sequence_length = shapes["input_ids"][-1]
+    for name, (low, high) in value_ranges(config, sequence_length).items():
+        if name in inputs:
+            value = np.asarray(inputs[name])
+            bad = np.argwhere((value < low) | (value >= high))
+            if len(bad):
+                where = tuple(int(i) for i in bad[0])
+                raise ServingInputError(f"{name}: {value[where]} at {list(where)} is outside [{low}, {high})")
