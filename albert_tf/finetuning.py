@@ -31,7 +31,7 @@ from albert_tf.formats import CheckpointError, model_directory
 from albert_tf.formats.native import CONFIG_FILE, KERAS_MODEL_FILE
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.publish import staged_dir
-from albert_tf.settings_checks import check_ranges, check_seed
+from albert_tf.range_checks import check_ranges, check_seed
 from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
 BEST_DIR = "best"

@@ -4,7 +4,7 @@ import dataclasses
 
 from albert_tf.errors import AlbertError
 from albert_tf.pretraining.health import HealthSettings
-from albert_tf.settings_checks import check_ranges, check_seed
+from albert_tf.range_checks import check_ranges, check_seed
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}

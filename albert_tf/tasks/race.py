@@ -26,7 +26,7 @@ import numpy as np
 from albert_tf import finetuning
 from albert_tf.errors import AlbertError
 from albert_tf.models.multiple_choice import AlbertMultipleChoice
-from albert_tf.settings_checks import check_ranges
+from albert_tf.range_checks import check_ranges
 from albert_tf.tasks.base import Encoded, ReadReport, Task
 from albert_tf.tasks.text_files import ReplacedLines, decode_replacing
 

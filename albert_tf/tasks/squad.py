@@ -40,7 +40,7 @@ from albert_tf import finetuning
 from albert_tf.errors import AlbertError
 from albert_tf.models.span_qa import AlbertSpanQA
 from albert_tf.models.span_qa_answerability import START_POSITIONS, AlbertSpanQAv2
-from albert_tf.settings_checks import check_ranges
+from albert_tf.range_checks import check_ranges
 from albert_tf.tasks.base import Encoded, ReadReport, Task
 from albert_tf.tasks.text_files import decode_replacing
 
