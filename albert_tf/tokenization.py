@@ -744,7 +744,9 @@ def load_tokenizer_dir(directory: str, do_lower_case: Optional[bool] = None) -> 
                 saved = json.load(f)
         except (OSError, ValueError) as error:
             raise TokenizerError(f"{settings_file}: not readable JSON ({error})") from None
-        if saved.get("kind") not in TOKENIZER_KINDS:
+        if not isinstance(saved, dict):
+            raise TokenizerError(f"{settings_file}: expected a JSON object, got {type(saved).__name__}")
+        if not isinstance(saved.get("kind"), str) or saved["kind"] not in TOKENIZER_KINDS:
             raise TokenizerError(
                 f"{settings_file}: field 'kind': expected one of {sorted(TOKENIZER_KINDS)}, got {saved.get('kind')!r}"
             )

@@ -122,3 +122,14 @@ def test_an_hf_shard_index_naming_files_outside_its_directory_is_refused(tmp_pat
     (directory / "model.safetensors.index.json").write_text(json.dumps(index))
     with pytest.raises(OutsideDirectoryError, match="weight_map"):
         formats.load(str(directory))
+
+
+@pytest.mark.parametrize(
+    "content", [{"kind": ["x"]}, ["spm.model"], {"kind": 3}], ids=["list-kind", "list", "int-kind"]
+)
+def test_a_malformed_tokenizer_json_is_one_clear_error(tmp_path, spm, content):
+    directory = tmp_path / "model"
+    formats.save(build("backbone"), str(directory), tokenizer=SentencePieceTokenizer(spm))
+    (directory / "tokenizer.json").write_text(json.dumps(content))
+    with pytest.raises(TokenizerError, match="tokenizer.json"):
+        formats.load(str(directory))
