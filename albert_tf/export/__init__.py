@@ -13,6 +13,7 @@ end of a pretraining run), `common` (the error, test inputs, comparison),
 """
 
 import importlib
+import importlib.util
 
 # Imported on first use, so `python -m albert_tf.export` reaches the CLI (which quiets TensorFlow's
 # start-up lines) before TensorFlow is imported.
@@ -29,17 +30,6 @@ _LAZY = {
     "reference_text_inputs": "verify",
     "WARMUP_FILE": "warmup",
 }
-SUBMODULES = (
-    "common",
-    "from_run",
-    "input_checks",
-    "patience_signatures",
-    "saved_model",
-    "signatures",
-    "tflite",
-    "verify",
-    "warmup",
-)
 
 __all__ = sorted(_LAZY)
 
@@ -47,6 +37,6 @@ __all__ = sorted(_LAZY)
 def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    if name in SUBMODULES:
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a submodule, e.g. `export.verify`
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,6 +8,7 @@ import numpy as np
 
 from albert_tf.errors import AlbertError
 from albert_tf.export.signatures import MLM_POSITIONS
+from albert_tf.formats.table import backbone_of
 from albert_tf.publish import STAGING_PREFIX
 from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
@@ -26,10 +27,6 @@ def remove_stale_staging(output_dir: str) -> None:
     for name in os.listdir(output_dir):
         if name.startswith(STAGING_PREFIX):
             shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
-
-
-def backbone_of(model):
-    return getattr(model, "backbone", model)
 
 
 def python_tokenizer(

@@ -30,10 +30,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.export.common import ExportError, backbone_of, compare_outputs, random_inputs
+from albert_tf.export.common import ExportError, compare_outputs, random_inputs
 from albert_tf.export.signatures import TOKEN_INPUTS, ServingEndpoints
 from albert_tf.export.tflite import tflite_input_signature
 from albert_tf.export.verify import VERIFY_TEXTS, reference_text_inputs
+from albert_tf.formats.table import backbone_of
 from albert_tf.locking import OutputDirLock
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier, AlbertEarlyExitMultipleChoice, PatientInference
 from albert_tf.publish import staged_files

@@ -24,8 +24,9 @@ import shutil
 from typing import Optional
 
 from albert_tf.export import patience_signatures, verify
-from albert_tf.export.common import ExportError, backbone_of, python_tokenizer, remove_stale_staging
+from albert_tf.export.common import ExportError, python_tokenizer, remove_stale_staging
 from albert_tf.export.warmup import write_warmup_requests
+from albert_tf.formats.table import backbone_of
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_dir
 

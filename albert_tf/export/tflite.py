@@ -21,13 +21,13 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.export.common import (
     ExportError,
-    backbone_of,
     compare_outputs,
     python_tokenizer,
     random_inputs,
     remove_stale_staging,
 )
 from albert_tf.export.input_checks import MLM_POSITIONS, check_tflite_inputs, tflite_tensors
+from albert_tf.formats.table import backbone_of
 from albert_tf.inputs.packing import pack_segments
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_files

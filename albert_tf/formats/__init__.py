@@ -32,7 +32,7 @@ from typing import List, Optional
 
 from albert_tf.formats import hf, keras_hub, native, original, run_dir
 from albert_tf.formats.loaded import LoadedModel, ModelFileError
-from albert_tf.formats.table import CheckpointError, LoadReport, NoHeadsError
+from albert_tf.formats.table import CheckpointError, LoadReport, NoHeadsError, backbone_of
 from albert_tf.models import (  # noqa: F401  (registers the task models that a .keras file may hold)
     classifier,
     multiple_choice,
@@ -51,6 +51,7 @@ __all__ = [
     "ModelFileError",
     "OUTPUT_FORMATS",
     "NoHeadsError",
+    "backbone_of",
     "detect",
     "load",
     "load_weights",
@@ -128,7 +129,7 @@ def load(
         directory = path if os.path.isdir(path) else os.path.dirname(path)
         tokenizer = resolve_tokenizer(spm_model_file, vocab_file, do_lower_case, directory, required=False)
     if tokenizer is not None:
-        check_vocab_size(getattr(model, "backbone", model).albert_config.vocab_size, tokenizer, source)
+        check_vocab_size(backbone_of(model).albert_config.vocab_size, tokenizer, source)
     return LoadedModel(model, source, tokenizer, zero_filled, found)
 
 
@@ -173,7 +174,7 @@ def load_weights(model, path: str, from_group0: bool = False) -> LoadReport:
     if not _exists(path):
         raise CheckpointError(f"{path}: checkpoint does not exist")
     found = detect(path)
-    backbone = getattr(model, "backbone", model)
+    backbone = backbone_of(model)
     if found in (native.NAME, run_dir.NAME) and not from_group0:
         weights_file, holds_heads = native.find_weights(run_dir.model_dir(path) or path)
         if weights_file is not None:

@@ -52,6 +52,7 @@ from albert_tf.formats.table import (
     ZEROS,
     CheckpointError,
     TensorMapping,
+    backbone_of,
     block_weights,
     check_contiguous_groups,
     export_table,
@@ -393,7 +394,7 @@ def _write_json(path, values):
 def save_hf_dir(model, directory: str, spm_model_file: Optional[str] = None) -> List[str]:
     """Writes `model` into `directory` (must exist) as transformers would; returns the file names."""
     architecture = architecture_of(model)
-    backbone = getattr(model, "backbone", model)
+    backbone = backbone_of(model)
     config = backbone.albert_config
     table = [m for m in name_table(config, architecture) if not m.optional]
     task = model.get_config() if model is not backbone else {}
@@ -443,6 +444,6 @@ def save(model, directory: str, tokenizer=None) -> List[str]:
 
 def unwritten(model) -> List[str]:
     """What of `model` an HF directory cannot hold (tensors the architecture lacks)."""
-    backbone = getattr(model, "backbone", model)
+    backbone = backbone_of(model)
     table = name_table(backbone.albert_config, architecture_of(model))
     return unwritten_notes(f"HF's {architecture_of(model)}", table)

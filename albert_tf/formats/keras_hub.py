@@ -44,6 +44,7 @@ from albert_tf.formats.table import (
     ZEROS,
     CheckpointError,
     TensorMapping,
+    backbone_of,
     block_weights,
     check_contiguous_groups,
     export_table,
@@ -416,7 +417,7 @@ def _write_json(path, values):
 def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> List[str]:
     """Writes `model` into `directory` (must exist) as a keras-hub preset; returns the file names."""
     task = task_of_model(model)
-    backbone = getattr(model, "backbone", model)
+    backbone = backbone_of(model)
     config = backbone.albert_config
     backbone_json = backbone_config(config)
     _write_json(os.path.join(directory, CONFIG_FILE), backbone_json)

@@ -31,7 +31,7 @@ import h5py
 import keras
 
 from albert_tf.formats.loaded import ModelFileError
-from albert_tf.formats.table import CheckpointError, LoadReport, NoHeadsError, check_weight_values, split_model
+from albert_tf.formats.table import CheckpointError, LoadReport, NoHeadsError, backbone_of, check_weight_values
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 
@@ -72,7 +72,7 @@ def save(model, directory: str, tokenizer=None) -> List[str]:
     `.weights.h5`; any other model of ours as the whole Keras model, its
     config beside it for people and tools.
     """
-    backbone, _ = split_model(model)
+    backbone = backbone_of(model)
     os.makedirs(directory, exist_ok=True)
     backbone.albert_config.to_json_file(os.path.join(directory, CONFIG_FILE))
     if isinstance(model, AlbertPretrainer):
@@ -115,7 +115,7 @@ def _check_h5_readable(weights_file: str) -> None:
 
 def load_weights_file(model, weights_file: str, holds_heads: bool) -> LoadReport:
     """Loads our `.weights.h5` into a backbone or pretrainer; a pretrainer's file fills a bare backbone too."""
-    backbone, _ = split_model(model)
+    backbone = backbone_of(model)
     if model is not backbone and not holds_heads:
         raise NoHeadsError(f"{weights_file}: holds a backbone only; the pretraining heads cannot be filled from it")
     target = AlbertPretrainer(backbone) if holds_heads and model is backbone else model

@@ -35,9 +35,9 @@ from albert_tf.formats.table import (
     CheckpointError,
     LoadReport,
     TensorMapping,
+    backbone_of,
     export_table,
     load_table,
-    split_model,
 )
 from albert_tf.models.backbone import AlbertBackbone, block_name, block_slot, group_index
 from albert_tf.models.pretrainer import AlbertPretrainer
@@ -246,14 +246,14 @@ def load_original_checkpoint(model, path, values=None) -> LoadReport:
     array}), when given, is loaded instead of reading `path` (which then only
     names the source in errors).
     """
-    backbone, _ = split_model(model)
+    backbone = backbone_of(model)
     prefix, values = (path, values) if values is not None else read_original_checkpoint(path)
     return load_table(model, name_table(backbone.albert_config), values, prefix, IGNORED, "checkpoint variable")
 
 
 def original_variables(model) -> Dict[str, np.ndarray]:
     """{original name: np.ndarray} of a backbone's or pretrainer's weights."""
-    backbone, _ = split_model(model)
+    backbone = backbone_of(model)
     return export_table(model, name_table(backbone.albert_config))
 
 
@@ -279,7 +279,7 @@ def write_original_checkpoint(values, prefix):
 
 def save(model, directory: str) -> None:
     """`<directory>/model.ckpt` in Google's layout, its `checkpoint` index and `albert_config.json`."""
-    backbone, _ = split_model(model)
+    backbone = backbone_of(model)
     if not isinstance(model, (AlbertBackbone, AlbertPretrainer)):
         raise CheckpointError(
             f"{type(model).__name__}: Google's TF1 layout here covers the encoder and "

@@ -155,12 +155,12 @@ def check_contiguous_groups(config: AlbertConfig, peer: str, peer_group_of_layer
 
 
 # ---- resolving and converting ---------------------------------------------------------
-def split_model(model):
-    """(backbone, model): the backbone of a task model or pretrainer, or the backbone twice."""
+def backbone_of(model):
+    """The `AlbertBackbone` of any model of ours (itself for a backbone)."""
     backbone = getattr(model, "backbone", model)
     if not hasattr(backbone, "albert_config"):
         raise TypeError(f"expected an albert_tf model, got {type(model).__name__}")
-    return backbone, model
+    return backbone
 
 
 def resolve(owner, path):
@@ -223,7 +223,7 @@ def load_table(
     model-scope tensors (the pretraining heads) are skipped and reported.
     `noun` is what the format calls its tensors in messages.
     """
-    backbone, _ = split_model(model)
+    backbone = backbone_of(model)
     heads_have_no_place = model is backbone
     ignored = [re.compile(p) for p in ignored]
     by_name = {m.name: m for m in table}
@@ -288,7 +288,7 @@ def load_table(
 
 def export_table(model, table: List[TensorMapping]) -> Dict[str, np.ndarray]:
     """{tensor name: float32 array} of `model` through `table` (model-scope rows only if `model` has heads)."""
-    backbone, _ = split_model(model)
+    backbone = backbone_of(model)
     out = {}
     for mapping in table:
         if mapping.weight == IDENTITY:

@@ -33,29 +33,47 @@ def _nll_and_correct(logits, labels):
     return nll, correct
 
 
+def masked_lm_stats(mlm_logits, masked_lm_ids, masked_lm_weights) -> Dict[str, object]:
+    """Summed masked-LM NLL, mask weight and weighted correct count of one batch."""
+    weights = ops.cast(masked_lm_weights, "float32")
+    nll, correct = _nll_and_correct(mlm_logits, masked_lm_ids)
+    return {
+        "mlm_nll": ops.sum(weights * nll),
+        "mlm_weight": ops.sum(weights),
+        "mlm_correct": ops.sum(weights * correct),
+    }
+
+
+def sentence_order_stats(sop_logits, labels) -> Dict[str, object]:
+    """Summed sentence-order NLL, correct count and example count of one batch."""
+    labels = ops.reshape(labels, (-1,))
+    nll, correct = _nll_and_correct(sop_logits, labels)
+    return {
+        "sop_nll": ops.sum(nll),
+        "sop_correct": ops.sum(correct),
+        "sop_count": ops.cast(ops.size(labels), "float32"),
+    }
+
+
 def batch_stats(outputs, labels) -> Dict[str, object]:
     """Summed NLLs, weights and correct counts of one batch."""
-    weights = ops.cast(labels["masked_lm_weights"], "float32")
-    mlm_nll, mlm_correct = _nll_and_correct(outputs["mlm_logits"], labels["masked_lm_ids"])
-    sop_labels = ops.reshape(labels["next_sentence_labels"], (-1,))
-    sop_nll, sop_correct = _nll_and_correct(outputs["sop_logits"], sop_labels)
     return {
-        "mlm_nll": ops.sum(weights * mlm_nll),
-        "mlm_weight": ops.sum(weights),
-        "mlm_correct": ops.sum(weights * mlm_correct),
-        "sop_nll": ops.sum(sop_nll),
-        "sop_correct": ops.sum(sop_correct),
-        "sop_count": ops.cast(ops.size(sop_labels), "float32"),
+        **masked_lm_stats(outputs["mlm_logits"], labels["masked_lm_ids"], labels["masked_lm_weights"]),
+        **sentence_order_stats(outputs["sop_logits"], labels["next_sentence_labels"]),
     }
 
 
 def loss(stats):
     """The original loss: Σw·nll/(Σw + 1e-5) + mean SOP NLL, unweighted."""
-    return masked_lm_term(stats) + stats["sop_nll"] / stats["sop_count"]
+    return masked_lm_term(stats) + sentence_order_term(stats)
 
 
 def masked_lm_term(stats):
     return stats["mlm_nll"] / (stats["mlm_weight"] + MLM_LOSS_EPSILON)
+
+
+def sentence_order_term(stats):
+    return stats["sop_nll"] / stats["sop_count"]
 
 
 def pretraining_loss(outputs, labels):
@@ -65,18 +83,12 @@ def pretraining_loss(outputs, labels):
 
 def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights):
     """The masked-LM part of `pretraining_loss`: Σ w·nll / (Σ w + 1e-5)."""
-    outputs = {"mlm_logits": mlm_logits, "sop_logits": ops.zeros((1, 2))}
-    labels = {"masked_lm_ids": masked_lm_ids, "masked_lm_weights": masked_lm_weights, "next_sentence_labels": [0]}
-    return masked_lm_term(batch_stats(outputs, labels))
+    return masked_lm_term(masked_lm_stats(mlm_logits, masked_lm_ids, masked_lm_weights))
 
 
 def sentence_order_loss(sop_logits, labels):
     """The sentence-order part of `pretraining_loss`: mean cross-entropy of the 2-way head."""
-    stats = batch_stats(
-        {"mlm_logits": ops.zeros((1, 1, 2)), "sop_logits": sop_logits},
-        {"masked_lm_ids": [[0]], "masked_lm_weights": [[0.0]], "next_sentence_labels": labels},
-    )
-    return stats["sop_nll"] / stats["sop_count"]
+    return sentence_order_term(sentence_order_stats(sop_logits, labels))
 
 
 def summarize(stats: Dict[str, float], steps: int) -> Dict[str, float]:
