@@ -120,26 +120,42 @@ class AlbertAttention(keras.layers.Layer):
             )
         return self._attend(hidden, input_mask, training)
 
-    def _project_qkv(self, hidden):
-        if not self.fused_qkv:
-            return self.query(hidden), self.key(hidden), self.value(hidden)
-        # One [H, 3·N, D] matmul instead of three [H, N, D] ones. Off by default:
-        # on the 2-core AVX2 CPU it was not faster (bench/levers.py, README);
-        # kept for accelerators, where one wide GEMM usually is.
+    def _rows_matmul(self, rows, dense, kernel_rows):
+        """`rows` [M, K] times `dense`'s kernel flattened to [K, ·], plus its bias.
+
+        One 2-D GEMM: TF runs it as a MatMul fused with the bias add (oneDNN) and
+        TFLite as FULLY_CONNECTED, where the 3-D einsum ran as a BatchMatMulV2
+        with a broadcast kernel and a separate add (bench/README, issue 33).
+        """
+        kernel = ops.reshape(ops.cast(dense.kernel, self.compute_dtype), (kernel_rows, -1))
+        return ops.matmul(rows, kernel) + ops.reshape(ops.cast(dense.bias, self.compute_dtype), (-1,))
+
+    def _project_qkv(self, rows):
         projections = (self.query, self.key, self.value)
-        kernel = ops.concatenate([ops.cast(p.kernel, self.compute_dtype) for p in projections], axis=1)
-        bias = ops.concatenate([ops.cast(p.bias, self.compute_dtype) for p in projections], axis=0)
-        fused = ops.einsum("bsh,hnd->bsnd", ops.cast(hidden, self.compute_dtype), kernel) + bias
-        return ops.split(fused, 3, axis=2)
+        if not self.fused_qkv:
+            return [self._rows_matmul(rows, p, self.hidden_size) for p in projections]
+        # One [H, 3·N·D] matmul instead of three [H, N·D] ones. Off by default:
+        # the concat copies the three kernels on every call (bench/levers.py, README);
+        # kept for accelerators, where one wide GEMM usually is faster.
+        cast = lambda v: ops.cast(v, self.compute_dtype)  # noqa: E731
+        kernel = ops.concatenate([ops.reshape(cast(p.kernel), (self.hidden_size, -1)) for p in projections], axis=1)
+        bias = ops.concatenate([ops.reshape(cast(p.bias), (-1,)) for p in projections], axis=0)
+        return ops.split(ops.matmul(rows, kernel) + bias, 3, axis=1)
 
     def _attend(self, hidden, input_mask, training):
-        query, key, value = self._project_qkv(hidden)
+        batch, seq = ops.shape(hidden)[0], ops.shape(hidden)[1]
+        # The projections run on the B·S rows as 2-D GEMMs; heads are a reshape of their output.
+        rows = ops.reshape(hidden, (-1, self.hidden_size))
+        query, key, value = [
+            ops.reshape(t, (batch, seq, self.num_attention_heads, self.head_size))
+            for t in self._project_qkv(ops.cast(rows, self.compute_dtype))
+        ]
         # Scaling q (B·S·H values) is cheaper than scaling the logits (B·N·S·S).
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), self.compute_dtype)
         if self.use_dot_product_attention and not (training and self.attention_dropout > 0):
             key_mask = ops.expand_dims(ops.expand_dims(ops.cast(input_mask, "bool"), 1), 1)
             context = ops.dot_product_attention(query, key, value, mask=key_mask, scale=1.0)
-            return self._output(context, hidden, training)
+            return self._output(context, hidden, rows, training)
         logits = ops.einsum("bqnd,bknd->bnqk", query, key)
         key_bias = (1.0 - ops.cast(input_mask, "float32")) * MASK_ADDER
         # [B, 1, 1, S] by reshape: a `[:, None, None, :]` slice is no TFLite builtin.
@@ -149,13 +165,14 @@ class AlbertAttention(keras.layers.Layer):
         if self.attention_dropout > 0:
             probs = self.attention_dropout_layer(probs, training=training)
         context = ops.einsum("bnqk,bknd->bqnd", probs, value)
-        return self._output(context, hidden, training)
+        return self._output(context, hidden, rows, training)
 
-    def _output(self, context, hidden, training):
-        output = self.output_dense(context)
+    def _output(self, context, hidden, rows, training):
+        context_rows = ops.reshape(context, (-1, self.num_attention_heads * self.head_size))
+        output = self._rows_matmul(context_rows, self.output_dense, self.num_attention_heads * self.head_size)
         if self.output_dropout > 0:
             output = self.output_dropout_layer(output, training=training)
-        return self.layer_norm(output + hidden)
+        return ops.reshape(self.layer_norm(output + rows), ops.shape(hidden))
 
     def compute_output_shape(self, hidden_shape, input_mask_shape=None):
         return tuple(hidden_shape)

@@ -1,6 +1,7 @@
 """The feed-forward half of ALBERT's post-LN transformer block."""
 
 import keras
+from keras import ops
 
 from albert_tf.layers.activations import get_activation
 from albert_tf.layers.precision import layer_norm
@@ -84,11 +85,14 @@ class AlbertFeedForward(keras.layers.Layer):
         return self._feed_forward(inputs, training)
 
     def _feed_forward(self, inputs, training):
-        x = self.activation(self.intermediate(inputs))
+        # On the B·S rows as 2-D matmuls: TF fuses each with its bias add (oneDNN), where
+        # a 3-D input went through a reshape that kept them apart (bench/README, issue 33).
+        rows = ops.reshape(inputs, (-1, self.hidden_size))
+        x = self.activation(self.intermediate(rows))
         x = self.output_dense(x)
         if self.dropout > 0:
             x = self.dropout_layer(x, training=training)
-        return self.layer_norm(x + inputs)
+        return ops.reshape(self.layer_norm(x + rows), ops.shape(inputs))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
