@@ -39,6 +39,7 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--first_round", type=int, default=0, help="rotate as if this many rounds ran before")
     parser.add_argument("--tf_python", default=sys.executable)
     parser.add_argument("--torch_python", default="/tmp/torchvenv/bin/python")
     parser.add_argument("--timeout", type=float, default=420)
@@ -51,7 +52,7 @@ def main():
         for tree in trees if impl == "ours" else [None]:
             cases.append((f"{impl}[{tree}]-{mode}" if tree else case, impl, mode, tree))
     times = {name: [] for name, *_ in cases}
-    for round_index in range(args.rounds):
+    for round_index in range(args.first_round, args.first_round + args.rounds):
         shift = round_index % len(cases)
         for name, impl, mode, tree in cases[shift:] + cases[:shift]:
             python = args.torch_python if impl == "hf" else args.tf_python
