@@ -10,7 +10,7 @@ Inference is the backbone called inside tf.function(jit_compile=bool(--jit)).
 anything is built (keras-hub's own mixed-precision path: its layers pick the
 global policy up).
 
-  python ../shared/peer_bench/kh_albert.py --mode train --batch 8 --seq 128 --jit 1
+  python bench/peers/kh_albert.py --mode train --batch 8 --seq 128 --jit 1 [--precision bfloat16]
 
 Prints one line `RESULT {json}`.
 """
