@@ -308,6 +308,12 @@ def main():
         help="number of the first round (also sets the starting rotation), to continue a series",
     )
     ap.add_argument(
+        "--session",
+        default=None,
+        help="name of the series (default: the start time); runs of several invocations with the same session "
+        "and round are paired, e.g. one precision per invocation",
+    )
+    ap.add_argument(
         "--min-util", type=float, default=1.5, help="table: leave out runs whose timed phase got fewer cores than this"
     )
     ap.add_argument(
