@@ -152,16 +152,22 @@ def plot(runs: dict, path: str, args):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
     for precision, record in runs.items():
         steps = [c["step"] for c in record["curve"]]
         axes[0].plot(steps, [c["masked_lm_loss"] for c in record["curve"]], label=precision)
         axes[1].plot(steps, [c["sentence_order_loss"] for c in record["curve"]], label=precision)
+    if "float32" in runs and "bfloat16" in runs:
+        pairs = zip(runs["float32"]["curve"], runs["bfloat16"]["curve"])
+        steps, gaps = zip(*[(a["step"], b["masked_lm_loss"] - a["masked_lm_loss"]) for a, b in pairs])
+        axes[2].plot(steps, gaps, color="black")
     axes[0].set_title("masked-LM loss (10-step windows)")
     axes[1].set_title("sentence-order loss")
+    axes[2].set_title("masked-LM loss, bfloat16 − float32")
     for ax in axes:
         ax.set_xlabel("step")
-        ax.legend()
+    axes[0].legend()
+    axes[1].legend()
     fig.suptitle(f"ALBERT H{args.hidden_size} L{args.num_hidden_layers}, WikiText-2, b{args.batch}×{args.seq}")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
