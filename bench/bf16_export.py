@@ -1,9 +1,9 @@
 """The bf16 SavedModel (`export --precision bfloat16`) against the float32 one: agreement and latency.
 
 Agreement, on real data, SavedModel against SavedModel (`serving_default`):
-  * a classifier fine-tuned on SST-2 (from `--pretraining_run`'s model; 5,000 training rows,
-    600 steps at 3e-4, seq 64): argmax agreement and max |Δlogit| over the 872 dev sentences, and each
-    export's dev accuracy;
+  * a classifier trained on SST-2 (`--classifier_init`: from random weights, or from
+    `--pretraining_run`'s model; 5,000 training rows, 600 steps at 3e-4, seq 64): argmax
+    agreement and max |Δlogit| over the 872 dev sentences, and each export's dev accuracy;
   * the pretrainer of `--pretraining_run`: WikiText-2 test sentences with 15% of their pieces
     replaced by [MASK] (up to 20 a sentence): MLM top-1 agreement, max |Δlogit|, each export's
     top-1 accuracy against the hidden pieces, and the SOP argmax agreement.
@@ -48,6 +48,13 @@ def parse_args(argv=None):
     p.add_argument("--b1_calls", type=int, default=20)
     p.add_argument("--b32_calls", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--classifier_init",
+        choices=["scratch", "pretrained"],
+        default="scratch",
+        help="the SST-2 classifier's start: random weights, or the pretraining run's (whose [CLS] output, after a "
+        "short run, is nearly constant: fine-tuning then stays at the majority class)",
+    )
     return p.parse_args(argv)
 
 
@@ -90,7 +97,8 @@ def fine_tuned_classifier(args, work: pathlib.Path) -> str:
                 task_name="sst-2",
                 data_dir=str(pathlib.Path(args.data) / "glue"),
                 spm_model_file=str(pathlib.Path(args.pretraining_run) / "final" / "spm.model"),
-                init_checkpoint=args.pretraining_run,
+                init_checkpoint=args.pretraining_run if args.classifier_init == "pretrained" else None,
+                albert_config_file=str(pathlib.Path(args.pretraining_run) / "final" / "albert_config.json"),
                 max_seq_length=64,
                 train_batch_size=32,
                 eval_batch_size=64,
