@@ -25,6 +25,7 @@ from typing import Optional
 
 from albert_tf.export import patience_signatures, verify
 from albert_tf.export.common import ExportError, python_tokenizer, remove_stale_staging
+from albert_tf.export.precision import VERIFY_ATOL, with_precision
 from albert_tf.export.warmup import write_warmup_requests
 from albert_tf.formats.table import backbone_of
 from albert_tf.locking import OutputDirLock
@@ -63,6 +64,7 @@ def export_saved_model(
     vocab_file: Optional[str] = None,
     tokenizer=None,
     jit_compile: bool = False,
+    precision: str = "float32",
 ) -> str:
     """Exports `model` to `export_base/<version>`; returns that path.
 
@@ -78,6 +80,7 @@ def export_saved_model(
         top_k: MLM candidates returned.
         warmup: write TF Serving warm-up requests.
         jit_compile: XLA-compile the model in `serving_default` (see `ServingEndpoints`).
+        precision: "bfloat16" serves the same weights computing in bf16 (`albert_tf.export.precision`).
 
     Staging copies left by killed exports under `export_base` are removed first.
 
@@ -95,17 +98,20 @@ def export_saved_model(
         )
     if not 1 <= top_k <= config.vocab_size:
         raise ExportError(f"--top_k {top_k}: must be in [1, vocab_size={config.vocab_size}]")
+    if precision != "float32" and isinstance(model, patience_signatures.EARLY_EXIT_MODELS):
+        raise ExportError(f"--precision {precision}: early-exit models are exported in float32 only")
+    model = with_precision(model, precision)
     vocab_tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
     with OutputDirLock(export_base):
         remove_stale_staging(export_base)
         if version is None:
             version = next_version(export_base)
         check_new_version(export_base, version)  # again, under the lock
-        _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup, jit_compile)
+        _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup, jit_compile, precision)
     return os.path.join(export_base, str(version))
 
 
-def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup, jit_compile):
+def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup, jit_compile, precision):
     config = backbone_of(model).albert_config
     in_graph = vocab_tokenizer.to_tf() if vocab_tokenizer is not None else None
     special_ids = vocab_tokenizer.special_ids if vocab_tokenizer is not None else None
@@ -131,11 +137,12 @@ def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, 
                     "do_lower_case": vocab_tokenizer.do_lower_case if vocab_tokenizer else None,
                     "max_seq_length": max_seq_length,
                     "top_k": top_k,
+                    "precision": precision,
                 },
                 f,
                 indent=2,
             )
         if warmup:
             write_warmup_requests(staging, model, signatures, max_seq_length)
-        verify.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)
+        verify.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length, VERIFY_ATOL[precision])
         patience_signatures.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)

@@ -138,7 +138,8 @@ class ServingEndpoints:
     # ---- pieces ---------------------------------------------------------------------
     def _outputs(self, inputs):
         outputs = self.model(inputs, training=False)
-        result = dict(outputs)
+        # A bf16 model's bf16 outputs (pooled_output) are served as float32, as a float32 model's.
+        result = tf.nest.map_structure(lambda v: tf.cast(v, tf.float32) if v.dtype.is_floating else v, dict(outputs))
         for name, prefix in CLASS_LOGITS.items():
             if name in outputs and outputs[name].shape[-1] > 1:
                 result[prefix + "probabilities"] = tf.nn.softmax(outputs[name], axis=-1)

@@ -45,11 +45,11 @@ def reference_text_inputs(python_tokenizer, texts_a, texts_b, max_seq_length: in
     return inputs
 
 
-def verify_saved_model(model, path: str, tokenizer, max_seq_length: int):
+def verify_saved_model(model, path: str, tokenizer, max_seq_length: int, atol: float = 1e-5):
     loaded = tf.saved_model.load(path)
     inputs = random_inputs(model, 2, min(16, max_seq_length))
     got = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in inputs.items()})
-    compare_outputs(model(inputs, training=False), got, 1e-5, f"{path} serving_default")
+    compare_outputs(model(inputs, training=False), got, atol, f"{path} serving_default")
     if "serve_text_pair" not in loaded.signatures:
         return
     has_mlm = MLM_POSITIONS in model.input
@@ -62,4 +62,4 @@ def verify_saved_model(model, path: str, tokenizer, max_seq_length: int):
             request["text_b"] = tf.constant(texts_b_or_none)
         got = loaded.signatures[signature](**request)
         compare_outputs(expected, got, 0, f"{path} {signature} tokenisation")
-        compare_outputs(model(expected, training=False), got, 1e-5, f"{path} {signature}")
+        compare_outputs(model(expected, training=False), got, atol, f"{path} {signature}")
