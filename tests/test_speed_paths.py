@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
 from albert_tf.layers import AlbertAttention
+from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.pretraining.objective import pretraining_loss
 
 RNG = np.random.default_rng(7)
@@ -210,3 +211,14 @@ def test_remat_gives_the_same_gradients_under_jax(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("OK")
+
+
+def test_backbone_keeps_its_mixed_precision_policy():
+    # Functional models drop `dtype`: the task heads took float32 from a bf16 backbone,
+    # and a saved bf16 backbone came back float32.
+    backbone = AlbertBackbone.from_albert_config(tiny(), dtype="mixed_bfloat16")
+    assert backbone.dtype_policy.name == "mixed_bfloat16"
+    assert AlbertBackbone.from_config(backbone.get_config()).dtype_policy.name == "mixed_bfloat16"
+    classifier = AlbertClassifier(backbone, num_classes=2)
+    assert classifier.get_layer("classifier").compute_dtype == "bfloat16"
+    assert AlbertBackbone.from_albert_config(tiny()).dtype_policy.name == "float32"

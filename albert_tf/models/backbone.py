@@ -211,9 +211,11 @@ class AlbertBackbone(keras.Model):
                 "segment_ids": segment_ids,
             },
             outputs=outputs,
-            dtype=policy,
             **kwargs,
         )
+        # Functional models drop a `dtype` argument; set it so task heads (which take
+        # `backbone.dtype_policy`) and `get_config` see the backbone's policy.
+        self.dtype_policy = policy
 
         # === Config ===
         self.albert_config = config
