@@ -17,8 +17,9 @@ also return the packed ids.
 full-depth answer.
 
 `export_early_exit_tflite` writes the same signature to a TFLite file (batch
-1, builtin ops only: the loop is TFLite's WHILE), beside the full-depth file
-`albert_tf.export.tflite` writes.
+1, builtin ops only: the loop is TFLite's WHILE; layers that do not share one
+weight set gather theirs from stacked constants, GATHER), beside the
+full-depth file `albert_tf.export.tflite` writes.
 """
 
 import os
@@ -177,14 +178,9 @@ def export_early_exit_tflite(model, output_dir: str, max_seq_length: int = 128) 
             f"--max_seq_length {max_seq_length}: must be in [3, max_position_embeddings="
             f"{config.max_position_embeddings}]"
         )
-    inference = PatientInference(model)
-    if len(inference.distinct_blocks) > 1:
-        # The converter leaves the weights read inside the per-layer switch as variables (no builtin).
-        raise ExportError(
-            "early-exit TFLite: the model's layer applications use "
-            f"{len(inference.distinct_blocks)} different weight sets (num_hidden_groups, inner_group_num "
-            "or sharing); only fully shared layers convert; use the SavedModel's serve_early_exit"
-        )
+    # Layers with different weights: one loop body with the application's weights gathered from stacks
+    # (the converter leaves weights read inside a per-layer switch as variables, which no builtin reads).
+    inference = PatientInference(model, gather_weights=True)
     ids_spec = tflite_input_signature(model, max_seq_length, 0)[0]
     archive = keras.export.ExportArchive()
     archive.add_endpoint(

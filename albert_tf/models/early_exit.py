@@ -274,9 +274,16 @@ class PatientInference(keras.layers.Layer):
     that exited keeps its answer while the others go on. `threshold` is used
     for regression (`num_classes == 1`) only. For multiple choice a row is a
     question: its options run together and it exits on the chosen option.
+
+    Layer applications with different weights (`num_hidden_groups`,
+    `inner_group_num`, `sharing`) pick theirs with a switch; with
+    `gather_weights=True` each component's weight sets are stacked instead and
+    the application's set is gathered into the first block's layer (a
+    `keras.StatelessScope`): one body, no switch, for the TFLite converter,
+    which cannot read variables inside a switch in a loop.
     """
 
-    def __init__(self, model, **kwargs):
+    def __init__(self, model, gather_weights=False, **kwargs):
         super().__init__(dtype=model.backbone.dtype_policy, **kwargs)
         backbone = model.backbone
         config = backbone.albert_config
@@ -302,6 +309,13 @@ class PatientInference(keras.layers.Layer):
         ]
         self.distinct_blocks = list(dict.fromkeys(applications))
         self.block_of_application = [self.distinct_blocks.index(pair) for pair in applications]
+        self.gather_weights = gather_weights
+        # Per component (attention, ffn): its distinct layers and which one each application uses.
+        self.component_layers, self.component_of_application = [], []
+        for position in (0, 1):
+            layers = list(dict.fromkeys(pair[position] for pair in applications))
+            self.component_layers.append(layers)
+            self.component_of_application.append([layers.index(pair[position]) for pair in applications])
 
     def _apply_layer(self, hidden, input_mask, index):
         def run(pair):
@@ -310,8 +324,24 @@ class PatientInference(keras.layers.Layer):
 
         if len(self.distinct_blocks) == 1:
             return run(self.distinct_blocks[0])(hidden, input_mask)
+        if self.gather_weights:
+            return self._apply_gathered(hidden, input_mask, index)
         branch = ops.take(ops.convert_to_tensor(self.block_of_application, "int32"), index)
         return ops.switch(branch, [run(pair) for pair in self.distinct_blocks], hidden, input_mask)
+
+    def _apply_gathered(self, hidden, input_mask, index):
+        """The first block's layers, their weights replaced by application `index`'s (stacked, gathered)."""
+        replaced = []
+        for layers, which in zip(self.component_layers, self.component_of_application):
+            if len(layers) == 1:
+                continue
+            chosen = ops.take(ops.convert_to_tensor(which, "int32"), index)
+            for same_weight in zip(*(layer.weights for layer in layers)):
+                stacked = ops.stack([weight.value for weight in same_weight])
+                replaced.append((same_weight[0], ops.take(stacked, chosen, axis=0)))
+        attention, ffn = self.component_layers[0][0], self.component_layers[1][0]
+        with keras.StatelessScope(state_mapping=replaced):
+            return ffn(attention(hidden, input_mask, training=False), training=False)
 
     def _exit_logits(self, hidden, index):
         backbone = self.classifier.backbone
