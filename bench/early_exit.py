@@ -13,6 +13,12 @@ model's dev score, to compare with), then, on the whole dev set:
 Prints JSON.
 
     python bench/early_exit.py --init_checkpoint runs/pretrain_tiny [--tasks sst-2,mrpc] [--train_step 400]
+
+`--stages` runs part of it in `--work_dir` (what the earlier stages left
+there is reused), so that only the timed part holds the machine alone:
+
+    flock -s /tmp/bench.lock python bench/early_exit.py ... --work_dir W --stages fine_tune,curve
+    flock -x /tmp/bench.lock python bench/early_exit.py ... --work_dir W --stages latency
 """
 
 import argparse
@@ -29,6 +35,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 GLUE_DIRS = {"sst-2": "SST-2", "mrpc": "MRPC"}
+STAGES = ("fine_tune", "curve", "latency")
 
 
 def fine_tune(args, task_name, output_dir, early_exit=True):
@@ -156,31 +163,46 @@ def main():
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--latency_rows", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--work_dir", default=None, help="Default: a new temporary folder.")
+    parser.add_argument("--stages", default=",".join(STAGES), help="Which parts to run (comma-separated).")
     args = parser.parse_args()
 
     from albert_tf import formats
     from albert_tf.tasks import glue
 
-    work = pathlib.Path(tempfile.mkdtemp(prefix="bench_early_exit_"))
+    stages = set(args.stages.split(","))
+    unknown = stages - set(STAGES)
+    if unknown:
+        parser.error(f"--stages: unknown {sorted(unknown)}; choose from {','.join(STAGES)}")
+    work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="bench_early_exit_"))
     results = {"seq": args.seq, "train_step": args.train_step, "work_dir": str(work), "tasks": {}}
     for name in args.tasks.split(","):
-        began = time.time()
-        summary = fine_tune(args, name, str(work / name))
-        loaded = formats.load(str(work / name / "best"))
-        task = glue.task(name, str(pathlib.Path(args.data) / "glue"))
-        examples, _ = task.read("dev")
-        features = glue.encode_examples(examples, loaded.tokenizer, args.seq)
-        baseline = fine_tune(args, name, str(work / f"{name}_without_early_exit"), early_exit=False)
-        results["tasks"][name] = {
-            "metric": task.metric,
-            "without_early_exit": round(baseline["eval"][task.metric], 4),
-            "dev_examples": len(examples),
-            "best_step": max(summary["history"], key=lambda h: h[task.metric])["global_step"],
-            "fine_tune_seconds": round(time.time() - began, 1),
-            **curve(task, loaded.model, features, examples),
-            "batch1_latency_ms": latency(args, loaded.model, features, work / name),
-        }
-        print(json.dumps(results["tasks"][name]), file=sys.stderr, flush=True)
+        record = work / f"{name}_results.json"
+        result = json.loads(record.read_text()) if record.exists() else {}
+        if "fine_tune" in stages:
+            began = time.time()
+            summary = fine_tune(args, name, str(work / name))
+            baseline = fine_tune(args, name, str(work / f"{name}_without_early_exit"), early_exit=False)
+            metric = glue.task(name, str(pathlib.Path(args.data) / "glue")).metric
+            result = {
+                "metric": metric,
+                "without_early_exit": round(baseline["eval"][metric], 4),
+                "best_step": max(summary["history"], key=lambda h: h[metric])["global_step"],
+                "fine_tune_seconds": round(time.time() - began, 1),
+            }
+        if stages & {"curve", "latency"}:
+            loaded = formats.load(str(work / name / "best"))
+            task = glue.task(name, str(pathlib.Path(args.data) / "glue"))
+            examples, _ = task.read("dev")
+            features = glue.encode_examples(examples, loaded.tokenizer, args.seq)
+            if "curve" in stages:
+                result.update(dev_examples=len(examples), **curve(task, loaded.model, features, examples))
+            if "latency" in stages:
+                fresh = pathlib.Path(tempfile.mkdtemp(dir=work / name, prefix="latency_"))
+                result["batch1_latency_ms"] = latency(args, loaded.model, features, fresh)
+        record.write_text(json.dumps(result))
+        results["tasks"][name] = result
+        print(json.dumps(result), file=sys.stderr, flush=True)
     print(json.dumps(results, indent=2))
 
 

@@ -445,3 +445,20 @@ def test_the_loop_runs_only_until_the_last_row_has_exited(monkeypatch):
     applied.clear()
     alone = np.asarray(inference({k: v[first : first + 1] for k, v in x.items()}, patience=2)["layers_used"])
     assert len(applied) == alone[0] == in_batch.min() < in_batch.max()
+
+
+@pytest.mark.slow
+def test_a_saved_early_exit_model_loads_in_a_fresh_process(tmp_path):
+    import subprocess
+    import sys
+
+    from albert_tf import formats
+
+    from paths import REPO
+
+    formats.save(build(), str(tmp_path / "model"))
+    # Nothing imported beforehand but formats: it must know the early-exit classes itself.
+    program = f"from albert_tf import formats; print(type(formats.load({str(tmp_path / 'model')!r}).model).__name__)"
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["AlbertEarlyExitClassifier"]

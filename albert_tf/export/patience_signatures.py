@@ -32,6 +32,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.export.common import ExportError, compare_outputs, random_inputs
+from albert_tf.export.input_checks import serving_tensors
 from albert_tf.export.signatures import TOKEN_INPUTS, ServingEndpoints
 from albert_tf.export.tflite import tflite_input_signature
 from albert_tf.export.verify import VERIFY_TEXTS, reference_text_inputs
@@ -71,6 +72,12 @@ class EarlyExitEndpoints(ServingEndpoints):
         return result
 
     def _serve_early_exit(self, inputs, patience, threshold):
+        # Bad ids are refused naming the input, as serving_default refuses them.
+        return self._early_exit_outputs(
+            serving_tensors(inputs, backbone_of(self.model).albert_config), patience, threshold
+        )
+
+    def _early_exit_outputs(self, inputs, patience, threshold):
         outputs = self.inference(inputs, patience=patience, threshold=threshold)
         if not self.inference.is_regression:
             outputs["probabilities"] = tf.nn.softmax(outputs["logits"], axis=-1)
@@ -102,7 +109,7 @@ class EarlyExitEndpoints(ServingEndpoints):
             "input_mask": tf.ones_like(ids, tf.int32).to_tensor(0),
             "segment_ids": tf.cast(segment_ids.to_tensor(0), tf.int32),
         }
-        outputs = self._serve_early_exit(inputs, patience, threshold)
+        outputs = self._early_exit_outputs(inputs, patience, threshold)
         outputs.update(inputs)
         return outputs
 

@@ -349,11 +349,17 @@ class PatientInference(keras.layers.Layer):
         scores = self.classifier.exit_classifiers.one(pooled, index)
         return ops.cast(self.classifier.answers_of(scores), "float32")
 
-    def _agrees(self, logits, previous, threshold):
+    def _verdict(self, logits):
+        """What consecutive classifiers must agree on: the label (for regression, the score)."""
         if self.is_regression:
-            return ops.abs(logits[:, 0] - previous[:, 0]) < threshold
+            return logits[:, 0]
         # top_k, not argmax: Keras' TF argmax uses bitwise ops that TFLite has no builtin for.
-        return ops.equal(ops.top_k(logits, 1)[1][:, 0], ops.top_k(previous, 1)[1][:, 0])
+        return ops.top_k(logits, 1)[1][:, 0]
+
+    def _agrees(self, verdict, previous, threshold):
+        if self.is_regression:
+            return ops.abs(verdict - previous) < threshold
+        return ops.equal(verdict, previous)
 
     def call(self, inputs, patience, threshold=0.0):
         backbone = self.classifier.backbone
@@ -367,27 +373,26 @@ class PatientInference(keras.layers.Layer):
         # Layer 1, outside the loop: every row has one agreeing classifier.
         hidden = self._apply_layer(hidden, input_mask, 0)
         logits = self._exit_logits(hidden, 0)
-        batch = ops.shape(logits)[0]
-        run_length = ops.ones((batch,), "int32")
+        run_length = ops.ones((ops.shape(logits)[0],), "int32")
         last = self.num_exits - 1
-        done = ops.logical_or(run_length >= patience, ops.convert_to_tensor(last == 0))
-        layers_used = ops.where(done, 1, 0)
-        answer = logits
+        # A row's layers_used is 0 while it runs; the loop ends when no row runs (at the last layer, all stop).
+        layers_used = ops.where(ops.logical_or(run_length >= patience, ops.convert_to_tensor(last == 0)), 1, 0)
 
-        def condition(index, hidden, previous, run_length, answer, layers_used, done):
-            return ops.logical_and(index <= last, ops.logical_not(ops.all(done)))
+        def condition(index, hidden, previous, run_length, answer, layers_used):
+            return ops.equal(ops.min(layers_used), 0)
 
-        def body(index, hidden, previous, run_length, answer, layers_used, done):
+        def body(index, hidden, previous, run_length, answer, layers_used):
             hidden = self._apply_layer(hidden, input_mask, index)
             logits = self._exit_logits(hidden, index)
-            run_length = ops.where(self._agrees(logits, previous, threshold), run_length + 1, 1)
+            verdict = self._verdict(logits)
+            run_length = ops.where(self._agrees(verdict, previous, threshold), run_length + 1, 1)
             exits = ops.logical_and(
-                ops.logical_not(done), ops.logical_or(run_length >= patience, ops.equal(index, last))
+                ops.equal(layers_used, 0), ops.logical_or(run_length >= patience, ops.equal(index, last))
             )
             answer = ops.where(ops.expand_dims(exits, 1), logits, answer)
-            layers_used = ops.where(exits, index + 1, layers_used)
-            return index + 1, hidden, logits, run_length, answer, layers_used, ops.logical_or(done, exits)
+            following = index + 1
+            return following, hidden, verdict, run_length, answer, ops.where(exits, following, layers_used)
 
-        loop_vars = (ops.convert_to_tensor(1, "int32"), hidden, logits, run_length, answer, layers_used, done)
-        _, _, _, _, answer, layers_used, _ = ops.while_loop(condition, body, loop_vars)
+        loop_vars = (ops.convert_to_tensor(1, "int32"), hidden, self._verdict(logits), run_length, logits, layers_used)
+        _, _, _, _, answer, layers_used = ops.while_loop(condition, body, loop_vars)
         return {"logits": answer, "layers_used": ops.cast(layers_used, "int32")}
