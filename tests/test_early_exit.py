@@ -188,6 +188,11 @@ def test_saved_model_signature_matches_keras(tmp_path):
         np.testing.assert_array_equal(got["label"], np.argmax(expected["logits"], -1))
     with open(f"{path}/assets/serving_config.json") as f:
         assert SIGNATURE in json.load(f)["signatures"]
+    # Ids past the vocabulary are refused naming the input, as serving_default refuses them.
+    bad = {k: tf.constant(v) for k, v in x.items()}
+    bad["input_ids"] = tf.constant(np.where(x["input_ids"] > 7000, 8000, x["input_ids"]).astype("int32"))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"input_ids: every value must be in \[0, 8000\)"):
+        signature(**bad, patience=tf.constant(2), threshold=tf.constant(0.0))
 
 
 @pytest.mark.slow
