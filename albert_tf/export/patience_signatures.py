@@ -7,7 +7,8 @@ number of layers gives the full-depth answer) and `threshold` (float32
 scalar, regression only: the largest change between consecutive scores that
 still counts as agreeing). Outputs: `logits` (each row's answer),
 `layers_used` (int32 `[B]`), and for classification `probabilities` and
-`label`. The layers run in a while loop that stops once every row has
+`label`. Bad ids are refused as `serving_default` refuses them
+(`albert_tf.export.input_checks`). The layers run in a while loop that stops once every row has
 exited (`albert_tf.models.early_exit.PatientInference`). With a tokenizer,
 `serve_early_exit_text` (`text_a`) and `serve_early_exit_text_pair`
 (`text_a`, `text_b`) take text, packed as `serve_text`/`serve_text_pair`, and
