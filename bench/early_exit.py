@@ -13,6 +13,16 @@ model's dev score, to compare with), then, on the whole dev set:
 Prints JSON.
 
     python bench/early_exit.py --init_checkpoint runs/pretrain_tiny [--tasks sst-2,mrpc] [--train_step 400]
+
+`--stages` runs part of it in `--work_dir` (what the earlier stages left
+there is reused), so that only the timed part holds the machine alone:
+
+    flock -s /tmp/bench.lock python bench/early_exit.py ... --work_dir W --stages fine_tune,curve
+    flock -x /tmp/bench.lock python bench/early_exit.py ... --work_dir W --stages latency
+
+`--stages size` times the loop against full depth on a larger model
+(`--size_config`, random weights: latency only), where the layers, not the
+per-op overhead, take the time.
 """
 
 import argparse
@@ -29,6 +39,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 GLUE_DIRS = {"sst-2": "SST-2", "mrpc": "MRPC"}
+STAGES = ("fine_tune", "curve", "latency", "size")
 
 
 def fine_tune(args, task_name, output_dir, early_exit=True):
@@ -145,6 +156,60 @@ def latency(args, model, features, work):
     return result
 
 
+def latency_by_size(args, work):
+    """SavedModel batch-1 latency against layers run, for `--size_config` (random weights, zeroed heads).
+
+    Zeroed heads give every classifier the same answer, so patience p stops
+    every row after exactly p layers: how the loop's cost compares with the
+    full-depth export at a size where the layers, not the per-op overhead,
+    take the time. No accuracy here.
+    """
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf import AlbertBackbone
+    from albert_tf.export import export_saved_model
+    from albert_tf.export.patience_signatures import SIGNATURE
+    from albert_tf.models.early_exit import AlbertEarlyExitClassifier
+
+    keras.utils.set_random_seed(0)
+    backbone = AlbertBackbone.from_albert_config(args.size_config)
+    model = AlbertEarlyExitClassifier(backbone, num_classes=2)
+    model.exit_classifiers.kernel.assign(np.zeros(model.exit_classifiers.kernel.shape, "float32"))
+    served = tf.saved_model.load(export_saved_model(model, str(work / "size_serving"), version=1, warmup=False))
+    rng = np.random.default_rng(0)
+    vocab = backbone.albert_config.vocab_size
+    rows = [
+        {
+            "input_ids": tf.constant(rng.integers(5, vocab, (1, args.seq)), tf.int32),
+            "input_mask": tf.ones((1, args.seq), tf.int32),
+            "segment_ids": tf.zeros((1, args.seq), tf.int32),
+        }
+        for _ in range(args.size_rows)
+    ]
+    full = served.signatures["serving_default"]
+    early = served.signatures[SIGNATURE]
+    num_exits = model.num_exits
+    patiences = sorted({1, max(1, num_exits // 4), num_exits // 2, 3 * num_exits // 4, num_exits})
+    variants = {"full_depth": lambda row: full(**row)}
+    zero = tf.constant(0.0)
+    for patience in patiences:
+        variants[f"patience_{patience}"] = lambda row, p=tf.constant(patience): early(**row, patience=p, threshold=zero)
+    for name, call in variants.items():  # warm-up; and zeroed heads stop at exactly `patience` layers
+        used = call(rows[0]).get("layers_used")
+        if used is not None and int(used[0]) != int(name.split("_")[-1]):
+            raise RuntimeError(f"{name}: stopped after {int(used[0])} layers")
+    best = {}
+    for _ in range(args.rounds):
+        for name, call in variants.items():
+            best[name] = min(best.get(name, float("inf")), median_ms(call, rows))
+    result = {"config": args.size_config, "layers": num_exits, "seq": args.seq, "rows": args.size_rows}
+    result.update({f"{name}_ms": round(ms, 3) for name, ms in best.items()})
+    result.update({f"{n}_vs_full": round(best[n] / best["full_depth"], 3) for n in best if n != "full_depth"})
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", default=os.environ.get("ALBERT_TF_DATA", str(REPO.parent / "shared" / "data")))
@@ -156,31 +221,50 @@ def main():
     parser.add_argument("--seq", type=int, default=64)
     parser.add_argument("--latency_rows", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--work_dir", default=None, help="Default: a new temporary folder.")
+    parser.add_argument("--size_config", default="configs/albert_base_v2.json", help="The `size` stage's model.")
+    parser.add_argument("--size_rows", type=int, default=20)
+    parser.add_argument("--stages", default=",".join(STAGES), help="Which parts to run (comma-separated).")
     args = parser.parse_args()
 
     from albert_tf import formats
     from albert_tf.tasks import glue
 
-    work = pathlib.Path(tempfile.mkdtemp(prefix="bench_early_exit_"))
+    stages = set(args.stages.split(","))
+    unknown = stages - set(STAGES)
+    if unknown:
+        parser.error(f"--stages: unknown {sorted(unknown)}; choose from {','.join(STAGES)}")
+    work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="bench_early_exit_"))
     results = {"seq": args.seq, "train_step": args.train_step, "work_dir": str(work), "tasks": {}}
-    for name in args.tasks.split(","):
-        began = time.time()
-        summary = fine_tune(args, name, str(work / name))
-        loaded = formats.load(str(work / name / "best"))
-        task = glue.task(name, str(pathlib.Path(args.data) / "glue"))
-        examples, _ = task.read("dev")
-        features = glue.encode_examples(examples, loaded.tokenizer, args.seq)
-        baseline = fine_tune(args, name, str(work / f"{name}_without_early_exit"), early_exit=False)
-        results["tasks"][name] = {
-            "metric": task.metric,
-            "without_early_exit": round(baseline["eval"][task.metric], 4),
-            "dev_examples": len(examples),
-            "best_step": max(summary["history"], key=lambda h: h[task.metric])["global_step"],
-            "fine_tune_seconds": round(time.time() - began, 1),
-            **curve(task, loaded.model, features, examples),
-            "batch1_latency_ms": latency(args, loaded.model, features, work / name),
-        }
-        print(json.dumps(results["tasks"][name]), file=sys.stderr, flush=True)
+    for name in args.tasks.split(",") if stages - {"size"} else []:
+        record = work / f"{name}_results.json"
+        result = json.loads(record.read_text()) if record.exists() else {}
+        if "fine_tune" in stages:
+            began = time.time()
+            summary = fine_tune(args, name, str(work / name))
+            baseline = fine_tune(args, name, str(work / f"{name}_without_early_exit"), early_exit=False)
+            metric = glue.task(name, str(pathlib.Path(args.data) / "glue")).metric
+            result = {
+                "metric": metric,
+                "without_early_exit": round(baseline["eval"][metric], 4),
+                "best_step": max(summary["history"], key=lambda h: h[metric])["global_step"],
+                "fine_tune_seconds": round(time.time() - began, 1),
+            }
+        if stages & {"curve", "latency"}:
+            loaded = formats.load(str(work / name / "best"))
+            task = glue.task(name, str(pathlib.Path(args.data) / "glue"))
+            examples, _ = task.read("dev")
+            features = glue.encode_examples(examples, loaded.tokenizer, args.seq)
+            if "curve" in stages:
+                result.update(dev_examples=len(examples), **curve(task, loaded.model, features, examples))
+            if "latency" in stages:
+                fresh = pathlib.Path(tempfile.mkdtemp(dir=work / name, prefix="latency_"))
+                result["batch1_latency_ms"] = latency(args, loaded.model, features, fresh)
+        record.write_text(json.dumps(result))
+        results["tasks"][name] = result
+        print(json.dumps(result), file=sys.stderr, flush=True)
+    if "size" in stages:
+        results["by_size"] = latency_by_size(args, work)
     print(json.dumps(results, indent=2))
 
 

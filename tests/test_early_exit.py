@@ -139,14 +139,16 @@ def test_regression_uses_the_threshold_rule():
     assert set(np.asarray(PatientInference(model)(x, patience=2, threshold=0.0)["layers_used"])) == {4}
 
 
+@pytest.mark.parametrize("gather_weights", [False, True])
 @pytest.mark.parametrize("changes", [{"num_hidden_groups": 2}, {"sharing": "none"}, {"inner_group_num": 2}])
-def test_unshared_layers_are_switched_per_application(changes):
+def test_unshared_layers_get_each_applications_weights(changes, gather_weights):
     model = build(**changes)
     x = inputs()
     exit_logits = keras.ops.convert_to_numpy(model(x)["exit_logits"])
+    inference = PatientInference(model, gather_weights=gather_weights)
     for patience in range(1, model.num_exits + 1):
         answers, layers = reference_exit(exit_logits, patience)
-        got = PatientInference(model)(x, patience=patience)
+        got = inference(x, patience=patience)
         np.testing.assert_array_equal(got["layers_used"], layers)
         np.testing.assert_allclose(got["logits"], answers, atol=1e-5)
 
@@ -186,6 +188,11 @@ def test_saved_model_signature_matches_keras(tmp_path):
         np.testing.assert_array_equal(got["label"], np.argmax(expected["logits"], -1))
     with open(f"{path}/assets/serving_config.json") as f:
         assert SIGNATURE in json.load(f)["signatures"]
+    # Ids past the vocabulary are refused naming the input, as serving_default refuses them.
+    bad = {k: tf.constant(v) for k, v in x.items()}
+    bad["input_ids"] = tf.constant(np.where(x["input_ids"] > 7000, 8000, x["input_ids"]).astype("int32"))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"input_ids: every value must be in \[0, 8000\)"):
+        signature(**bad, patience=tf.constant(2), threshold=tf.constant(0.0))
 
 
 @pytest.mark.slow
@@ -242,7 +249,7 @@ def test_tflite_file_runs_early_exit_with_builtin_ops_and_matches_keras(tmp_path
     assert {1, 4} <= seen, seen  # the loop stopped at different depths
 
 
-def test_early_exit_tflite_of_a_plain_or_unshared_model_is_a_clear_error(tmp_path):
+def test_early_exit_tflite_of_a_plain_model_is_a_clear_error(tmp_path):
     from albert_tf.export import ExportError
     from albert_tf.export.patience_signatures import export_early_exit_tflite
     from albert_tf.models.classifier import AlbertClassifier
@@ -250,9 +257,34 @@ def test_early_exit_tflite_of_a_plain_or_unshared_model_is_a_clear_error(tmp_pat
     model = AlbertClassifier(AlbertBackbone.from_albert_config(TINY), num_classes=2)
     with pytest.raises(ExportError, match="fine-tune with --early_exit"):
         export_early_exit_tflite(model, str(tmp_path / "tflite"))
-    with pytest.raises(ExportError, match="2 different weight sets"):
-        export_early_exit_tflite(build(num_hidden_groups=2), str(tmp_path / "tflite"))
     assert not (tmp_path / "tflite").exists() or not list((tmp_path / "tflite").iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "changes", [{"num_hidden_groups": 2}, {"inner_group_num": 2}, {"sharing": "none"}, {"sharing": "ffn"}]
+)
+def test_tflite_early_exit_of_layers_with_different_weights_matches_keras(tmp_path, changes):
+    from albert_tf.export.patience_signatures import export_early_exit_tflite, run_early_exit_tflite
+
+    model = build(**changes)
+    path = export_early_exit_tflite(model, str(tmp_path / "tflite"), max_seq_length=16)
+    with open(path, "rb") as f:
+        assert b"Flex" not in f.read()  # builtin ops only (and the plain interpreter below runs it)
+    inference = PatientInference(model)  # the switch between weight sets: an independent reference
+    seen = set()
+    for row in range(6):
+        x = {k: v[row : row + 1] for k, v in inputs(batch=6, seq=16, seed=11).items()}
+        exit_logits = keras.ops.convert_to_numpy(model(x)["exit_logits"])
+        for patience in range(1, model.num_exits + 1):
+            expected = inference(x, patience=patience)
+            got = run_early_exit_tflite(path, x, patience)
+            np.testing.assert_array_equal(got["layers_used"], expected["layers_used"])
+            np.testing.assert_allclose(got["logits"], expected["logits"], atol=1e-4)
+            seen.add(int(got["layers_used"][0]))
+        # The full-depth answer is the model's own last classifier, which reads the last group's weights.
+        np.testing.assert_allclose(got["logits"][0], exit_logits[0, -1], atol=1e-4)
+    assert len(seen) > 2, seen
 
 
 def test_multiple_choice_exits_per_question_and_exports(tmp_path):
@@ -418,3 +450,20 @@ def test_the_loop_runs_only_until_the_last_row_has_exited(monkeypatch):
     applied.clear()
     alone = np.asarray(inference({k: v[first : first + 1] for k, v in x.items()}, patience=2)["layers_used"])
     assert len(applied) == alone[0] == in_batch.min() < in_batch.max()
+
+
+@pytest.mark.slow
+def test_a_saved_early_exit_model_loads_in_a_fresh_process(tmp_path):
+    import subprocess
+    import sys
+
+    from albert_tf import formats
+
+    from paths import REPO
+
+    formats.save(build(), str(tmp_path / "model"))
+    # Nothing imported beforehand but formats: it must know the early-exit classes itself.
+    program = f"from albert_tf import formats; print(type(formats.load({str(tmp_path / 'model')!r}).model).__name__)"
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["AlbertEarlyExitClassifier"]

@@ -12,6 +12,14 @@ one-output regression model prints its score); a bare encoder prints the
 pooled embedding. With `--input_file`: the pooled embedding of every line
 (batched, with a progress bar) into `--output_file`, `.npy` (float32
 `[lines, hidden]`) or JSON lines (`{"text": ..., "embedding": [...]}`).
+
+A classifier fine-tuned with `--early_exit` answers at full depth unless
+`--patience` is given: then each row stops once `patience` consecutive
+internal classifiers agree (for regression, each score within `--threshold`
+of the one before), as the export's `serve_early_exit`
+(`albert_tf.models.early_exit.PatientInference`), and the output says how
+many layers it used. With `--input_file`, `--patience` classifies every line
+into JSON lines (`{"text", "probabilities", "label" | "score", "layers_used"}`).
 Tokenization and packing are those of training and serving
 (`albert_tf.tokenization`, `albert_tf.inputs.packing`).
 
@@ -36,6 +44,7 @@ from albert_tf.cli.app import run_cli
 from albert_tf.errors import AlbertError
 from albert_tf.file_safety import same_file
 from albert_tf.inputs.packing import encode_with_masks, pack_segments
+from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
 from albert_tf.tokenization import TokenizerError
 
 MASK_TEXT = "[MASK]"
@@ -94,6 +103,82 @@ def classify(model, tokenizer, text: str, text_b: Optional[str] = None, max_seq_
     return logits if logits.shape[-1] == 1 else _softmax(logits)
 
 
+def check_early_exit_request(model, patience: Optional[int], threshold: Optional[float]) -> None:
+    """`--patience`/`--threshold` fit `model` (the export's `serve_early_exit` semantics), or a `PredictError`."""
+    if patience is None:
+        if threshold is not None:
+            raise PredictError("--threshold needs --patience (it is the regression rule of early exit)")
+        return
+    if not isinstance(model, AlbertEarlyExitClassifier):
+        raise PredictError(
+            f"--patience: the model is a {type(model).__name__} without internal classifiers; "
+            "fine-tune it with run_classifier --early_exit to exit early"
+        )
+    if not 1 <= patience <= model.num_exits:
+        raise PredictError(
+            f"--patience {patience}: must be in [1, {model.num_exits}] "
+            f"(the model's {model.num_exits} layer applications; {model.num_exits} is full depth)"
+        )
+    if not model.is_regression and threshold is not None:
+        raise PredictError(
+            "--threshold: the model classifies (agreement is the same label); the threshold is for regression"
+        )
+    if model.is_regression:
+        if threshold is None:
+            raise PredictError(
+                "--patience on a regression model needs --threshold (the largest change between "
+                "consecutive scores that still counts as agreeing)"
+            )
+        if not threshold >= 0 or threshold == float("inf"):
+            raise PredictError(f"--threshold {threshold}: must be a finite number ≥ 0")
+
+
+def classify_early_exit(inference: PatientInference, rows, patience: int, threshold: Optional[float]):
+    """Packed rows (`pack`) → (probabilities, or scores for regression, `[rows, C]`; layers used `[rows]`)."""
+    outputs = inference(pad_batch(rows), patience=patience, threshold=threshold or 0.0)
+    logits = np.asarray(outputs["logits"])
+    values = logits if inference.is_regression else _softmax(logits)
+    return values, np.asarray(outputs["layers_used"])
+
+
+def _answer_lines(values: np.ndarray) -> List[str]:
+    if values.shape[-1] == 1:
+        return [f"score {float(values[0]):.4f}"]
+    return [f"class {i}: {p:.4f}" for i, p in enumerate(values)]
+
+
+def write_early_exit_predictions(
+    model, tokenizer, texts, path, patience, threshold, batch_size, max_seq_length, progress, source
+) -> List[str]:
+    """Every line classified with early exit, one JSON line each (written aside, then renamed)."""
+    inference = PatientInference(model)
+    bar = keras.utils.Progbar(len(texts), unit_name="line") if progress else None
+    records = []
+    for start in range(0, len(texts), batch_size):
+        chunk = texts[start : start + batch_size]
+        rows = []
+        for number, text in enumerate(chunk, start=start + 1):
+            try:
+                rows.append(pack(tokenizer, text, None, max_seq_length))
+            except TokenizerError as error:
+                raise PredictError(f"{source}:{number}: {error}") from None
+        values, layers = classify_early_exit(inference, rows, patience, threshold)
+        for text, row, used in zip(chunk, values, layers):
+            record = {"text": text}
+            if model.is_regression:
+                record["score"] = float(row[0])
+            else:
+                record["probabilities"] = [round(float(p), 6) for p in row]
+                record["label"] = int(row.argmax())
+            record["layers_used"] = int(used)
+            records.append(record)
+        if bar is not None:
+            bar.add(len(chunk))
+    _write_json_lines(path, records)
+    average = sum(r["layers_used"] for r in records) / max(len(records), 1)
+    return [f"wrote {path} ({len(records)} lines, {average:.2f} of {model.num_exits} layers on average)"]
+
+
 def embed(
     model,
     tokenizer,
@@ -127,22 +212,30 @@ def embed(
 
 def write_embeddings(path: str, texts: Sequence[str], vectors: np.ndarray) -> str:
     """`.npy` or JSON lines (any other suffix), written aside then renamed into place."""
+    if path.endswith(".npy"):
+        _write_aside(path, "wb", lambda f: np.save(f, vectors))
+    else:
+        records = ({"text": text, "embedding": [float(v) for v in vector]} for text, vector in zip(texts, vectors))
+        _write_json_lines(path, records)
+    return path
+
+
+def _write_json_lines(path: str, records) -> None:
+    _write_aside(path, "w", lambda f: f.writelines(json.dumps(record) + "\n" for record in records))
+
+
+def _write_aside(path: str, mode: str, write) -> None:
+    """`write(file)` into a hidden partial file beside `path`, renamed into place once complete."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     partial = os.path.join(directory, f".{os.path.basename(path)}.partial")
     try:
-        if path.endswith(".npy"):
-            with open(partial, "wb") as f:
-                np.save(f, vectors)
-        else:
-            with open(partial, "w", encoding="utf-8") as f:
-                for text, vector in zip(texts, vectors):
-                    f.write(json.dumps({"text": text, "embedding": [float(v) for v in vector]}) + "\n")
+        with open(partial, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            write(f)
         os.replace(partial, path)
     finally:
         if os.path.exists(partial):
             os.remove(partial)
-    return path
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -173,6 +266,8 @@ def run(
     albert_config_file=None,
     do_lower_case=None,
     progress=True,
+    patience=None,
+    threshold=None,
 ) -> List[str]:
     """Does what the flags ask; returns the lines to print."""
     if (text is None) == (input_file is None):
@@ -185,6 +280,8 @@ def run(
         raise PredictError(f"--output_file {output_file} is --input_file {input_file}: it would be overwritten")
     if top_k < 1 or batch_size < 1 or max_seq_length < 3:
         raise PredictError("--top_k and --batch_size must be ≥ 1, --max_seq_length ≥ 3")
+    if patience is not None and input_file is not None and output_file.endswith(".npy"):
+        raise PredictError(f"--output_file {output_file}: --patience writes JSON lines; name a .jsonl file")
     loaded = formats.load(model_dir, albert_config_file, spm_model_file, vocab_file, do_lower_case)
     if loaded.tokenizer is None:
         raise TokenizerError(
@@ -196,12 +293,21 @@ def run(
     limit = getattr(model, "backbone", model).albert_config.max_position_embeddings
     if max_seq_length > limit:
         raise PredictError(f"--max_seq_length {max_seq_length} exceeds the model's max_position_embeddings={limit}")
+    check_early_exit_request(model, patience, threshold)
     if input_file is None:
         try:
+            if patience is not None:
+                row = pack(tokenizer, text, text_b, max_seq_length)
+                values, layers = classify_early_exit(PatientInference(model), [row], patience, threshold)
+                return _answer_lines(values[0]) + [f"layers used: {int(layers[0])} of {model.num_exits}"]
             return _predict_text(model, tokenizer, text, text_b, top_k, max_seq_length)
         except TokenizerError as error:
             raise PredictError(f"--text/--text_b: {error}") from None
     texts = read_lines(input_file)
+    if patience is not None:
+        return write_early_exit_predictions(
+            model, tokenizer, texts, output_file, patience, threshold, batch_size, max_seq_length, progress, input_file
+        )
     vectors = embed(model, tokenizer, texts, batch_size, max_seq_length, progress, source=input_file)
     return [f"wrote {write_embeddings(output_file, texts, vectors)} ({len(texts)} × {vectors.shape[1]})"]
 
@@ -214,11 +320,8 @@ def _predict_text(model, tokenizer, text, text_b, top_k, max_seq_length) -> List
             lines.append(f"{MASK_TEXT} {index + 1}:")
             lines += [f"  {piece:<20} {probability:.4f}" for piece, probability in candidates]
         return lines
-    if kind == "AlbertClassifier":
-        values = classify(model, tokenizer, text, text_b, max_seq_length)
-        if values.shape[-1] == 1:
-            return [f"score {float(values[0]):.4f}"]
-        return [f"class {i}: {p:.4f}" for i, p in enumerate(values)]
+    if kind == "AlbertClassifier" or isinstance(model, AlbertEarlyExitClassifier):  # early exit: full depth
+        return _answer_lines(classify(model, tokenizer, text, text_b, max_seq_length))
     if kind == "AlbertBackbone":
         vector = embed(model, tokenizer, [text], 1, max_seq_length, source="--text")[0]
         return [json.dumps([round(float(v), 6) for v in vector])]
@@ -241,6 +344,18 @@ def define_flags():
     flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt instead of a SentencePiece model.")
     flags.DEFINE_string("albert_config_file", None, "Config of a TF1 checkpoint (default: beside it).")
     flags.DEFINE_bool("do_lower_case", None, "Lowercase the text (default: the model's saved setting, else True).")
+    flags.DEFINE_integer(
+        "patience",
+        None,
+        "Early exit (a classifier fine-tuned with --early_exit): stop a row once this many consecutive "
+        "internal classifiers agree (1..layers; layers = full depth). Default: full depth.",
+    )
+    flags.DEFINE_float(
+        "threshold",
+        None,
+        "With --patience on a regression model: the largest change between consecutive scores that "
+        "still counts as agreeing.",
+    )
     flags.mark_flag_as_required("model_dir")
 
 
@@ -260,6 +375,8 @@ def main(argv):
         FLAGS.vocab_file,
         FLAGS.albert_config_file,
         FLAGS.do_lower_case,
+        patience=FLAGS.patience,
+        threshold=FLAGS.threshold,
     )
     print("\n".join(lines))
 

@@ -7,7 +7,8 @@ number of layers gives the full-depth answer) and `threshold` (float32
 scalar, regression only: the largest change between consecutive scores that
 still counts as agreeing). Outputs: `logits` (each row's answer),
 `layers_used` (int32 `[B]`), and for classification `probabilities` and
-`label`. The layers run in a while loop that stops once every row has
+`label`. Bad ids are refused as `serving_default` refuses them
+(`albert_tf.export.input_checks`). The layers run in a while loop that stops once every row has
 exited (`albert_tf.models.early_exit.PatientInference`). With a tokenizer,
 `serve_early_exit_text` (`text_a`) and `serve_early_exit_text_pair`
 (`text_a`, `text_b`) take text, packed as `serve_text`/`serve_text_pair`, and
@@ -17,8 +18,9 @@ also return the packed ids.
 full-depth answer.
 
 `export_early_exit_tflite` writes the same signature to a TFLite file (batch
-1, builtin ops only: the loop is TFLite's WHILE), beside the full-depth file
-`albert_tf.export.tflite` writes.
+1, builtin ops only: the loop is TFLite's WHILE; layers that do not share one
+weight set gather theirs from stacked constants, GATHER), beside the
+full-depth file `albert_tf.export.tflite` writes.
 """
 
 import os
@@ -31,6 +33,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.export.common import ExportError, compare_outputs, random_inputs
+from albert_tf.export.input_checks import serving_tensors
 from albert_tf.export.signatures import TOKEN_INPUTS, ServingEndpoints
 from albert_tf.export.tflite import tflite_input_signature
 from albert_tf.export.verify import VERIFY_TEXTS, reference_text_inputs
@@ -70,6 +73,12 @@ class EarlyExitEndpoints(ServingEndpoints):
         return result
 
     def _serve_early_exit(self, inputs, patience, threshold):
+        # Bad ids are refused naming the input, as serving_default refuses them.
+        return self._early_exit_outputs(
+            serving_tensors(inputs, backbone_of(self.model).albert_config), patience, threshold
+        )
+
+    def _early_exit_outputs(self, inputs, patience, threshold):
         outputs = self.inference(inputs, patience=patience, threshold=threshold)
         if not self.inference.is_regression:
             outputs["probabilities"] = tf.nn.softmax(outputs["logits"], axis=-1)
@@ -101,7 +110,7 @@ class EarlyExitEndpoints(ServingEndpoints):
             "input_mask": tf.ones_like(ids, tf.int32).to_tensor(0),
             "segment_ids": tf.cast(segment_ids.to_tensor(0), tf.int32),
         }
-        outputs = self._serve_early_exit(inputs, patience, threshold)
+        outputs = self._early_exit_outputs(inputs, patience, threshold)
         outputs.update(inputs)
         return outputs
 
@@ -177,14 +186,9 @@ def export_early_exit_tflite(model, output_dir: str, max_seq_length: int = 128) 
             f"--max_seq_length {max_seq_length}: must be in [3, max_position_embeddings="
             f"{config.max_position_embeddings}]"
         )
-    inference = PatientInference(model)
-    if len(inference.distinct_blocks) > 1:
-        # The converter leaves the weights read inside the per-layer switch as variables (no builtin).
-        raise ExportError(
-            "early-exit TFLite: the model's layer applications use "
-            f"{len(inference.distinct_blocks)} different weight sets (num_hidden_groups, inner_group_num "
-            "or sharing); only fully shared layers convert; use the SavedModel's serve_early_exit"
-        )
+    # Layers with different weights: one loop body with the application's weights gathered from stacks
+    # (the converter leaves weights read inside a per-layer switch as variables, which no builtin reads).
+    inference = PatientInference(model, gather_weights=True)
     ids_spec = tflite_input_signature(model, max_seq_length, 0)[0]
     archive = keras.export.ExportArchive()
     archive.add_endpoint(

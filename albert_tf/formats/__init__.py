@@ -35,6 +35,7 @@ from albert_tf.formats.loaded import LoadedModel, ModelFileError
 from albert_tf.formats.table import CheckpointError, LoadReport, NoHeadsError, backbone_of
 from albert_tf.models import (  # noqa: F401  (registers the task models that a .keras file may hold)
     classifier,
+    early_exit,
     multiple_choice,
     span_qa,
     span_qa_answerability,

@@ -274,9 +274,16 @@ class PatientInference(keras.layers.Layer):
     that exited keeps its answer while the others go on. `threshold` is used
     for regression (`num_classes == 1`) only. For multiple choice a row is a
     question: its options run together and it exits on the chosen option.
+
+    Layer applications with different weights (`num_hidden_groups`,
+    `inner_group_num`, `sharing`) pick theirs with a switch; with
+    `gather_weights=True` each component's weight sets are stacked instead and
+    the application's set is gathered into the first block's layer (a
+    `keras.StatelessScope`): one body, no switch, for the TFLite converter,
+    which cannot read variables inside a switch in a loop.
     """
 
-    def __init__(self, model, **kwargs):
+    def __init__(self, model, gather_weights=False, **kwargs):
         super().__init__(dtype=model.backbone.dtype_policy, **kwargs)
         backbone = model.backbone
         config = backbone.albert_config
@@ -302,6 +309,13 @@ class PatientInference(keras.layers.Layer):
         ]
         self.distinct_blocks = list(dict.fromkeys(applications))
         self.block_of_application = [self.distinct_blocks.index(pair) for pair in applications]
+        self.gather_weights = gather_weights
+        # Per component (attention, ffn): its distinct layers and which one each application uses.
+        self.component_layers, self.component_of_application = [], []
+        for position in (0, 1):
+            layers = list(dict.fromkeys(pair[position] for pair in applications))
+            self.component_layers.append(layers)
+            self.component_of_application.append([layers.index(pair[position]) for pair in applications])
 
     def _apply_layer(self, hidden, input_mask, index):
         def run(pair):
@@ -310,8 +324,24 @@ class PatientInference(keras.layers.Layer):
 
         if len(self.distinct_blocks) == 1:
             return run(self.distinct_blocks[0])(hidden, input_mask)
+        if self.gather_weights:
+            return self._apply_gathered(hidden, input_mask, index)
         branch = ops.take(ops.convert_to_tensor(self.block_of_application, "int32"), index)
         return ops.switch(branch, [run(pair) for pair in self.distinct_blocks], hidden, input_mask)
+
+    def _apply_gathered(self, hidden, input_mask, index):
+        """The first block's layers, their weights replaced by application `index`'s (stacked, gathered)."""
+        replaced = []
+        for layers, which in zip(self.component_layers, self.component_of_application):
+            if len(layers) == 1:
+                continue
+            chosen = ops.take(ops.convert_to_tensor(which, "int32"), index)
+            for same_weight in zip(*(layer.weights for layer in layers)):
+                stacked = ops.stack([weight.value for weight in same_weight])
+                replaced.append((same_weight[0], ops.take(stacked, chosen, axis=0)))
+        attention, ffn = self.component_layers[0][0], self.component_layers[1][0]
+        with keras.StatelessScope(state_mapping=replaced):
+            return ffn(attention(hidden, input_mask, training=False), training=False)
 
     def _exit_logits(self, hidden, index):
         backbone = self.classifier.backbone
@@ -319,11 +349,17 @@ class PatientInference(keras.layers.Layer):
         scores = self.classifier.exit_classifiers.one(pooled, index)
         return ops.cast(self.classifier.answers_of(scores), "float32")
 
-    def _agrees(self, logits, previous, threshold):
+    def _verdict(self, logits):
+        """What consecutive classifiers must agree on: the label (for regression, the score)."""
         if self.is_regression:
-            return ops.abs(logits[:, 0] - previous[:, 0]) < threshold
+            return logits[:, 0]
         # top_k, not argmax: Keras' TF argmax uses bitwise ops that TFLite has no builtin for.
-        return ops.equal(ops.top_k(logits, 1)[1][:, 0], ops.top_k(previous, 1)[1][:, 0])
+        return ops.top_k(logits, 1)[1][:, 0]
+
+    def _agrees(self, verdict, previous, threshold):
+        if self.is_regression:
+            return ops.abs(verdict - previous) < threshold
+        return ops.equal(verdict, previous)
 
     def call(self, inputs, patience, threshold=0.0):
         backbone = self.classifier.backbone
@@ -337,27 +373,26 @@ class PatientInference(keras.layers.Layer):
         # Layer 1, outside the loop: every row has one agreeing classifier.
         hidden = self._apply_layer(hidden, input_mask, 0)
         logits = self._exit_logits(hidden, 0)
-        batch = ops.shape(logits)[0]
-        run_length = ops.ones((batch,), "int32")
+        run_length = ops.ones((ops.shape(logits)[0],), "int32")
         last = self.num_exits - 1
-        done = ops.logical_or(run_length >= patience, ops.convert_to_tensor(last == 0))
-        layers_used = ops.where(done, 1, 0)
-        answer = logits
+        # A row's layers_used is 0 while it runs; the loop ends when no row runs (at the last layer, all stop).
+        layers_used = ops.where(ops.logical_or(run_length >= patience, ops.convert_to_tensor(last == 0)), 1, 0)
 
-        def condition(index, hidden, previous, run_length, answer, layers_used, done):
-            return ops.logical_and(index <= last, ops.logical_not(ops.all(done)))
+        def condition(index, hidden, previous, run_length, answer, layers_used):
+            return ops.equal(ops.min(layers_used), 0)
 
-        def body(index, hidden, previous, run_length, answer, layers_used, done):
+        def body(index, hidden, previous, run_length, answer, layers_used):
             hidden = self._apply_layer(hidden, input_mask, index)
             logits = self._exit_logits(hidden, index)
-            run_length = ops.where(self._agrees(logits, previous, threshold), run_length + 1, 1)
+            verdict = self._verdict(logits)
+            run_length = ops.where(self._agrees(verdict, previous, threshold), run_length + 1, 1)
             exits = ops.logical_and(
-                ops.logical_not(done), ops.logical_or(run_length >= patience, ops.equal(index, last))
+                ops.equal(layers_used, 0), ops.logical_or(run_length >= patience, ops.equal(index, last))
             )
             answer = ops.where(ops.expand_dims(exits, 1), logits, answer)
-            layers_used = ops.where(exits, index + 1, layers_used)
-            return index + 1, hidden, logits, run_length, answer, layers_used, ops.logical_or(done, exits)
+            following = index + 1
+            return following, hidden, verdict, run_length, answer, ops.where(exits, following, layers_used)
 
-        loop_vars = (ops.convert_to_tensor(1, "int32"), hidden, logits, run_length, answer, layers_used, done)
-        _, _, _, _, answer, layers_used, _ = ops.while_loop(condition, body, loop_vars)
+        loop_vars = (ops.convert_to_tensor(1, "int32"), hidden, self._verdict(logits), run_length, logits, layers_used)
+        _, _, _, _, answer, layers_used = ops.while_loop(condition, body, loop_vars)
         return {"logits": answer, "layers_used": ops.cast(layers_used, "int32")}

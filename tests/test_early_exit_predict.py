@@ -1,0 +1,155 @@
+"""`python -m albert_tf.predict --patience`: early exit at prediction time (PABEE), on real SST-2 sentences."""
+
+import json
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from test_early_exit import build, reference_exit
+
+from albert_tf.cli.predict import PredictError, pack, pad_batch, run
+from albert_tf.tokenization import SentencePieceTokenizer
+
+from interop_helpers import save_ours
+from paths import REPO
+
+pytestmark = pytest.mark.realdata
+
+
+@pytest.fixture(scope="module")
+def sentences(real_data):
+    lines = (real_data / "glue" / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:41]
+    return [line.split("\t")[0].strip() for line in lines]
+
+
+def split_by_every_classifier(model, tokenizer, texts):
+    """Heads that each split `texts` in two (a random model's pooled vectors differ little between
+    sentences, so its classifiers all answer alike): steeper kernels, biases at the median."""
+    kernel = model.exit_classifiers.kernel
+    kernel.assign(keras.ops.convert_to_numpy(kernel) * 100)
+    exit_logits = exit_logits_of(model, tokenizer, texts)
+    bias = keras.ops.convert_to_numpy(model.exit_classifiers.bias)
+    decided = exit_logits[..., -1] - (exit_logits[..., 0] if exit_logits.shape[-1] > 1 else 0)
+    bias[:, -1] -= np.median(decided, axis=0)
+    model.exit_classifiers.bias.assign(bias)
+    return model
+
+
+@pytest.fixture(scope="module")
+def classifier_dir(tmp_path_factory, wikitext_spm, sentences):
+    model = split_by_every_classifier(
+        build(num_classes=2, vocab_size=4000), SentencePieceTokenizer(wikitext_spm), sentences
+    )
+    return model, save_ours(model, tmp_path_factory.mktemp("early_exit_classifier"), wikitext_spm)
+
+
+def exit_logits_of(model, tokenizer, texts, text_b=None):
+    """Every classifier's logits, each row alone (no padding): what the exit rule reads."""
+    rows = []
+    for text in texts:
+        batch = pad_batch([pack(tokenizer, text, text_b, 128)])
+        rows.append(keras.ops.convert_to_numpy(model(batch)["exit_logits"])[0])
+    return np.array(rows)
+
+
+def softmax(logits):
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_patience_on_a_file_writes_each_lines_answer_and_layers(classifier_dir, sentences, wikitext_spm, tmp_path):
+    model, directory = classifier_dir
+    (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    exit_logits = exit_logits_of(model, SentencePieceTokenizer(wikitext_spm), sentences)
+    for patience in (1, 2, 4):
+        output = tmp_path / f"p{patience}.jsonl"
+        lines = run(
+            directory,
+            input_file=str(tmp_path / "in.txt"),
+            output_file=str(output),
+            batch_size=16,  # rows of a batch exit on their own
+            patience=patience,
+            progress=False,
+        )
+        records = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+        assert [r["text"] for r in records] == sentences
+        answers, layers = reference_exit(exit_logits, patience)
+        assert [r["layers_used"] for r in records] == layers.tolist()
+        np.testing.assert_allclose([r["probabilities"] for r in records], softmax(answers), atol=1e-4)
+        assert [r["label"] for r in records] == answers.argmax(-1).tolist()
+        assert lines == [f"wrote {output} (40 lines, {layers.mean():.2f} of 4 layers on average)"]
+        if patience == 2:
+            assert len(set(layers.tolist())) > 1, layers  # the lines did not all stop at one depth
+
+
+def test_patience_on_a_text_pair_prints_the_answer_and_layers_used(classifier_dir, sentences, wikitext_spm):
+    model, directory = classifier_dir
+    text, text_b = sentences[0], sentences[1]
+    exit_logits = exit_logits_of(model, SentencePieceTokenizer(wikitext_spm), [text], text_b)
+    full_depth = run(directory, text=text, text_b=text_b)  # the default: the full-depth answer
+    assert full_depth == [f"class {i}: {p:.4f}" for i, p in enumerate(softmax(exit_logits[0, -1]))]
+    for patience in (1, 2, 3, 4):
+        answers, layers = reference_exit(exit_logits, patience)
+        lines = run(directory, text=text, text_b=text_b, patience=patience)
+        assert lines[-1] == f"layers used: {layers[0]} of 4"
+        assert lines[:-1] == [f"class {i}: {p:.4f}" for i, p in enumerate(softmax(answers[0]))]
+    assert run(directory, text=text, text_b=text_b, patience=4)[:-1] == full_depth
+
+
+def test_regression_takes_the_threshold_rule(sentences, wikitext_spm, tmp_path):
+    tokenizer = SentencePieceTokenizer(wikitext_spm)
+    model = split_by_every_classifier(build(num_classes=1, vocab_size=4000), tokenizer, sentences[:12])
+    directory = save_ours(model, tmp_path / "model", wikitext_spm)
+    exit_logits = exit_logits_of(model, tokenizer, sentences[:12])
+    threshold = float(np.median(np.abs(np.diff(exit_logits[..., 0], axis=1))))
+    (tmp_path / "in.txt").write_text("\n".join(sentences[:12]), encoding="utf-8")
+    run(directory, input_file=str(tmp_path / "in.txt"), output_file=str(tmp_path / "out.jsonl"), patience=2,
+        threshold=threshold, progress=False)  # fmt: skip
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    answers, layers = reference_exit(exit_logits, 2, threshold)
+    assert [r["layers_used"] for r in records] == layers.tolist() and len(set(layers.tolist())) > 1
+    np.testing.assert_allclose([r["score"] for r in records], answers[:, 0], atol=1e-3)
+    with pytest.raises(PredictError, match="regression model needs --threshold"):
+        run(directory, text="x", patience=2)
+    with pytest.raises(PredictError, match=r"--threshold -1.0: must be a finite number ≥ 0"):
+        run(directory, text="x", patience=2, threshold=-1.0)
+
+
+def test_bad_early_exit_requests_are_clear_errors(classifier_dir, wikitext_spm, tmp_path):
+    from interop_helpers import build as build_plain
+    from interop_helpers import tiny_config
+
+    _, directory = classifier_dir
+    plain = save_ours(build_plain("classifier", tiny_config(vocab_size=4000)), tmp_path / "plain", wikitext_spm)
+    with pytest.raises(PredictError, match="AlbertClassifier without internal classifiers; fine-tune it with"):
+        run(plain, text="x", patience=2)
+    for patience in (0, 5):
+        with pytest.raises(PredictError, match=rf"--patience {patience}: must be in \[1, 4\]"):
+            run(directory, text="x", patience=patience)
+    with pytest.raises(PredictError, match="--threshold: the model classifies"):
+        run(directory, text="x", patience=2, threshold=0.1)
+    with pytest.raises(PredictError, match="--threshold needs --patience"):
+        run(directory, text="x", threshold=0.1)
+    (tmp_path / "in.txt").write_text("a\n", encoding="utf-8")
+    with pytest.raises(PredictError, match="--patience writes JSON lines; name a .jsonl file"):
+        run(directory, input_file=str(tmp_path / "in.txt"), output_file=str(tmp_path / "o.npy"), patience=2)
+    assert not (tmp_path / "o.npy").exists()
+
+
+@pytest.mark.slow
+def test_cli_patience_flag_and_its_one_line_error(classifier_dir):
+    _, directory = classifier_dir
+
+    def predict(*flags):
+        command = [sys.executable, "-m", "albert_tf.predict", f"--model_dir={directory}", "--text=a fine film"]
+        return subprocess.run(command + list(flags), capture_output=True, text=True, cwd=REPO)
+
+    result = predict("--patience=9")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: --patience 9: must be in [1, 4] (the model's 4 layer applications; 4 is full depth)"]
+    result = predict("--patience=1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "layers used: 1 of 4"
