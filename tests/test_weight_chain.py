@@ -90,18 +90,20 @@ def test_the_chain_gives_the_gradients_of_plain_reads_under_mixed_bfloat16():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
-# Runs one training step with TF's graph dumps on and prints, per shared weight shape, the
-# largest AddN left after Grappler: the dump settings must be set before TF starts.
+# Runs one training step with TF's graph dumps on (they must be set before TF starts) and prints
+# the largest AddN that Grappler's final graph uses to sum a shared weight's gradient: walks back
+# from each returned gradient through the summation (AddN, AddV2, Sub, Neg, Identity).
 GRAPPLED_ADDN = textwrap.dedent(
     """
-    import glob, json, os, re, sys
+    import glob, json, os, sys
     import tensorflow as tf
+    from google.protobuf import text_format
     from albert_tf.config import AlbertConfig
     from albert_tf.models.backbone import AlbertBackbone
 
-    config = AlbertConfig(**json.loads(sys.argv[1]))
-    model = AlbertBackbone.from_albert_config(config)
+    model = AlbertBackbone.from_albert_config(AlbertConfig(**json.loads(sys.argv[1])))
     model.chain_shared_weights = sys.argv[2] == "chain"
+    shared = [v for block in model.block_names for v in model.get_layer(block).trainable_variables]
     ids = tf.ones((2, 16), tf.int32)
     inputs = {"input_ids": ids, "input_mask": ids, "segment_ids": tf.zeros_like(ids)}
 
@@ -109,24 +111,24 @@ GRAPPLED_ADDN = textwrap.dedent(
     def train_step():
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(model(inputs, training=True)["sequence_output"] ** 2)
-        return tape.gradient(loss, model.trainable_variables)
+        return tape.gradient(loss, shared)
 
     train_step()
-    shapes = {tuple(v.shape) for block in model.block_names for v in model.get_layer(block).trainable_variables}
     [path] = glob.glob(os.path.join(os.environ["TF_DUMP_GRAPH_PREFIX"], "*train_step*.main.before_partition.pbtxt"))
-    graph = tf.compat.v1.GraphDef()
-    from google.protobuf import text_format
-    text_format.Parse(open(path).read(), graph)
-    outputs = {}  # node name -> output shape
+    graph = text_format.Parse(open(path).read(), tf.compat.v1.GraphDef())
+    nodes = {node.name: node for node in graph.node}
+    largest = 0
     for node in graph.node:
-        if "_output_shapes" in node.attr:
-            dims = node.attr["_output_shapes"].list.shape[0].dim
-            outputs[node.name] = tuple(d.size for d in dims)
-    largest = 1
-    for node in graph.node:
-        data_inputs = [i for i in node.input if not i.startswith("^")]
-        if node.op == "AddN" and outputs.get(data_inputs[0].split(":")[0]) in shapes:
-            largest = max(largest, len(data_inputs))
+        if node.op != "_Retval":
+            continue
+        pending = [node.input[0]]
+        while pending:
+            producer = nodes[pending.pop().split(":")[0].lstrip("^")]
+            if producer.op in ("AddN", "AddV2", "Sub", "Neg", "Identity"):
+                data_inputs = [i for i in producer.input if not i.startswith("^")]
+                if producer.op == "AddN":
+                    largest = max(largest, len(data_inputs))
+                pending += data_inputs
     print("LARGEST", largest)
     """
 )
