@@ -35,9 +35,9 @@ def features(batch=2, seq=9):
     }
 
 
-def loss_and_gradients(config, chain, dtype=None, steps=1):
+def loss_and_gradients(config, chain, dtype=None, steps=1, remat=False):
     keras.utils.set_random_seed(0)
-    model = AlbertBackbone.from_albert_config(config, dtype=dtype)
+    model = AlbertBackbone.from_albert_config(config, dtype=dtype, remat=remat)
     model.chain_shared_weights = chain
     inputs = features()
 
@@ -56,21 +56,25 @@ def loss_and_gradients(config, chain, dtype=None, steps=1):
     return float(loss), [np.array(g) for g in grads], seeds
 
 
+DROPOUT = {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "overrides",
+    "overrides, remat",
     [
-        {},
-        {"num_hidden_groups": 2, "inner_group_num": 2},
-        {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1},
+        ({}, False),
+        ({"num_hidden_groups": 2, "inner_group_num": 2}, False),
+        (DROPOUT, False),
+        (DROPOUT, True),
     ],
-    ids=["one_group", "groups_and_inner_groups", "dropout"],
+    ids=["one_group", "groups_and_inner_groups", "dropout", "dropout_remat"],
 )
-def test_the_chain_gives_the_gradients_of_plain_reads(overrides):
+def test_the_chain_gives_the_gradients_of_plain_reads(overrides, remat):
     config = tiny_config(**overrides)
     # Two steps: the dropout seed generators must move on as without the chain.
-    plain_loss, plain, plain_seeds = loss_and_gradients(config, chain=False, steps=2)
-    loss, chained, seeds = loss_and_gradients(config, chain=True, steps=2)
+    plain_loss, plain, plain_seeds = loss_and_gradients(config, chain=False, steps=2, remat=remat)
+    loss, chained, seeds = loss_and_gradients(config, chain=True, steps=2, remat=remat)
     assert loss == pytest.approx(plain_loss, rel=1e-6)
     assert len(chained) == len(plain)
     for a, b in zip(chained, plain):
@@ -101,7 +105,7 @@ GRAPPLED_ADDN = textwrap.dedent(
     from albert_tf.config import AlbertConfig
     from albert_tf.models.backbone import AlbertBackbone
 
-    model = AlbertBackbone.from_albert_config(AlbertConfig(**json.loads(sys.argv[1])))
+    model = AlbertBackbone.from_albert_config(AlbertConfig(**json.loads(sys.argv[1])), remat=sys.argv[3] == "remat")
     model.chain_shared_weights = sys.argv[2] == "chain"
     shared = [v for block in model.block_names for v in model.get_layer(block).trainable_variables]
     ids = tf.ones((2, 16), tf.int32)
@@ -134,12 +138,12 @@ GRAPPLED_ADDN = textwrap.dedent(
 )
 
 
-def largest_addn_after_grappler(tmp_path, config, mode):
+def largest_addn_after_grappler(tmp_path, config, mode, remat):
     env = dict(os.environ, TF_DUMP_GRAPH_PREFIX=str(tmp_path), TF_DUMP_GRAPH_NAME_FILTER="*", TF_CPP_MIN_LOG_LEVEL="3")
     env["TF_DUMP_GRAPH_GROUPS"] = "main"
     fields = {k: v for k, v in json.loads(config.to_json_string()).items() if k in AlbertConfig.__dataclass_fields__}
     result = subprocess.run(
-        [sys.executable, "-c", GRAPPLED_ADDN, json.dumps(fields), mode],
+        [sys.executable, "-c", GRAPPLED_ADDN, json.dumps(fields), mode, "remat" if remat else "plain"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -150,7 +154,9 @@ def largest_addn_after_grappler(tmp_path, config, mode):
 
 
 @pytest.mark.slow
-def test_after_grappler_no_addn_sums_more_than_two_partials_of_a_shared_weight(tmp_path):
+@pytest.mark.parametrize("remat", [False, True], ids=["plain", "remat"])
+def test_after_grappler_no_addn_sums_more_than_two_partials_of_a_shared_weight(tmp_path, remat):
     config = tiny_config()
-    assert largest_addn_after_grappler(tmp_path / "plain", config, "plain") == config.num_hidden_layers
-    assert largest_addn_after_grappler(tmp_path / "chain", config, "chain") <= 2
+    # Without the chain, Grappler merges the tape's sums into one AddN over every application.
+    assert largest_addn_after_grappler(tmp_path / "unchained", config, "unchained", remat) == config.num_hidden_layers
+    assert largest_addn_after_grappler(tmp_path / "chain", config, "chain", remat) <= 2

@@ -23,6 +23,7 @@ and each shared layer's `call` is decorated with `chain_shared_weights`.
 Outside a chain the decorator does nothing.
 """
 
+import contextlib
 import functools
 import threading
 
@@ -37,8 +38,11 @@ _active = threading.local()
 def _first_link(weight):
     def grad(use, negated_rest):
         # The variable's gradient: this partial plus the rest (carried negated).
+        # `None`: an unused output (a forward pass that stopped early).
         if negated_rest is None:
             return use
+        if use is None:
+            return ops.negative(negated_rest)
         return ops.subtract(use, negated_rest)
 
     return (weight, weight), grad
@@ -49,6 +53,8 @@ def _middle_link(carrier):
     def grad(use, negated_rest):
         if negated_rest is None:
             return ops.negative(use)
+        if use is None:
+            return negated_rest
         return ops.subtract(negated_rest, use)
 
     return (carrier, carrier), grad
@@ -130,10 +136,17 @@ def chain_shared_weights(call):
     @functools.wraps(call)
     def chained_call(layer, *args, **kwargs):
         chain = getattr(_active, "chain", None)
-        # A remat application reads its weights again in the backward pass, outside this scope.
-        links = None if chain is None or getattr(layer, "remat", False) else chain.links(layer)
+        links = None if chain is None else chain.links(layer)
         if not links:
             return call(layer, *args, **kwargs)
+        if getattr(layer, "remat", False):
+            # The recomputation reads the weights again in the backward pass, after this call
+            # returned: `recompute_in_backward` takes them as inputs (`remat_links`).
+            _active.remat_links = links
+            try:
+                return call(layer, *args, **kwargs)
+            finally:
+                _active.remat_links = None
         with keras.StatelessScope(links, initialize_variables=False) as scope:
             outputs = call(layer, *args, **kwargs)
         # The scope held back the other state updates (dropout seed generators): apply them.
@@ -145,3 +158,20 @@ def chain_shared_weights(call):
         return outputs
 
     return chained_call
+
+
+def remat_links():
+    """For the remat layer application being called in a chain: its variables and their chain tensors.
+
+    Taken once (empty lists outside a chain); read them with `reading`.
+    """
+    links = getattr(_active, "remat_links", None) or []
+    _active.remat_links = None
+    return [variable for variable, _ in links], [tensor for _, tensor in links]
+
+
+def reading(variables, tensors):
+    """A scope in which `variables` read as `tensors` (no scope when there are none)."""
+    if not variables:
+        return contextlib.nullcontext()
+    return keras.StatelessScope(list(zip(variables, tensors)), initialize_variables=False)
