@@ -45,6 +45,7 @@ def worker(args):
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     keras.utils.set_random_seed(0)
     backbone = AlbertBackbone.from_albert_config(args.config, remat=args.remat)
+    backbone.chain_shared_weights = not args.unchained
     model = AlbertClassifier(backbone, num_classes=2)
     optimizer = keras.optimizers.Adam(1e-5)
     optimizer.build(model.trainable_variables)
@@ -92,24 +93,28 @@ def worker(args):
     )
 
 
-def run_case(args, seq, remat):
-    cmd = [
-        sys.executable,
-        os.path.abspath(__file__),
-        "--worker",
-        "--config",
-        args.config,
-        "--seq",
-        str(seq),
-        "--batch",
-        str(args.batch),
-        "--warmup",
-        str(args.warmup),
-        "--steps",
-        str(args.steps),
-        "--threads",
-        str(args.threads),
-    ] + (["--remat"] if remat else [])
+def run_case(args, seq, remat, unchained=False):
+    cmd = (
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--worker",
+            "--config",
+            args.config,
+            "--seq",
+            str(seq),
+            "--batch",
+            str(args.batch),
+            "--warmup",
+            str(args.warmup),
+            "--steps",
+            str(args.steps),
+            "--threads",
+            str(args.threads),
+        ]
+        + (["--remat"] if remat else [])
+        + (["--unchained"] if unchained else [])
+    )
     start = time.perf_counter()
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output = process.stdout.read()
@@ -143,12 +148,23 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--gpu_gib", type=float, default=16.0)
     parser.add_argument("--remat", action="store_true", help="worker only")
+    parser.add_argument("--unchained", action="store_true", help="worker only: no shared-weight gradient chain")
+    parser.add_argument(
+        "--unchained_cases",
+        action="store_true",
+        help="also run plain and base without the shared-weight gradient chain (TF's own gradient sums, as before)",
+    )
+    parser.add_argument("--no_remat_case", action="store_true", help="skip the remat case")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
 
     cases = {"plain": (args.seq, False), "remat": (args.seq, True), "base": (args.base_seq, False)}
+    if args.no_remat_case:
+        del cases["remat"]
+    if args.unchained_cases:
+        cases.update({"plain_unchained": (args.seq, False, True), "base_unchained": (args.base_seq, False, True)})
     runs = {name: [] for name in cases}
     names = list(cases)
     for round_index in range(args.rounds):
@@ -165,9 +181,12 @@ def main():
     def median(name, key):
         return statistics.median(r[key] for r in runs[name])
 
-    base = median("base", "peak_rss_mb")
     summary = {}
-    for name in ("plain", "remat"):
+    for name in cases:
+        if name.startswith("base"):
+            continue
+        # Each case against the tiny-sequence run of the same gradient summation.
+        base = median("base_unchained" if name.endswith("_unchained") else "base", "peak_rss_mb")
         summary[name] = {
             "peak_rss_mb": median(name, "peak_rss_mb"),
             "activation_mb": round(median(name, "peak_rss_mb") - base, 1),
@@ -178,33 +197,55 @@ def main():
     parameters = runs["plain"][0]["parameters"]
     fixed_gib = 16 * parameters / 2**30  # fp32 weights + gradients + Adam m, v
     fits = {}
-    for name in ("plain", "remat"):
+    for name in summary:
         per_sequence_gib = summary[name]["activation_mb"] / 1024 / args.batch
         fits[name] = max(0, int((args.gpu_gib - fixed_gib) // per_sequence_gib))
+    ratios = {}
+    if "remat" in summary:
+        ratios = {
+            "activation_memory_ratio_plain_over_remat": round(
+                summary["plain"]["activation_mb"] / summary["remat"]["activation_mb"], 2
+            ),
+            "step_time_ratio_remat_over_plain": round(summary["remat"]["step_s"] / summary["plain"]["step_s"], 3),
+            "step_cpu_time_ratio_remat_over_plain": round(
+                summary["remat"]["step_cpu_s"] / summary["plain"]["step_cpu_s"], 3
+            ),
+        }
+    if "plain_unchained" in summary:
+        ratios["peak_rss_saved_by_chain_mb"] = round(
+            summary["plain_unchained"]["peak_rss_mb"] - summary["plain"]["peak_rss_mb"], 1
+        )
+        ratios["base_peak_rss_saved_by_chain_mb"] = round(
+            median("base_unchained", "peak_rss_mb") - median("base", "peak_rss_mb"), 1
+        )
     print(
         json.dumps(
             {
-                "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
+                "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "cpu_flags": cpu_flags()},
                 "config": os.path.basename(args.config),
                 "parameters": parameters,
                 "batch": args.batch,
                 "seq": args.seq,
                 "base_seq": args.base_seq,
-                "base_peak_rss_mb": base,
+                "base_peak_rss_mb": median("base", "peak_rss_mb"),
                 "cases": summary,
-                "activation_memory_ratio_plain_over_remat": round(
-                    summary["plain"]["activation_mb"] / summary["remat"]["activation_mb"], 2
-                ),
-                "step_time_ratio_remat_over_plain": round(summary["remat"]["step_s"] / summary["plain"]["step_s"], 3),
-                "step_cpu_time_ratio_remat_over_plain": round(
-                    summary["remat"]["step_cpu_s"] / summary["plain"]["step_cpu_s"], 3
-                ),
+                **ratios,
                 f"max_batch_in_{args.gpu_gib:g}_gib_gpu": {"fixed_gib_weights_grads_adam": round(fixed_gib, 2), **fits},
                 "runs": runs,
             },
             indent=2,
         )
     )
+
+
+def cpu_flags():
+    """The CPU kind: which of AVX-512's bf16/VNNI (or AVX2) this machine has."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = set(cpuinfo.read().split())
+    except OSError:
+        return []
+    return sorted(flags & {"avx2", "avx512f", "avx512_bf16", "avx512_vnni"})
 
 
 if __name__ == "__main__":

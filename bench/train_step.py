@@ -86,13 +86,15 @@ def _losses(mlm_logits, sop_logits, features):
     )
 
 
-def build_ours(cfg, precision, xla):
+def build_ours(cfg, precision, xla, chain=True):
     import keras
 
     from albert_tf import AlbertBackbone, AlbertPretrainer
 
     policy = "mixed_bfloat16" if precision == "bfloat16" else "float32"
-    model = AlbertPretrainer(AlbertBackbone.from_albert_config(cfg, dtype=policy))
+    backbone = AlbertBackbone.from_albert_config(cfg, dtype=policy)
+    backbone.chain_shared_weights = chain
+    model = AlbertPretrainer(backbone)
     optimizer = keras.optimizers.Adam(1e-4)
     optimizer.build(model.trainable_variables)
     names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
@@ -166,7 +168,12 @@ def build_model_garden(cfg, precision, xla):
     return step, lambda: model.count_params() + sop.count_params()
 
 
-BUILDERS = {"ours": build_ours, "model_garden": build_model_garden}
+def build_ours_unchained(cfg, precision, xla):
+    """Ours without the shared-weight gradient chain (TF's own gradient sums, as before 2026-11-24)."""
+    return build_ours(cfg, precision, xla, chain=False)
+
+
+BUILDERS = {"ours": build_ours, "ours_unchained": build_ours_unchained, "model_garden": build_model_garden}
 
 
 def main():
@@ -239,6 +246,12 @@ def main():
             ratios[rest] = round(
                 results[key]["sequences_per_s"] / results[f"model_garden/{rest}"]["sequences_per_s"], 3
             )
+    chain_ratios = {
+        rest: round(results[f"ours/{rest}"]["sequences_per_s"] / results[key]["sequences_per_s"], 3)
+        for key in results
+        for impl, rest in [key.split("/", 1)]
+        if impl == "ours_unchained" and f"ours/{rest}" in results
+    }
     print(
         json.dumps(
             {
@@ -251,6 +264,7 @@ def main():
                 "matmul_limit_gflop_per_s": {k: round(v, 1) for k, v in limits.items()},
                 "results": results,
                 "ours_over_model_garden": ratios,
+                "ours_over_ours_unchained": chain_ratios,
             },
             indent=2,
         )

@@ -7,6 +7,7 @@ from keras import ops
 
 from albert_tf.layers.precision import layer_norm
 from albert_tf.layers.remat import recompute_in_backward
+from albert_tf.layers.weight_chain import chain_shared_weights
 
 # The original's additive key mask: (1 - mask) * -10000.
 MASK_ADDER = -10000.0
@@ -110,6 +111,7 @@ class AlbertAttention(keras.layers.Layer):
         self.layer_norm.build(hidden_shape)
         self.built = True
 
+    @chain_shared_weights
     def call(self, hidden, input_mask, training=None):
         if self.remat and training:
             return recompute_in_backward(

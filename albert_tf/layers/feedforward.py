@@ -6,6 +6,7 @@ from keras import ops
 from albert_tf.layers.activations import get_activation
 from albert_tf.layers.precision import layer_norm
 from albert_tf.layers.remat import recompute_in_backward
+from albert_tf.layers.weight_chain import chain_shared_weights
 
 
 class AlbertFeedForward(keras.layers.Layer):
@@ -79,6 +80,7 @@ class AlbertFeedForward(keras.layers.Layer):
         self.layer_norm.build(input_shape)
         self.built = True
 
+    @chain_shared_weights
     def call(self, inputs, training=None):
         if self.remat and training:
             return recompute_in_backward(lambda x: self._feed_forward(x, training), (self.dropout_layer,), inputs)

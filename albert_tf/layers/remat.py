@@ -10,6 +10,8 @@ needed. `keras.remat` is `tf.recompute_grad` under TensorFlow and
 
 import keras
 
+from albert_tf.layers import weight_chain
+
 
 class _FixedSeed(keras.random.SeedGenerator):
     """A seed generator that always hands out one given seed (no variable)."""
@@ -44,21 +46,24 @@ def recompute_in_backward(function, dropout_layers, *tensors):
     layers = []
     if keras.backend.backend() == "tensorflow":
         layers = [layer for layer in dropout_layers if layer.rate > 0]
-    if not layers:
+    # In a shared-weight chain the weights are inputs too: the recomputation reads the chain's tensors.
+    variables, weights = weight_chain.remat_links()
+    if not layers and not variables:
         return keras.remat(function)(*tensors)
-    count = len(tensors)
+    count, seed_count = len(tensors), len(layers)
 
     def replay(*args):
-        inputs, seeds = args[:count], args[count:]
+        inputs, seeds, chained = args[:count], args[count : count + seed_count], args[count + seed_count :]
         generators = [layer.seed_generator for layer in layers]
         try:
             for layer, seed in zip(layers, seeds):
                 # Not `layer.seed_generator = ...`: Keras would track it.
                 object.__setattr__(layer, "seed_generator", _FixedSeed(seed))
-            return function(*inputs)
+            with weight_chain.reading(variables, chained):
+                return function(*inputs)
         finally:
             for layer, generator in zip(layers, generators):
                 object.__setattr__(layer, "seed_generator", generator)
 
     seeds = [layer.seed_generator.next() for layer in layers]
-    return keras.remat(replay)(*tensors, *seeds)
+    return keras.remat(replay)(*tensors, *seeds, *weights)

@@ -6,6 +6,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.layers.attention import AlbertAttention
 from albert_tf.layers.embedding import AlbertEmbedding
 from albert_tf.layers.feedforward import AlbertFeedForward
+from albert_tf.layers.weight_chain import SharedWeightChain
 
 LAYER_NORM_EPSILON = 1e-12
 
@@ -195,10 +196,12 @@ class AlbertBackbone(keras.Model):
         if projection is not None:
             x = projection(x)
         encoder_outputs = []
+        applications = []
         for layer_index in range(num_hidden_layers):
             for inner_index in range(inner_group_num):
-                x = block("attention", layer_index, inner_index)(x, input_mask)
-                x = block("ffn", layer_index, inner_index)(x)
+                applications += [block("attention", layer_index, inner_index), block("ffn", layer_index, inner_index)]
+                x = applications[-2](x, input_mask)
+                x = applications[-1](x)
                 encoder_outputs.append(x)
         pooled_output = pooler(x[:, 0, :])
         outputs = {"sequence_output": x, "pooled_output": pooled_output}
@@ -225,6 +228,18 @@ class AlbertBackbone(keras.Model):
         self.embedding_projection = projection
         self.pooler = pooler
         self.block_names = tuple(blocks)
+        # How often a forward pass applies each block (shared ones: several times).
+        self.block_applications = {name: applications.count(layer) for name, layer in blocks.items()}
+        # Training sums a shared weight's gradient one application at a time
+        # (albert_tf.layers.weight_chain); False: TF's own summation, as before.
+        self.chain_shared_weights = True
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        if training and self.chain_shared_weights and keras.backend.backend() == "tensorflow":
+            uses = [(self.get_layer(name), count) for name, count in self.block_applications.items()]
+            with SharedWeightChain(uses):
+                return super().call(inputs, training=training, mask=mask, **kwargs)
+        return super().call(inputs, training=training, mask=mask, **kwargs)
 
     @classmethod
     def from_albert_config(cls, config, **kwargs):
