@@ -45,6 +45,9 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 QUANTIZE_ALL = ("none", "float16", "dynamic_int8", "full_int8")
+# Bench-only: full-integer with the elementwise ops and LayerNorm in int8 too (the attention scores
+# and softmax float): the variant `full_int8` rejected, timed to show what the float ops cost.
+INT8_ELEMENTWISE = "full_int8_int8_elementwise"
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_int8")
 
 
@@ -110,6 +113,7 @@ def build(args, work):
     from albert_tf import AlbertBackbone
     from albert_tf.export import export_saved_model, export_tflite
     from albert_tf.export.common import random_inputs
+    from albert_tf.export.full_integer import LAYER_NORM_STATISTICS
     from albert_tf.export.tflite import TFLITE_NAMES, convert_to_tflite, tflite_input_signature
 
     tf.config.threading.set_intra_op_parallelism_threads(max(args.threads))
@@ -123,13 +127,17 @@ def build(args, work):
         facts["variants"]["saved_model"] = {"export_s": round(time.perf_counter() - start, 1), "path": saved}
     for quantize in args.quantize:
         start = time.perf_counter()
-        if quantize == "full_int8":
+        if quantize in ("full_int8", INT8_ELEMENTWISE):
             signature = tflite_input_signature(model, args.seq, 20)
             samples = [random_inputs(model, 1, args.seq, seed=seed) for seed in range(args.calibration_samples)]
             for seed, sample in enumerate(samples):  # padded tails of several lengths, as real text has
                 sample["input_mask"][:] = np.arange(args.seq) < args.seq - seed * args.seq // (2 * len(samples))
-            path = os.path.join(work, "tflite", TFLITE_NAMES[quantize])
-            pathlib.Path(path).write_bytes(convert_to_tflite(model, signature, quantize, samples))
+            options = {}
+            if quantize == INT8_ELEMENTWISE:
+                options["float_ops"] = LAYER_NORM_STATISTICS + ("SOFTMAX", "BATCH_MATMUL")
+            path = os.path.join(work, "tflite", TFLITE_NAMES.get(quantize, f"albert_{quantize}.tflite"))
+            flatbuffer = convert_to_tflite(model, signature, "full_int8", samples, **options)
+            pathlib.Path(path).write_bytes(flatbuffer)
         else:
             path = export_tflite(model, os.path.join(work, "tflite"), quantize, max_seq_length=args.seq)
         facts["variants"][f"tflite_{quantize}"] = {"export_s": round(time.perf_counter() - start, 1), "path": path}
@@ -171,7 +179,9 @@ def main():
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--threads", default=str(os.cpu_count()), help="comma-separated thread counts")
-    parser.add_argument("--quantize", default=",".join(QUANTIZE_ALL), help="comma-separated TFLite variants")
+    parser.add_argument(
+        "--quantize", default=",".join(QUANTIZE_ALL), help=f"comma-separated TFLite variants (and {INT8_ELEMENTWISE})"
+    )
     parser.add_argument("--op_resolvers", default="xnnpack", help="comma-separated: xnnpack,xnnpack_latest,builtin")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (every case once per round)")
     parser.add_argument("--calibration_samples", type=int, default=32)

@@ -39,7 +39,8 @@ def read_texts(path: Optional[str], task_name: Optional[str], count: int) -> Lis
     if count < 1:
         raise RepresentativeDataError(f"--representative_samples {count}: must be at least 1")
     if not os.path.isfile(path):
-        raise RepresentativeDataError(f"{FLAG} {path}: cannot be read (no such file)")
+        why = "a directory, not a file" if os.path.isdir(path) else "no such file"
+        raise RepresentativeDataError(f"{FLAG} {path}: cannot be read ({why})")
     if task_name:
         if task_name.lower() not in glue.TASKS:
             raise RepresentativeDataError(

@@ -55,7 +55,7 @@ TEST_VECTOR_TEXTS = (
 
 def converter_options(quantize: str) -> Dict:
     options = {"target_spec": {"supported_ops": [tf.lite.OpsSet.TFLITE_BUILTINS]}}
-    if quantize != "none":
+    if quantize in ("float16", "dynamic_int8"):
         options["optimizations"] = [tf.lite.Optimize.DEFAULT]
     if quantize == "float16":
         options["target_spec"]["supported_types"] = [tf.float16]
@@ -90,12 +90,13 @@ def run_tflite(model_file: str, inputs: Dict[str, np.ndarray], config=None) -> D
     return runner(**inputs)
 
 
-def convert_to_tflite(model, input_signature, quantize: str, samples=None) -> bytes:
+def convert_to_tflite(model, input_signature, quantize: str, samples=None, **full_integer_options) -> bytes:
     """The model's call, behind `tflite_tensors` (bad values refused in-graph), as TFLite bytes.
 
     Keras' own `export(format="litert")` path (ExportArchive, then the SavedModel
     converter), with the input guard in front of the model. `full_int8` needs
-    `samples`, the representative inputs (`albert_tf.export.full_integer`).
+    `samples`, the representative inputs; `full_integer_options` go to
+    `albert_tf.export.full_integer.quantize_full_integer`.
     """
     config = backbone_of(model).albert_config
 
@@ -107,20 +108,16 @@ def convert_to_tflite(model, input_signature, quantize: str, samples=None) -> by
         archive.track(model)
         archive.add_endpoint("serve", guarded, input_signature=input_signature)
         archive.write_out(saved_model_dir, verbose=False)
-
-        def new_converter(quantize):
-            converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
-            converter.experimental_enable_resource_variables = True
-            options = converter_options(quantize)
-            for name, value in options.pop("target_spec").items():
-                setattr(converter.target_spec, name, value)
-            for name, value in options.items():
-                setattr(converter, name, value)
-            return converter
-
+        converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
+        converter.experimental_enable_resource_variables = True
+        options = converter_options(quantize)
+        for name, value in options.pop("target_spec").items():
+            setattr(converter.target_spec, name, value)
+        for name, value in options.items():
+            setattr(converter, name, value)
         if quantize == "full_int8":
-            return quantize_full_integer(lambda: new_converter("none"), samples)
-        return new_converter(quantize).convert()
+            return quantize_full_integer(converter, samples, **full_integer_options)
+        return converter.convert()
 
 
 def tokenizer_test_vectors(python_tokenizer, max_seq_length: int) -> List[Dict]:
