@@ -89,22 +89,6 @@ def interpreter(path, threads, resolver):
     return Interpreter(model_path=path, num_threads=threads, **kinds[resolver])
 
 
-def op_table(path):
-    """{op kind: {output type: count}} of a .tflite file's main graph."""
-    from ai_edge_litert import schema_py_generated as schema
-
-    kinds = {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
-    types = {code: name for name, code in vars(schema.TensorType).items() if not name.startswith("_")}
-    model = schema.ModelT.InitFromPackedBuf(pathlib.Path(path).read_bytes(), 0)
-    graph = model.subgraphs[0]
-    table = collections.defaultdict(collections.Counter)
-    for op in graph.operators:
-        code = model.operatorCodes[op.opcodeIndex]
-        kind = kinds[max(code.builtinCode, code.deprecatedBuiltinCode)]
-        table[kind][types[graph.tensors[op.outputs[0]].type]] += 1
-    return {kind: dict(counts) for kind, counts in sorted(table.items())}
-
-
 def build(args, work):
     """Writes the SavedModel and the TFLite files into `work`; returns their export facts."""
     import numpy as np
@@ -199,6 +183,7 @@ def main():
 
     from albert_tf import AlbertBackbone
     from albert_tf.export.common import random_inputs
+    from albert_tf.export.full_integer import op_output_types
 
     work = args.work_dir or tempfile.mkdtemp(prefix="bench_export_")
     facts_file = pathlib.Path(work) / "facts.json"
@@ -274,7 +259,7 @@ def main():
             outputs = interpreter(path, args.threads[0], resolvers[0]).get_signature_runner("serving_default")(**inputs)
             entry["max_abs_diff_sequence_output"] = float(np.abs(outputs["sequence_output"] - expected).max())
         if args.op_table:
-            entry["op_table"] = op_table(path)
+            entry["op_table"] = op_output_types(path)
         results["variants"][f"tflite_{quantize}"] = entry
     if probe:
         results["gemm_probe_ms"] = {

@@ -47,3 +47,22 @@ def quantize_full_integer(
             debug_options=tf.lite.experimental.QuantizationDebugOptions(denylisted_ops=list(float_ops)),
         )
         return debugger.get_nondebug_quantized_model()
+
+
+def op_output_types(tflite_file: str) -> Dict[str, Dict[str, int]]:
+    """{op kind: {output tensor type: count}} of a .tflite file's main graph: which ops run in int8."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    kinds = {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
+    types = {code: name for name, code in vars(schema.TensorType).items() if not name.startswith("_")}
+    with open(tflite_file, "rb") as f:
+        model = schema.ModelT.InitFromPackedBuf(f.read(), 0)
+    graph = model.subgraphs[0]
+    table: Dict[str, Dict[str, int]] = {}
+    for op in graph.operators:
+        code = model.operatorCodes[op.opcodeIndex]
+        kind = kinds[max(code.builtinCode, code.deprecatedBuiltinCode)]
+        output_type = types[graph.tensors[op.outputs[0]].type]
+        table.setdefault(kind, {})
+        table[kind][output_type] = table[kind].get(output_type, 0) + 1
+    return dict(sorted(table.items()))
