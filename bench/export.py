@@ -89,8 +89,8 @@ def interpreter(path, threads, resolver):
     return Interpreter(model_path=path, num_threads=threads, **kinds[resolver])
 
 
-def build(args, work):
-    """Writes the SavedModel and the TFLite files into `work`; returns their export facts."""
+def build(args, work, facts=None):
+    """Writes the SavedModel and the TFLite files missing from `facts` into `work`; returns the export facts."""
     import numpy as np
     import tensorflow as tf
 
@@ -102,14 +102,16 @@ def build(args, work):
 
     tf.config.threading.set_intra_op_parallelism_threads(max(args.threads))
     model = AlbertBackbone.from_albert_config(args.config)
-    facts = {"config": os.path.basename(args.config), "parameters": model.count_params(), "variants": {}}
-    if args.saved_model:
+    facts = facts or {"config": os.path.basename(args.config), "parameters": model.count_params(), "variants": {}}
+    if args.saved_model and "saved_model" not in facts["variants"]:
         start = time.perf_counter()
         saved = export_saved_model(
             model, os.path.join(work, "saved_model"), version=1, max_seq_length=args.seq, warmup=False
         )
         facts["variants"]["saved_model"] = {"export_s": round(time.perf_counter() - start, 1), "path": saved}
     for quantize in args.quantize:
+        if f"tflite_{quantize}" in facts["variants"]:
+            continue
         start = time.perf_counter()
         if quantize in ("full_int8", INT8_ELEMENTWISE):
             signature = tflite_input_signature(model, args.seq, 20)
@@ -190,7 +192,7 @@ def main():
     facts = json.loads(facts_file.read_text()) if facts_file.exists() else None
     wanted = [f"tflite_{q}" for q in args.quantize] + (["saved_model"] if args.saved_model else [])
     if facts is None or not all(name in facts["variants"] for name in wanted):
-        facts = build(args, work)
+        facts = build(args, work, facts)
     probe = gemm_probe_files(work) if args.gemm_probe else {}
     if args.build_only:
         print(json.dumps({"work_dir": work, **facts}, indent=2))
