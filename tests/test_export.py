@@ -298,7 +298,7 @@ def test_tflite_variants_builtin_shared_and_accurate(real_data, pretraining_data
 
 @pytest.mark.slow
 def test_full_int8_needs_readable_representative_text(real_data, pretrained, pretrained_tiny, tmp_path):
-    from albert_tf.export import export_tflite
+    from albert_tf.export import ExportError, export_tflite
     from albert_tf.export.representative import RepresentativeDataError, read_texts, representative_samples
 
     model = pretrained.model
@@ -321,6 +321,8 @@ def test_full_int8_needs_readable_representative_text(real_data, pretrained, pre
         with pytest.raises(RepresentativeDataError, match=message):
             export_tflite(model, str(output), "full_int8", spm_model_file=pretrained.spm_model_file, **kwargs)
         assert not output.exists()  # refused before anything is written
+    with pytest.raises(ExportError, match="only --quantize full_int8 calibrates"):
+        export_tflite(model, str(output), "dynamic_int8", representative_data=str(tmp_path / "blank.txt"))
 
     # A GLUE pair task keeps both segments; MLM rows get the mask id at the positions they ask about.
     pairs = read_texts(str(real_data / "glue" / "MRPC" / "dev.tsv"), "mrpc", 3)

@@ -116,6 +116,8 @@ def convert_to_tflite(model, input_signature, quantize: str, samples=None, **ful
         for name, value in options.items():
             setattr(converter, name, value)
         if quantize == "full_int8":
+            if not samples:
+                raise ExportError("--quantize full_int8: needs representative samples to calibrate on")
             return quantize_full_integer(converter, samples, **full_integer_options)
         return converter.convert()
 
@@ -173,6 +175,8 @@ def export_tflite(
     tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
     signature = tflite_input_signature(model, max_seq_length, max_predictions_per_seq)
     samples = None
+    if representative_data and quantize != "full_int8":
+        raise ExportError(f"--representative_data: only --quantize full_int8 calibrates (got --quantize {quantize})")
     if quantize == "full_int8":
         texts = read_texts(representative_data, representative_task, representative_samples_count)
         if tokenizer is None:
