@@ -102,13 +102,18 @@ def build(args, work, facts=None):
 
     tf.config.threading.set_intra_op_parallelism_threads(max(args.threads))
     model = AlbertBackbone.from_albert_config(args.config)
+    weights = f"random, built {time.strftime('%H:%M:%S')}"  # files of different builds hold different weights
     facts = facts or {"config": os.path.basename(args.config), "parameters": model.count_params(), "variants": {}}
     if args.saved_model and "saved_model" not in facts["variants"]:
         start = time.perf_counter()
         saved = export_saved_model(
             model, os.path.join(work, "saved_model"), version=1, max_seq_length=args.seq, warmup=False
         )
-        facts["variants"]["saved_model"] = {"export_s": round(time.perf_counter() - start, 1), "path": saved}
+        facts["variants"]["saved_model"] = {
+            "export_s": round(time.perf_counter() - start, 1),
+            "path": saved,
+            "weights": weights,
+        }
     for quantize in args.quantize:
         if f"tflite_{quantize}" in facts["variants"]:
             continue
@@ -126,7 +131,11 @@ def build(args, work, facts=None):
             pathlib.Path(path).write_bytes(flatbuffer)
         else:
             path = export_tflite(model, os.path.join(work, "tflite"), quantize, max_seq_length=args.seq)
-        facts["variants"][f"tflite_{quantize}"] = {"export_s": round(time.perf_counter() - start, 1), "path": path}
+        facts["variants"][f"tflite_{quantize}"] = {
+            "export_s": round(time.perf_counter() - start, 1),
+            "path": path,
+            "weights": weights,
+        }
     (pathlib.Path(work) / "facts.json").write_text(json.dumps(facts))
     return facts
 
@@ -257,7 +266,8 @@ def main():
                 for threads in args.threads
                 for resolver in resolvers
             }
-        if expected is not None:
+        same_weights = facts["variants"][f"tflite_{quantize}"].get("weights")
+        if expected is not None and same_weights == facts["variants"]["saved_model"].get("weights"):
             outputs = interpreter(path, args.threads[0], resolvers[0]).get_signature_runner("serving_default")(**inputs)
             entry["max_abs_diff_sequence_output"] = float(np.abs(outputs["sequence_output"] - expected).max())
         if args.op_table:
