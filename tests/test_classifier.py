@@ -211,6 +211,55 @@ def test_fine_tuned_classifier_exports_and_int8_agrees_on_sst2_dev(real_data, ss
 
 
 @pytest.mark.slow
+def test_full_int8_classifier_agrees_on_sst2_dev_and_keeps_the_float_signature(
+    real_data, sst2_run, pretrained_tiny, tmp_path
+):
+    from ai_edge_litert.interpreter import Interpreter
+
+    from albert_tf import formats
+    from albert_tf.export import export_tflite, run_tflite
+    from albert_tf.tasks import glue
+    from albert_tf.tokenization import SentencePieceTokenizer
+
+    output_dir, _ = sst2_run
+    loaded = formats.load(str(output_dir / "best"), spm_model_file=str(pretrained_tiny / "final" / "spm.model"))
+    model = loaded.model
+    examples, _ = glue.read_examples(glue.TASKS["sst-2"], str(real_data / "glue" / "SST-2" / "dev.tsv"), "dev")
+    features = glue.encode_examples(examples, SentencePieceTokenizer(loaded.spm_model_file), 64)
+    expected = model.predict(features, batch_size=128, verbose=0)["logits"].argmax(-1)
+    # Calibrated on SST-2 train, not dev.
+    representative = {"representative_data": str(real_data / "glue" / "SST-2" / "train.tsv")}
+    files = {
+        q: export_tflite(
+            model,
+            str(tmp_path / q),
+            q,
+            max_seq_length=64,
+            tokenizer=loaded.tokenizer,
+            **({**representative, "representative_task": "sst-2"} if q == "full_int8" else {}),
+        )
+        for q in ("none", "full_int8")
+    }
+    runners = {q: Interpreter(model_path=f).get_signature_runner("serving_default") for q, f in files.items()}
+
+    def signature(runner):
+        return {
+            name: (detail["shape"].tolist(), detail["dtype"])
+            for details in (runner.get_input_details(), runner.get_output_details())
+            for name, detail in details.items()
+        }
+
+    assert signature(runners["full_int8"]) == signature(runners["none"])  # int32 ids in, float32 logits out
+    got = np.array(
+        [
+            run_tflite(files["full_int8"], {k: v[i : i + 1] for k, v in features.items()})["logits"][0].argmax()
+            for i in range(len(examples))
+        ]
+    )
+    assert (got == expected).mean() >= 0.99, (got == expected).mean()
+
+
+@pytest.mark.slow
 def test_cli_bad_input_is_one_line(tmp_path, pretraining_data):
     # TF's own log level unset, as on a user's machine: its C++ start-up lines must not show either.
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}

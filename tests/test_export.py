@@ -244,14 +244,24 @@ def masked_batches(pretraining_data, count):
 
 
 @pytest.mark.slow
-def test_tflite_variants_builtin_shared_and_accurate(pretraining_data, pretrained, tmp_path):
+def test_tflite_variants_builtin_shared_and_accurate(real_data, pretraining_data, pretrained, tmp_path):
     from albert_tf.export import TFLITE_NAMES, export_tflite, run_tflite
+    from albert_tf.export.full_integer import op_output_types
 
     model = pretrained.model
     params = model.count_params()
+    # full_int8 calibrates on WikiText-2 test; the masked batches below are valid's (the pretraining text).
+    representative = {"representative_data": str(real_data / "wikitext2" / "test.txt")}
     files = {
-        q: export_tflite(model, str(tmp_path), q, max_seq_length=64, spm_model_file=pretrained.spm_model_file)
-        for q in ("none", "float16", "dynamic_int8")
+        q: export_tflite(
+            model,
+            str(tmp_path),
+            q,
+            max_seq_length=64,
+            spm_model_file=pretrained.spm_model_file,
+            **(representative if q == "full_int8" else {}),
+        )
+        for q in ("none", "float16", "dynamic_int8", "full_int8")
     }
     assert sorted(os.listdir(tmp_path)) == sorted(
         list(TFLITE_NAMES.values())
@@ -260,22 +270,83 @@ def test_tflite_variants_builtin_shared_and_accurate(pretraining_data, pretraine
     sizes = {q: os.path.getsize(f) for q, f in files.items()}
     # One copy of the shared layer: parameters × bytes (an unshared file would hold 4 blocks).
     assert sizes["none"] < 1.1 * params * 4 and sizes["float16"] < 1.1 * params * 2 + 65536, sizes
-    assert sizes["dynamic_int8"] < 0.7 * sizes["none"], sizes
+    assert sizes["dynamic_int8"] < 0.7 * sizes["none"] and sizes["full_int8"] < 0.7 * sizes["none"], sizes
     for f in files.values():
         assert b"Flex" not in open(f, "rb").read()  # builtin ops only
-    agree = total = 0
+    # Full-integer: every matmul takes int8 activations; the attention softmax and LayerNorm stay float.
+    ops = op_output_types(files["full_int8"])
+    assert set(ops["FULLY_CONNECTED"]) == {"INT8"} and set(ops["SOFTMAX"]) == {"FLOAT32"}, ops
+    assert set(ops["RSQRT"]) == {"FLOAT32"} and "INT8" in ops["QUANTIZE"], ops
+    assert set(op_output_types(files["dynamic_int8"])["FULLY_CONNECTED"]) == {"FLOAT32"}
+    agree = {"dynamic_int8": 0, "full_int8": 0}
+    total = 0
     max_diff = 0.0
     for inputs, weights in masked_batches(pretraining_data, 40):
         expected = model(inputs, training=False)
         outputs = {q: run_tflite(f, inputs) for q, f in files.items()}
         for name in ("mlm_logits", "sop_logits"):
             max_diff = max(max_diff, np.abs(outputs["none"][name] - np.asarray(expected[name])).max())
+            assert outputs["full_int8"][name].dtype == np.float32  # the float file's signature
         reference = np.argmax(np.asarray(expected["mlm_logits"]), -1)[weights > 0]
-        agree += int((np.argmax(outputs["dynamic_int8"]["mlm_logits"], -1)[weights > 0] == reference).sum())
+        for q in agree:
+            agree[q] += int((np.argmax(outputs[q]["mlm_logits"], -1)[weights > 0] == reference).sum())
         total += reference.size
         assert (np.argmax(outputs["float16"]["mlm_logits"], -1)[weights > 0] == reference).mean() > 0.9
     assert max_diff < 1e-4
-    assert agree / total >= 0.99, (agree, total)
+    assert min(agree.values()) / total >= 0.99, (agree, total)
+
+
+@pytest.mark.slow
+def test_full_int8_needs_readable_representative_text(real_data, pretrained, pretrained_tiny, tmp_path):
+    from albert_tf.export import ExportError, export_tflite
+    from albert_tf.export.representative import RepresentativeDataError, read_texts, representative_samples
+
+    model = pretrained.model
+    output = tmp_path / "tflite"
+    (tmp_path / "blank.txt").write_text("\n  \n\t\n", encoding="utf-8")
+    for kwargs, message in (
+        ({}, "needs --representative_data"),
+        ({"representative_data": str(tmp_path / "missing.txt")}, r"missing.txt: cannot be read \(no such file\)"),
+        ({"representative_data": str(tmp_path)}, "cannot be read \\(a directory"),
+        ({"representative_data": str(tmp_path / "blank.txt")}, "blank.txt: holds no text"),
+        (
+            {"representative_data": str(real_data / "glue" / "SST-2" / "dev.tsv"), "representative_task": "nope"},
+            "--representative_task nope: expected one of",
+        ),
+        (
+            {"representative_data": str(real_data / "wikitext2" / "test.txt"), "representative_samples_count": 0},
+            "--representative_samples 0: must be at least 1",
+        ),
+    ):
+        with pytest.raises(RepresentativeDataError, match=message):
+            export_tflite(model, str(output), "full_int8", spm_model_file=pretrained.spm_model_file, **kwargs)
+        assert not output.exists()  # refused before anything is written
+    with pytest.raises(ExportError, match="only --quantize full_int8 calibrates"):
+        export_tflite(model, str(output), "dynamic_int8", representative_data=str(tmp_path / "blank.txt"))
+
+    # A GLUE pair task keeps both segments; MLM rows get the mask id at the positions they ask about.
+    pairs = read_texts(str(real_data / "glue" / "MRPC" / "dev.tsv"), "mrpc", 3)
+    assert len(pairs) == 3 and all(a and b for a, b in pairs)
+    tokenizer = python_tokenizer(pretrained)
+    names = ["input_ids", "input_mask", "segment_ids", "masked_lm_positions"]
+    for sample in representative_samples(pairs, tokenizer, names, MAX_SEQ, 20):
+        assert sorted(sample) == sorted(names) and sample["input_ids"].shape == (1, MAX_SEQ)
+        assert sample["segment_ids"].max() == 1
+        positions = sample["masked_lm_positions"][0][sample["masked_lm_positions"][0] > 0]
+        assert len(positions) >= 3 and (sample["input_ids"][0, positions] == tokenizer.mask_id).all()
+        assert (sample["input_ids"][0] == tokenizer.mask_id).sum() == len(positions)
+
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    args = ["--model_dir", str(pretrained_tiny), "--output_dir", str(output), "--format", "tflite"]
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.export"] + args + ["--quantize", "full_int8"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert result.returncode != 0 and "needs --representative_data" in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and not output.exists()
 
 
 def test_tokenizer_test_vectors_match_the_in_graph_tokenizer(pretrained, tmp_path):

@@ -16,6 +16,7 @@ from albert_tf.cli.run_record import write_settings
 from albert_tf.export.common import ExportError
 from albert_tf.export.patience_signatures import EARLY_EXIT_MODELS, export_early_exit_tflite
 from albert_tf.export.precision import PRECISIONS
+from albert_tf.export.representative import DEFAULT_SAMPLES
 from albert_tf.export.saved_model import export_saved_model
 from albert_tf.export.tflite import QUANTIZATIONS, export_tflite
 from albert_tf.tokenization import TokenizerError
@@ -37,7 +38,22 @@ def define_flags():
         "TFLite: the directory for the .tflite file and its side files.",
     )
     flags.DEFINE_enum("format", "saved_model", ["saved_model", "tflite"], "What to write.")
-    flags.DEFINE_enum("quantize", "none", list(QUANTIZATIONS), "TFLite weights: float32, float16 or int8.")
+    flags.DEFINE_enum(
+        "quantize",
+        "none",
+        list(QUANTIZATIONS),
+        "TFLite: float32, float16 or int8 weights (dynamic_int8), or int8 weights and activations (full_int8).",
+    )
+    flags.DEFINE_string(
+        "representative_data",
+        None,
+        "full_int8: real text to calibrate on, a text file (one example per line) or a GLUE TSV "
+        "(with --representative_task).",
+    )
+    flags.DEFINE_string("representative_task", None, "full_int8: the GLUE task whose TSV --representative_data is.")
+    flags.DEFINE_integer(
+        "representative_samples", DEFAULT_SAMPLES, "full_int8: how many examples (from the top) to calibrate on."
+    )
     flags.DEFINE_enum(
         "precision",
         "float32",
@@ -88,6 +104,9 @@ def main(argv):
             FLAGS.max_seq_length,
             FLAGS.max_predictions_per_seq,
             tokenizer=loaded.tokenizer,
+            representative_data=FLAGS.representative_data,
+            representative_task=FLAGS.representative_task,
+            representative_samples_count=FLAGS.representative_samples,
         )
         if isinstance(loaded.model, EARLY_EXIT_MODELS):
             export_early_exit_tflite(loaded.model, FLAGS.output_dir, FLAGS.max_seq_length)

@@ -3,11 +3,13 @@
     python -m albert_tf.export --model_dir runs/base/final --output_dir exports/albert \
         --format saved_model [--version 3] [--max_seq_length 128]
     python -m albert_tf.export --model_dir runs/base/final --output_dir exports/tflite \
-        --format tflite --quantize {none,float16,dynamic_int8}
+        --format tflite --quantize {none,float16,dynamic_int8,full_int8} \
+        [--representative_data dev.tsv --representative_task sst-2]
 
 One module per job: `signatures` (the serving functions), `saved_model`,
 `warmup` (TF Serving's warm-up requests), `verify` (a SavedModel checked
-against its Keras model), `tflite`, `from_run` (the SavedModels at the
+against its Keras model), `tflite`, `full_integer` and `representative` (full-integer int8 and its
+calibration text), `from_run` (the SavedModels at the
 end of a pretraining run), `common` (the error, test inputs, comparison),
 `patience_signatures` (early exit); the CLI is `albert_tf.cli.export_model`.
 """

@@ -1,4 +1,4 @@
-"""TFLite files for phones: float32, float16 or dynamic-range int8, builtin ops only.
+"""TFLite files for phones: float32, float16, dynamic-range int8 or full-integer int8, builtin ops only.
 
 `<output_dir>/albert_<variant>.tflite`, inputs of shape [1, max_seq_length];
 beside it the config, the vocabulary and `tokenizer_test_vectors.json` (texts
@@ -26,17 +26,20 @@ from albert_tf.export.common import (
     random_inputs,
     remove_stale_staging,
 )
+from albert_tf.export.full_integer import quantize_full_integer
 from albert_tf.export.input_checks import MLM_POSITIONS, check_tflite_inputs, tflite_tensors
+from albert_tf.export.representative import DEFAULT_SAMPLES, read_texts, representative_samples
 from albert_tf.formats.table import backbone_of
 from albert_tf.inputs.packing import pack_segments
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_files
 
-QUANTIZATIONS = ("none", "float16", "dynamic_int8")
+QUANTIZATIONS = ("none", "float16", "dynamic_int8", "full_int8")
 TFLITE_NAMES = {
     "none": "albert_float32.tflite",
     "float16": "albert_float16.tflite",
     "dynamic_int8": "albert_dynamic_int8.tflite",
+    "full_int8": "albert_full_int8.tflite",
 }
 TEST_VECTOR_TEXTS = (
     "Hello, World! ALBERT is a lite BERT.",
@@ -52,7 +55,7 @@ TEST_VECTOR_TEXTS = (
 
 def converter_options(quantize: str) -> Dict:
     options = {"target_spec": {"supported_ops": [tf.lite.OpsSet.TFLITE_BUILTINS]}}
-    if quantize != "none":
+    if quantize in ("float16", "dynamic_int8"):
         options["optimizations"] = [tf.lite.Optimize.DEFAULT]
     if quantize == "float16":
         options["target_spec"]["supported_types"] = [tf.float16]
@@ -87,11 +90,13 @@ def run_tflite(model_file: str, inputs: Dict[str, np.ndarray], config=None) -> D
     return runner(**inputs)
 
 
-def convert_to_tflite(model, input_signature, quantize: str) -> bytes:
+def convert_to_tflite(model, input_signature, quantize: str, samples=None, **full_integer_options) -> bytes:
     """The model's call, behind `tflite_tensors` (bad values refused in-graph), as TFLite bytes.
 
     Keras' own `export(format="litert")` path (ExportArchive, then the SavedModel
-    converter), with the input guard in front of the model.
+    converter), with the input guard in front of the model. `full_int8` needs
+    `samples`, the representative inputs; `full_integer_options` go to
+    `albert_tf.export.full_integer.quantize_full_integer`.
     """
     config = backbone_of(model).albert_config
 
@@ -110,6 +115,10 @@ def convert_to_tflite(model, input_signature, quantize: str) -> bytes:
             setattr(converter.target_spec, name, value)
         for name, value in options.items():
             setattr(converter, name, value)
+        if quantize == "full_int8":
+            if not samples:
+                raise ExportError("--quantize full_int8: needs representative samples to calibrate on")
+            return quantize_full_integer(converter, samples, **full_integer_options)
         return converter.convert()
 
 
@@ -141,12 +150,17 @@ def export_tflite(
     do_lower_case: Optional[bool] = None,
     vocab_file: Optional[str] = None,
     tokenizer=None,
+    representative_data: Optional[str] = None,
+    representative_task: Optional[str] = None,
+    representative_samples_count: int = DEFAULT_SAMPLES,
 ) -> str:
     """Writes `output_dir/albert_<variant>.tflite` (builtin ops only) and its side files; returns its path.
 
     The float32 file must match the Keras model within 1e-4; quantized files
     must give finite outputs (their accuracy is measured by the tests and
-    `bench/export.py`).
+    `bench/export.py`). `full_int8` calibrates on the first
+    `representative_samples_count` texts of `representative_data` (a text file,
+    or a GLUE TSV of `representative_task`), tokenised by the model's tokenizer.
     """
     if quantize not in QUANTIZATIONS:
         raise ExportError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZATIONS)}")
@@ -159,22 +173,32 @@ def export_tflite(
     if max_predictions_per_seq < 1 or max_predictions_per_seq > max_seq_length:
         raise ExportError(f"--max_predictions_per_seq {max_predictions_per_seq}: must be in [1, --max_seq_length]")
     tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
+    signature = tflite_input_signature(model, max_seq_length, max_predictions_per_seq)
+    samples = None
+    if representative_data and quantize != "full_int8":
+        raise ExportError(f"--representative_data: only --quantize full_int8 calibrates (got --quantize {quantize})")
+    if quantize == "full_int8":
+        texts = read_texts(representative_data, representative_task, representative_samples_count)
+        if tokenizer is None:
+            raise ExportError("--quantize full_int8: needs the model's tokenizer (--spm_model_file or --vocab_file)")
+        samples = representative_samples(texts, tokenizer, list(signature[0]), max_seq_length, max_predictions_per_seq)
     with OutputDirLock(output_dir):
         remove_stale_staging(output_dir)
-        path = _write(model, output_dir, quantize, max_seq_length, max_predictions_per_seq, tokenizer, config)
+        path = _write(model, output_dir, quantize, signature, samples, tokenizer, config)
     return path
 
 
-def _write(model, output_dir, quantize, max_seq_length, max_predictions_per_seq, tokenizer, config) -> str:
+def _write(model, output_dir, quantize, signature, samples, tokenizer, config) -> str:
+    max_seq_length = signature[0]["input_ids"].shape[-1]
     with staged_files(output_dir) as staging:
         staged = os.path.join(staging, TFLITE_NAMES[quantize])
-        signature = tflite_input_signature(model, max_seq_length, max_predictions_per_seq)
         try:
-            flatbuffer = convert_to_tflite(model, signature, quantize)
+            flatbuffer = convert_to_tflite(model, signature, quantize, samples)
         except Exception as error:  # noqa: BLE001  (the converter's ConverterError lives in private modules)
             raise ExportError(f"TFLite conversion failed: {str(error).splitlines()[0]}") from None
         with open(staged, "wb") as f:
             f.write(flatbuffer)
+        max_predictions_per_seq = signature[0][MLM_POSITIONS].shape[-1] if MLM_POSITIONS in signature[0] else 3
         inputs = {
             name: np.resize(value, signature[0][name].shape)
             for name, value in random_inputs(model, 1, max_seq_length, max_predictions_per_seq).items()
