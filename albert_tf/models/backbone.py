@@ -230,9 +230,10 @@ class AlbertBackbone(keras.Model):
         self.block_names = tuple(blocks)
         # How often a forward pass applies each block (shared ones: several times).
         self.block_applications = {name: applications.count(layer) for name, layer in blocks.items()}
-        # Training sums a shared weight's gradient one application at a time
-        # (albert_tf.layers.weight_chain); False: TF's own summation, as before.
-        self.chain_shared_weights = True
+        # True: training sums a shared weight's gradient one application at a time
+        # (albert_tf.layers.weight_chain; xxlarge's b1 x 512 step 14.1 -> 8.6 GB). Off by
+        # default until a tiny SST-2 fine-tuning that learns without it is explained (bench/README).
+        self.chain_shared_weights = False
 
     def call(self, inputs, training=None, mask=None, **kwargs):
         if training and self.chain_shared_weights and keras.backend.backend() == "tensorflow":
