@@ -39,6 +39,7 @@ def main():
     text = replace_srcs(text, "data_prep", data_prep)
     support = [p for p in files("tests/*.py") if not pathlib.Path(p).name.startswith("test_")]
     text = replace_srcs(text, "test_support", support)
+    text = replace_srcs(text, "bench_peers", files("bench/peers/*.py"))
     tests = files("tests/test_*.py")
     text = re.sub(r"(    for test in )\[.*?\n    \]", lambda m: m.group(1) + string_list(tests, 8), text, flags=re.S)
     for binary in re.findall(r'py_binary\(\n    name = "(\w+)",\n    srcs = \["albert_tf/', text):
