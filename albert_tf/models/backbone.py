@@ -231,8 +231,8 @@ class AlbertBackbone(keras.Model):
         # How often a forward pass applies each block (shared ones: several times).
         self.block_applications = {name: applications.count(layer) for name, layer in blocks.items()}
         # True: training sums a shared weight's gradient one application at a time
-        # (albert_tf.layers.weight_chain; xxlarge's b1 x 512 step 14.1 -> 8.6 GB). Off by
-        # default until a tiny SST-2 fine-tuning that learns without it is explained (bench/README).
+        # (albert_tf.layers.weight_chain; xxlarge's b1 x 512 step 14.1 -> 8.6 GB). Off by default
+        # until the suite's seed-sensitive SST-2 learning test is made robust (bench/README).
         self.chain_shared_weights = False
 
     def call(self, inputs, training=None, mask=None, **kwargs):
