@@ -147,13 +147,8 @@ def _answer_lines(values: np.ndarray) -> List[str]:
     return [f"class {i}: {p:.4f}" for i, p in enumerate(values)]
 
 
-def write_early_exit_predictions(
-    model, tokenizer, texts, path, patience, threshold, batch_size, max_seq_length, progress, source
-) -> List[str]:
-    """Every line classified with early exit, one JSON line each (written aside, then renamed)."""
-    inference = PatientInference(model)
-    bar = keras.utils.Progbar(len(texts), unit_name="line") if progress else None
-    records = []
+def packed_chunks(tokenizer, texts: Sequence[str], batch_size: int, max_seq_length: int, source: str):
+    """Yields `(start, texts, packed rows)` per batch; a text the tokenizer refuses names `source:line`."""
     for start in range(0, len(texts), batch_size):
         chunk = texts[start : start + batch_size]
         rows = []
@@ -162,6 +157,17 @@ def write_early_exit_predictions(
                 rows.append(pack(tokenizer, text, None, max_seq_length))
             except TokenizerError as error:
                 raise PredictError(f"{source}:{number}: {error}") from None
+        yield start, chunk, rows
+
+
+def write_early_exit_predictions(
+    model, tokenizer, texts, path, patience, threshold, batch_size, max_seq_length, progress, source
+) -> List[str]:
+    """Every line classified with early exit, one JSON line each (written aside, then renamed)."""
+    inference = PatientInference(model)
+    bar = keras.utils.Progbar(len(texts), unit_name="line") if progress else None
+    records = []
+    for _, chunk, rows in packed_chunks(tokenizer, texts, batch_size, max_seq_length, source):
         values, layers = classify_early_exit(inference, rows, patience, threshold)
         for text, row, used in zip(chunk, values, layers):
             record = {"text": text}
@@ -195,14 +201,7 @@ def embed(
     backbone = getattr(model, "backbone", model)
     out = np.zeros((len(texts), backbone.albert_config.hidden_size), np.float32)
     bar = keras.utils.Progbar(len(texts), unit_name="line") if progress else None
-    for start in range(0, len(texts), batch_size):
-        chunk = texts[start : start + batch_size]
-        rows = []
-        for number, text in enumerate(chunk, start=start + 1):
-            try:
-                rows.append(pack(tokenizer, text, None, max_seq_length))
-            except TokenizerError as error:
-                raise PredictError(f"{source}:{number}: {error}") from None
+    for start, chunk, rows in packed_chunks(tokenizer, texts, batch_size, max_seq_length, source):
         batch = pad_batch(rows)
         out[start : start + len(chunk)] = np.asarray(backbone(batch)["pooled_output"], np.float32)
         if bar is not None:
