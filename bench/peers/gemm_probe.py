@@ -9,6 +9,10 @@ Helps tell whether a peer gap comes from the framework's matmul kernels
 bfloat16: both operands bf16 (TF: a tf.function matmul, oneDNN; torch: MKL-DNN),
 the rate an AVX512_BF16 / AMX machine can reach for the model's matmuls.
 
+torch only: `--linear` times `F.linear` with the weight as `nn.Linear` stores it
+([out, in]) under `torch.inference_mode()`, HF's forward; `--compile` times that
+under `torch.compile` (inductor), the path of HF's torch.compile case.
+
 Prints one line `RESULT {json}` with GFLOP/s per (tokens, in, out) shape.
 """
 
@@ -27,7 +31,11 @@ ap.add_argument("--fw", choices=["tf", "torch"], required=True)
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--reps", type=int, default=7)
 ap.add_argument("--precision", choices=["float32", "bfloat16"], default="float32")
+ap.add_argument("--linear", action="store_true", help="torch: F.linear, weight [out, in], inference_mode")
+ap.add_argument("--compile", action="store_true", help="torch: --linear under torch.compile")
 args = ap.parse_args()
+if (args.linear or args.compile) and args.fw != "torch":
+    ap.error("--linear and --compile are torch-only")
 
 SHAPES = [(t, k, n) for t in (128, 1024, 4096) for (k, n) in ((768, 768), (768, 3072), (3072, 768))]
 
@@ -53,8 +61,19 @@ else:
     def make(t, k, n):
         dtype = torch.bfloat16 if args.precision == "bfloat16" else torch.float32
         a = torch.randn(t, k, dtype=dtype)
-        b = torch.randn(k, n, dtype=dtype)
-        return lambda: torch.matmul(a, b)
+        if not (args.linear or args.compile):
+            b = torch.randn(k, n, dtype=dtype)
+            return lambda: torch.matmul(a, b)
+        weight = torch.randn(n, k, dtype=dtype)
+        linear = torch.nn.functional.linear
+        if args.compile:
+            linear = torch.compile(linear)
+
+        def call():
+            with torch.inference_mode():
+                return linear(a, weight)
+
+        return call
 
     version = torch.__version__
 
@@ -72,6 +91,14 @@ for t, k, n in SHAPES:
 print(
     "RESULT "
     + json.dumps(
-        dict(fw=args.fw, version=version, threads=args.threads, precision=args.precision, gflops=res, **cpu_kind())
+        dict(
+            fw=args.fw,
+            version=version,
+            threads=args.threads,
+            precision=args.precision,
+            op="compiled linear" if args.compile else "linear" if args.linear else "matmul",
+            gflops=res,
+            **cpu_kind(),
+        )
     )
 )
