@@ -8,6 +8,7 @@ measured by `bench/lean_ab.py` and `bench/graph_profile.py`, never here.
 """
 
 import collections
+import dataclasses
 import glob
 import json
 import os
@@ -60,3 +61,33 @@ def test_projections_are_fused_2d_matmuls(tmp_path):
     # Every layer's bias add went into its matmul; one separate BiasAdd is left, the
     # embedding projection's (a Dense on [B, S, E], outside the layers).
     assert types["BiasAdd"] <= 1, types
+
+
+def kernel_casts(config, policy):
+    """Casts of variable reads in the traced graph-mode forward of an inference call."""
+    backbone = AlbertBackbone.from_albert_config(config, dtype=policy)
+    ids = np.arange(2 * 16, dtype="int32").reshape(2, 16) % config.vocab_size
+    inputs = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
+    graph = tf.function(lambda: backbone(inputs, training=False)["sequence_output"]).get_concrete_function().graph
+    return (
+        sum(op.type == "Cast" and op.inputs[0].op.type == "ReadVariableOp" for op in graph.get_operations()),
+        backbone,
+        inputs,
+    )
+
+
+def test_mixed_precision_casts_each_shared_kernel_once_per_forward():
+    counts = {}
+    for layers in (2, 6):
+        config = dataclasses.replace(tiny(), num_hidden_layers=layers)
+        counts[layers], backbone, inputs = kernel_casts(config, "mixed_bfloat16")
+    # Three times the layers, the same casts: the shared block's 12 weights once, not per layer.
+    assert counts[2] == counts[6] > 12, counts
+    # The same values as casting at every application (the training path, which has no cast
+    # scope; the tiny config has no dropout).
+    backbone.chain_shared_weights = False
+    inference = backbone(inputs, training=False)["sequence_output"]
+    per_application = backbone(inputs, training=True)["sequence_output"]
+    np.testing.assert_array_equal(np.asarray(inference, "float32"), np.asarray(per_application, "float32"))
+    # float32 models have no casts to share.
+    assert kernel_casts(config, "float32")[0] == 0

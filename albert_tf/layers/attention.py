@@ -7,6 +7,7 @@ from keras import ops
 
 from albert_tf.layers.precision import layer_norm
 from albert_tf.layers.remat import recompute_in_backward
+from albert_tf.layers.weight_cast import compute_weight
 from albert_tf.layers.weight_chain import chain_shared_weights
 
 # The original's additive key mask: (1 - mask) * -10000.
@@ -129,8 +130,8 @@ class AlbertAttention(keras.layers.Layer):
         TFLite as FULLY_CONNECTED, where the 3-D einsum ran as a BatchMatMulV2
         with a broadcast kernel and a separate add (bench/README, issue 33).
         """
-        kernel = ops.reshape(ops.cast(dense.kernel, self.compute_dtype), (kernel_rows, -1))
-        return ops.matmul(rows, kernel) + ops.reshape(ops.cast(dense.bias, self.compute_dtype), (-1,))
+        kernel = ops.reshape(compute_weight(dense.kernel, self.compute_dtype), (kernel_rows, -1))
+        return ops.matmul(rows, kernel) + ops.reshape(compute_weight(dense.bias, self.compute_dtype), (-1,))
 
     def _project_qkv(self, rows):
         projections = (self.query, self.key, self.value)
@@ -139,7 +140,7 @@ class AlbertAttention(keras.layers.Layer):
         # One [H, 3·N·D] matmul instead of three [H, N·D] ones. Off by default:
         # the concat copies the three kernels on every call (bench/levers.py, README);
         # kept for accelerators, where one wide GEMM usually is faster.
-        cast = lambda v: ops.cast(v, self.compute_dtype)  # noqa: E731
+        cast = lambda v: compute_weight(v, self.compute_dtype)  # noqa: E731
         kernel = ops.concatenate([ops.reshape(cast(p.kernel), (self.hidden_size, -1)) for p in projections], axis=1)
         bias = ops.concatenate([ops.reshape(cast(p.bias), (-1,)) for p in projections], axis=0)
         return ops.split(ops.matmul(rows, kernel) + bias, 3, axis=1)

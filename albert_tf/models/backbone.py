@@ -6,6 +6,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.layers.attention import AlbertAttention
 from albert_tf.layers.embedding import AlbertEmbedding
 from albert_tf.layers.feedforward import AlbertFeedForward
+from albert_tf.layers.weight_cast import SharedWeightCasts
 from albert_tf.layers.weight_chain import SharedWeightChain
 
 LAYER_NORM_EPSILON = 1e-12
@@ -239,6 +240,10 @@ class AlbertBackbone(keras.Model):
         if training and self.chain_shared_weights and keras.backend.backend() == "tensorflow":
             uses = [(self.get_layer(name), count) for name, count in self.block_applications.items()]
             with SharedWeightChain(uses):
+                return super().call(inputs, training=training, mask=mask, **kwargs)
+        if not training and self.compute_dtype != self.variable_dtype:
+            # Mixed precision: each shared kernel is cast once, not once per layer application.
+            with SharedWeightCasts():
                 return super().call(inputs, training=training, mask=mask, **kwargs)
         return super().call(inputs, training=training, mask=mask, **kwargs)
 
