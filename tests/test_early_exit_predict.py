@@ -123,7 +123,7 @@ def test_bad_early_exit_requests_are_clear_errors(classifier_dir, wikitext_spm, 
 
     _, directory = classifier_dir
     plain = save_ours(build_plain("classifier", tiny_config(vocab_size=4000)), tmp_path / "plain", wikitext_spm)
-    with pytest.raises(PredictError, match="AlbertClassifier without internal classifiers; fine-tune it with"):
+    with pytest.raises(PredictError, match=r"\(AlbertClassifier\) has no internal classifiers; fine-tune it with"):
         run(plain, text="x", patience=2)
     for patience in (0, 5):
         with pytest.raises(PredictError, match=rf"--patience {patience}: must be in \[1, 4\]"):

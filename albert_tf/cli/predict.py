@@ -111,7 +111,7 @@ def check_early_exit_request(model, patience: Optional[int], threshold: Optional
         return
     if not isinstance(model, AlbertEarlyExitClassifier):
         raise PredictError(
-            f"--patience: the model is a {type(model).__name__} without internal classifiers; "
+            f"--patience: the model ({type(model).__name__}) has no internal classifiers; "
             "fine-tune it with run_classifier --early_exit to exit early"
         )
     if not 1 <= patience <= model.num_exits:

@@ -169,7 +169,8 @@ def verify_saved_model(model, path: str, tokenizer=None, max_seq_length: int = 1
 def check_early_exit_model(model):
     if not isinstance(model, EARLY_EXIT_MODELS):
         raise ExportError(
-            f"early-exit export: the model is a {type(model).__name__}; fine-tune with --early_exit first"
+            f"early-exit export: the model ({type(model).__name__}) has no internal classifiers; "
+            "fine-tune with --early_exit first"
         )
 
 
