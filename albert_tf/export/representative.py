@@ -16,7 +16,6 @@ import numpy as np
 
 from albert_tf.export.common import ExportError
 from albert_tf.export.input_checks import MLM_POSITIONS
-from albert_tf.inputs.packing import pack_segments
 from albert_tf.tasks import glue
 from albert_tf.tasks.text_files import decode_replacing
 
@@ -75,21 +74,14 @@ def representative_samples(
 ) -> List[Dict[str, np.ndarray]]:
     """One batch-1 input dict per text, shaped as the TFLite signature (padded to `max_seq_length`)."""
     rng = np.random.default_rng(seed)
+    # Packed and padded as fine-tuning packs them.
+    examples = [glue.Example(str(index), text_a, text_b, None) for index, (text_a, text_b) in enumerate(texts)]
+    features = glue.encode_examples(examples, tokenizer, max_seq_length)
     samples = []
-    for text_a, text_b in texts:
-        ids_b = None if text_b is None else tokenizer.encode(text_b, max_ids=max_seq_length)
-        ids, segments = pack_segments(
-            tokenizer.encode(text_a, max_ids=max_seq_length), ids_b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id
-        )
-        sample = {
-            "input_ids": np.zeros((1, max_seq_length), "int32"),
-            "input_mask": np.zeros((1, max_seq_length), "int32"),
-            "segment_ids": np.zeros((1, max_seq_length), "int32"),
-        }
-        sample["input_ids"][0, : len(ids)] = ids
-        sample["input_mask"][0, : len(ids)] = 1
-        sample["segment_ids"][0, : len(ids)] = segments
+    for row in range(len(examples)):
+        sample = {name: values[row : row + 1].copy() for name, values in features.items()}
         if MLM_POSITIONS in input_names:
+            ids = sample["input_ids"][0, : sample["input_mask"][0].sum()]
             pieces = [i for i, token in enumerate(ids) if token not in (tokenizer.cls_id, tokenizer.sep_id)]
             count = min(max_predictions_per_seq, max(1, round(MASKED_FRACTION * len(pieces))), len(pieces))
             chosen = np.sort(rng.choice(pieces, count, replace=False)) if pieces else np.zeros(0, "int64")

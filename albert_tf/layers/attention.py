@@ -7,7 +7,7 @@ from keras import ops
 
 from albert_tf.layers.precision import layer_norm
 from albert_tf.layers.remat import recompute_in_backward
-from albert_tf.layers.weight_cast import compute_weight
+from albert_tf.layers.weight_cast import compute_weight, dense_on_rows
 from albert_tf.layers.weight_chain import chain_shared_weights
 
 # The original's additive key mask: (1 - mask) * -10000.
@@ -123,20 +123,12 @@ class AlbertAttention(keras.layers.Layer):
             )
         return self._attend(hidden, input_mask, training)
 
-    def _rows_matmul(self, rows, dense, kernel_rows):
-        """`rows` [M, K] times `dense`'s kernel flattened to [K, ·], plus its bias.
-
-        One 2-D GEMM: TF runs it as a MatMul fused with the bias add (oneDNN) and
-        TFLite as FULLY_CONNECTED, where the 3-D einsum ran as a BatchMatMulV2
-        with a broadcast kernel and a separate add (bench/README, issue 33).
-        """
-        kernel = ops.reshape(compute_weight(dense.kernel, self.compute_dtype), (kernel_rows, -1))
-        return ops.matmul(rows, kernel) + ops.reshape(compute_weight(dense.bias, self.compute_dtype), (-1,))
-
     def _project_qkv(self, rows):
         projections = (self.query, self.key, self.value)
         if not self.fused_qkv:
-            return [self._rows_matmul(rows, p, self.hidden_size) for p in projections]
+            # 2-D GEMMs, where the 3-D einsum ran as a BatchMatMulV2 with a broadcast kernel and a
+            # separate add (bench/README, issue 33).
+            return [dense_on_rows(rows, p, self.compute_dtype) for p in projections]
         # One [H, 3·N·D] matmul instead of three [H, N·D] ones. Off by default:
         # the concat copies the three kernels on every call (bench/levers.py, README);
         # kept for accelerators, where one wide GEMM usually is faster.
@@ -172,7 +164,7 @@ class AlbertAttention(keras.layers.Layer):
 
     def _output(self, context, hidden, rows, training):
         context_rows = ops.reshape(context, (-1, self.num_attention_heads * self.head_size))
-        output = self._rows_matmul(context_rows, self.output_dense, self.num_attention_heads * self.head_size)
+        output = dense_on_rows(context_rows, self.output_dense, self.compute_dtype)
         if self.output_dropout > 0:
             output = self.output_dropout_layer(output, training=training)
         return ops.reshape(self.layer_norm(output + rows), ops.shape(hidden))

@@ -6,7 +6,7 @@ from keras import ops
 from albert_tf.layers.activations import get_activation
 from albert_tf.layers.precision import layer_norm
 from albert_tf.layers.remat import recompute_in_backward
-from albert_tf.layers.weight_cast import compute_weight
+from albert_tf.layers.weight_cast import dense_on_rows
 from albert_tf.layers.weight_chain import chain_shared_weights
 
 
@@ -91,17 +91,11 @@ class AlbertFeedForward(keras.layers.Layer):
         # On the B·S rows as 2-D matmuls: TF fuses each with its bias add (oneDNN), where
         # a 3-D input went through a reshape that kept them apart (bench/README, issue 33).
         rows = ops.reshape(inputs, (-1, self.hidden_size))
-        x = self.activation(self._rows_matmul(rows, self.intermediate))
-        x = self._rows_matmul(x, self.output_dense)
+        x = self.activation(dense_on_rows(rows, self.intermediate, self.compute_dtype))
+        x = dense_on_rows(x, self.output_dense, self.compute_dtype)
         if self.dropout > 0:
             x = self.dropout_layer(x, training=training)
         return ops.reshape(self.layer_norm(x + rows), ops.shape(inputs))
-
-    def _rows_matmul(self, rows, dense):
-        # Dense's own matmul and bias add, with the kernel read through `compute_weight`
-        # (cast once per forward pass under mixed precision, not once per application).
-        kernel = compute_weight(dense.kernel, self.compute_dtype)
-        return ops.matmul(ops.cast(rows, self.compute_dtype), kernel) + compute_weight(dense.bias, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)

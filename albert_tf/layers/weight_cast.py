@@ -52,3 +52,13 @@ def compute_weight(variable, dtype):
     if key not in scope.casts:
         scope.casts[key] = (variable, ops.cast(variable, dtype))
     return scope.casts[key][1]
+
+
+def dense_on_rows(rows, dense, dtype):
+    """`dense` applied to 2-D `rows` [M, K] in `dtype`, its weights read through `compute_weight`.
+
+    Its kernel is flattened to [K, ·] (an attention kernel [H, N, D] or [N, D, H] too), so
+    TF runs one MatMul fused with the bias add (oneDNN) and TFLite one FULLY_CONNECTED.
+    """
+    kernel = ops.reshape(compute_weight(dense.kernel, dtype), (rows.shape[-1], -1))
+    return ops.matmul(ops.cast(rows, dtype), kernel) + ops.reshape(compute_weight(dense.bias, dtype), (-1,))
