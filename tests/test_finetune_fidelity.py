@@ -155,10 +155,10 @@ print(json.dumps(out))
 """
 
 
-def _readme_defaults_table():
+def _documented_defaults_table():
     from paths import REPO
 
-    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    lines = (REPO / "docs" / "finetuning.md").read_text(encoding="utf-8").splitlines()
     start = lines.index("| flag | run_classifier | run_squad | run_race | original default (all three) |")
     rows = {}
     for line in lines[start + 2 :]:
@@ -237,7 +237,7 @@ def test_runner_defaults_are_the_originals_and_the_readme_table_is_exact():
     assert "predict_batch_size" in defaults["run_squad.aliases"]
     assert "predict_batch_size" in defaults["run_classifier.aliases"]
     assert "dropout_prob" in defaults["run_race.aliases"]
-    table = _readme_defaults_table()
+    table = _documented_defaults_table()
     for column, runner in enumerate(("run_classifier", "run_squad", "run_race")):
         for flag, cells in table.items():
             cell = cells[column].replace("`", "")
