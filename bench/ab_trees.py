@@ -1,6 +1,6 @@
 """Before/after of a model change beside the peers, in one interleaved run.
 
-Runs the shared peer harness' scripts (`../shared/peer_bench`: `ours_albert.py`,
+Runs the peer harness' scripts (`bench/peers/`: `ours_albert.py`,
 `kh_albert.py`, `mg_albert.py`, `hf_albert.py`), each case a fresh process, in
 rounds whose order rotates; `ours` runs once per checkout named in `--trees`
 (its `ALBERT_TF_REPO`), so the two trees and the peers share the machine's drift.
@@ -18,19 +18,14 @@ import statistics
 import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _common import PEERS, REPO, cpu_kind
+
 SCRIPTS = {"ours": "ours_albert.py", "kh": "kh_albert.py", "mg": "mg_albert.py", "hf": "hf_albert.py"}
-
-
-def cpu_flags():
-    with open("/proc/cpuinfo") as f:
-        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    return sorted(set(flags) & {"avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16"})
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--peer_bench", default=os.path.join(os.path.dirname(REPO), "shared", "peer_bench"))
+    parser.add_argument("--peer_bench", default=str(PEERS), help="the peer scripts' directory")
     parser.add_argument("--trees", required=True, help="name=checkout,... (ours runs once per tree)")
     parser.add_argument("--cases", required=True, help="impl-graph|impl-xla,... (impl: ours, kh, mg, hf)")
     parser.add_argument("--mode", choices=["infer", "train"], default="infer")
@@ -59,7 +54,7 @@ def main():
             cmd = [python, os.path.join(args.peer_bench, SCRIPTS[impl]), "--mode", args.mode]
             cmd += ["--batch", str(args.batch), "--seq", str(args.seq), "--steps", str(args.steps)]
             cmd += ["--warmup", str(args.warmup), "--jit", "1" if mode in ("xla", "compile") else "0"]
-            env = dict(os.environ, ALBERT_TF_REPO=os.path.abspath(trees[tree]) if tree else REPO)
+            env = dict(os.environ, ALBERT_TF_REPO=os.path.abspath(trees[tree]) if tree else str(REPO))
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
                 output = done.stdout + done.stderr
@@ -94,7 +89,7 @@ def main():
                 "batch": args.batch,
                 "seq": args.seq,
                 "rounds": args.rounds,
-                "cpu_flags": cpu_flags(),
+                **cpu_kind(),
                 "best_peer": best_peer,
                 "results": summary,
             },

@@ -29,12 +29,9 @@ import json
 import os
 import pathlib
 import shutil
-import sys
 import time
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from _common import REPO
 
 PAPER = {  # ALBERT paper (v6), base-scale numbers for the README tables
     "table5": {  # intra-sentence loss: MLM / NSP / SOP accuracy on the intrinsic tasks

@@ -26,14 +26,11 @@ import statistics
 import sys
 import time
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench" / "peers"))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from _common import REPO, cpu_kind
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from cpu_kind import cpu_kind  # noqa: E402
+# isort: split
+import numpy as np
+import tensorflow as tf
 
 PRECISIONS = ("float32", "bfloat16")
 

@@ -17,12 +17,9 @@ import json
 import os
 import pathlib
 import platform
-import sys
 import time
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from _common import REPO, cpu_kind
 
 CURVE_KEYS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "sentence_order_loss", "sentence_order_accuracy")
 
@@ -180,9 +177,7 @@ def main(argv=None):
     data = make_data(args, work)
     config_file = model_config(args, work)
     runs = {p: run(args, p, config_file, data, work) for p in args.precisions.split(",")}
-    sys.path.insert(0, str(REPO / "bench" / "peers"))
     import tensorflow as tf
-    from cpu_kind import cpu_kind
 
     result = {
         "config": json.loads(pathlib.Path(config_file).read_text()),

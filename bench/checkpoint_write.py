@@ -20,8 +20,7 @@ import sys
 import tempfile
 import time
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from _common import REPO
 
 
 def measure(config_file: str, rounds: int, directory: str) -> dict:

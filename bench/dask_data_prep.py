@@ -21,13 +21,13 @@ import tempfile
 import threading
 import time
 
+from _common import REPO
+
+# isort: split
 import psutil
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from data_prep.documents import read_documents  # noqa: E402
-from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece  # noqa: E402
+from data_prep.documents import read_documents
+from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
 
 TEST_BYTES = 156_299  # the test's corpus: tinyshakespeare's first 6,000 lines
 

@@ -18,13 +18,13 @@ import sys
 import tempfile
 import time
 
+from _common import REPO
+
+# isort: split
 import psutil
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from data_prep.documents import read_documents  # noqa: E402
-from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece  # noqa: E402
+from data_prep.documents import read_documents
+from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
 
 
 def peak_tree_rss(process: subprocess.Popen) -> float:

@@ -34,9 +34,7 @@ import sys
 import tempfile
 import time
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from _common import REPO
 
 GLUE_DIRS = {"sst-2": "SST-2", "mrpc": "MRPC"}
 STAGES = ("fine_tune", "curve", "latency", "size")

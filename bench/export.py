@@ -36,32 +36,15 @@ import json
 import os
 import pathlib
 import statistics
-import sys
 import tempfile
 import time
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from _common import REPO, cpu_kind
 
 QUANTIZE_ALL = ("none", "float16", "dynamic_int8", "full_int8")
 # Bench-only: full-integer with the elementwise ops and LayerNorm in int8 too (the attention scores
 # and softmax float): the variant `full_int8` rejected, timed to show what the float ops cost.
 INT8_ELEMENTWISE = "full_int8_int8_elementwise"
-CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_int8")
-
-
-def cpu_kind():
-    """The CPU's model name and the flags that decide which kernels run."""
-    model, flags = "", set()
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and not model:
-                model = value.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = set(value.split())
-    return {"model": model, "flags": [flag for flag in CPU_FLAGS if flag in flags], "cores": os.cpu_count()}
 
 
 def directory_size(path):
@@ -212,7 +195,7 @@ def main():
     inputs["input_mask"][:] = 1
     results = {
         "date": time.strftime("%Y-%m-%d"),
-        "cpu": cpu_kind(),
+        "cpu": {**cpu_kind(), "cores": os.cpu_count()},
         "config": facts["config"],
         "parameters": facts["parameters"],
         "batch": 1,

@@ -18,13 +18,10 @@ import collections
 import json
 import os
 import pathlib
-import sys
 import tempfile
 import time
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from _common import REPO
 
 # Dev scores to compare with: the README's ALBERT-base v2 row where it has the task, else its
 # ALBERT-xxlarge single-model row (the only per-task GLUE numbers it gives).

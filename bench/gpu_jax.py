@@ -32,7 +32,8 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _common import REPO
+
 BASE = dict(vocab=30000, embed=128, hidden=768, layers=12, heads=12, intermediate=3072, max_pos=512)
 
 
@@ -123,7 +124,6 @@ def keras_model(case, cfg, policy):
 
 def run_keras(args):
     os.environ["KERAS_BACKEND"] = "jax"
-    sys.path.insert(0, REPO)
     import jax
     import keras
     import numpy as np

@@ -25,14 +25,10 @@ import json
 import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+from _common import REPO
 
 # Trace events that are not TF ops (the function call itself, executor bookkeeping).
 NOT_OPS = ("Process", "Run", "Record", "StartRegion", "StopRegion")

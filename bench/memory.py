@@ -25,14 +25,11 @@ import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _common import REPO, cpu_kind
 
 
 def worker(args):
     """One case in this process: prints `RESULT {json}`."""
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    sys.path.insert(0, REPO)
     import resource
 
     import keras
@@ -221,7 +218,7 @@ def main():
     print(
         json.dumps(
             {
-                "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "cpu_flags": cpu_flags()},
+                "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), **cpu_kind()},
                 "config": os.path.basename(args.config),
                 "parameters": parameters,
                 "batch": args.batch,
@@ -236,16 +233,6 @@ def main():
             indent=2,
         )
     )
-
-
-def cpu_flags():
-    """The CPU kind: which of AVX-512's bf16/VNNI (or AVX2) this machine has."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            flags = set(cpuinfo.read().split())
-    except OSError:
-        return []
-    return sorted(flags & {"avx2", "avx512f", "avx512_bf16", "avx512_vnni"})
 
 
 if __name__ == "__main__":

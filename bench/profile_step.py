@@ -12,15 +12,10 @@ import argparse
 import collections
 import glob
 import os
-import sys
 import tempfile
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-sys.path.insert(0, os.path.join(REPO, "bench"))
+from _common import REPO
 
 # Trace events that are not TF ops (the function call itself, executor bookkeeping).
 NOT_OPS = ("Process", "Run", "Record", "StartRegion", "StopRegion")

@@ -13,7 +13,7 @@ Batch 1 × 128 latency and batch 32 × 128 throughput; prints JSON with, per
 batch, our best export over the best peer (goal: b1 latency ≤ 0.8×, b32
 throughput ≥ 1.2×).
 
-    python bench/serving.py [--peer_bench ../shared/peer_bench] [--rounds 2]
+    python bench/serving.py [--peer_bench bench/peers] [--rounds 2]
         [--torch_python /tmp/torchvenv/bin/python] [--ours saved_model_graph,saved_model_xla,tflite_fp32]
         [--peers mg-albert-xla,kh-albert-xla,hf-albert-eager,hf-albert-compile]
 """
@@ -27,14 +27,13 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _common import PEERS, REPO, cpu_kind
+
 STEPS = {1: (20, 3), 32: (3, 2)}  # batch -> (timed calls, warm-up calls), as the peer harness
 
 
 def export(args):
     """Writes the exports into args.work (run in its own process)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    sys.path.insert(0, REPO)
     import keras
 
     from albert_tf import AlbertBackbone
@@ -67,7 +66,6 @@ def inputs(np, batch, seq, vocab=30000):
 
 def worker(args):
     """Times one of our cases; prints `RESULT {json}` in the peer harness' terms."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import resource
 
     import numpy as np
@@ -150,7 +148,7 @@ def main():
     parser.add_argument("--ours", default="saved_model_graph,saved_model_xla,tflite_fp32")
     parser.add_argument("--int8", action="store_true", help="also export and time dynamic-range int8 TFLite")
     parser.add_argument("--peers", default="mg-albert-xla,kh-albert-xla,hf-albert-eager,hf-albert-compile")
-    parser.add_argument("--peer_bench", default=os.path.join(os.path.dirname(REPO), "shared", "peer_bench"))
+    parser.add_argument("--peer_bench", default=str(PEERS), help="the peer scripts' directory")
     parser.add_argument("--torch_python", default=os.environ.get("BENCH_TORCH_PYTHON", sys.executable))
     parser.add_argument("--work", default=None)
     parser.add_argument("--case", help=argparse.SUPPRESS)
@@ -232,7 +230,7 @@ def main():
                     "--jit",
                     "1" if name.endswith(("-xla", "-compile")) else "0",
                 ]
-                env = dict(os.environ, ALBERT_TF_REPO=REPO)
+                env = dict(os.environ, ALBERT_TF_REPO=str(REPO))
             result = run(cmd, env)
             result["loadavg"] = os.getloadavg()[0]
             shown = {k: result.get(k) for k in ("step_median_ms", "seq_per_s", "timed_cpu_util", "error")}
@@ -276,6 +274,7 @@ def main():
                 "seq": args.seq,
                 "threads": args.threads,
                 "cpu_count": os.cpu_count(),
+                **cpu_kind(),
                 "rounds": args.rounds,
                 "results": table,
                 "ours_vs_best_peer": goals,

@@ -20,13 +20,10 @@ import argparse
 import json
 import os
 import pathlib
-import sys
 import tempfile
 import time
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from _common import REPO
 
 TEXTS = {
     "emoji": "\U0001f600\U0001f680\U0001f44d",

@@ -22,15 +22,13 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _common  # noqa: F401  (the shared preamble: the checkout on sys.path, quiet TF)
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+# isort: split
+import numpy as np
+import tensorflow as tf
 
 
 def step_flops(cfg, batch, seq, predictions):

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import sys
 
 import pytest
 
@@ -10,12 +11,20 @@ from paths import REPO
 pytestmark = pytest.mark.realdata
 
 
-def load_ablations():
-    """bench/ablations.py as a module; bench/ stays off sys.path (its data_prep.py would shadow the package)."""
-    spec = importlib.util.spec_from_file_location("bench_ablations", REPO / "bench" / "ablations.py")
+def load_bench_file(name, file):
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / file)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def load_ablations():
+    """bench/ablations.py as a module; bench/ stays off sys.path (its data_prep.py would shadow the package),
+    so the scripts' shared preamble, `_common`, is loaded from its file first."""
+    if "_common" not in sys.modules:
+        load_bench_file("_common", "_common.py")
+    return load_bench_file("bench_ablations", "ablations.py")
 
 
 def tiny_args(real_data, tmp_path):

@@ -4,7 +4,8 @@
 
 Rewrites the `albert_tf` and `data_prep` libraries' `srcs`, the test-support library and the
 test list from the files on disk, points each CLI binary at its module in `albert_tf/cli/`,
-and adds a `bench_<name>` binary for a bench script that has none. Hand-written deps stay.
+and adds a `bench_<name>` binary for a bench script that has none (`bench/_*.py` are shared modules,
+not scripts). Hand-written deps stay.
 """
 
 import pathlib
@@ -49,12 +50,12 @@ def main():
             rf'\1"{module}"\2"{module}"',
             text,
         )
-    for script in files("bench/*.py"):
+    for script in files("bench/[!_]*.py"):
         name = "bench_" + pathlib.Path(script).stem
         if f'name = "{name}"' not in text:
             block = (
                 f'py_binary(\n    name = "{name}",\n    srcs = ["{script}"],\n    main = "{script}",\n'
-                '    deps = [":albert_tf", ":data_prep"],\n)\n\n'
+                '    deps = [":albert_tf", ":bench_common", ":data_prep"],\n)\n\n'
             )
             anchor = 'py_library(\n    name = "test_support"'
             text = text.replace(anchor, block + anchor)
