@@ -1,0 +1,60 @@
+"""The README stays a front door, the manual's links hold, and bench/README indexes every benchmark script."""
+
+import re
+
+from paths import REPO
+
+USER_DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+BENCH_DOCS = [
+    REPO / "bench" / "README.md",
+    REPO / "bench" / "experiments" / "README.md",
+    REPO / "bench" / "peers" / "README.md",
+    *sorted((REPO / "bench" / "journal").glob("*.md")),
+]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_readme_is_short_and_its_test_command_is_what_ci_runs():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    ci_test_command = (REPO / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
+    assert ci_test_command.startswith("bash tools/venv.sh && .venv/bin/python -m pytest")
+    assert ci_test_command in readme
+    assert "bash tools/venv.sh && .venv/bin/python -m albert_tf.run_pretraining" in readme  # the demo
+
+
+def test_readme_links_every_manual_page():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for page in sorted((REPO / "docs").glob("*.md")):
+        assert f"(docs/{page.name})" in readme, page.name
+
+
+def test_relative_links_point_at_existing_files():
+    broken = []
+    for doc in USER_DOCS + BENCH_DOCS:
+        for target in LINK.findall(doc.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+://", target) or target.startswith("#"):
+                continue
+            if not (doc.parent / target.split("#")[0]).exists():
+                broken.append(f"{doc.relative_to(REPO)}: {target}")
+    assert broken == []
+
+
+def test_user_docs_state_what_is_true_now():
+    for doc in USER_DOCS:
+        assert "(before:" not in doc.read_text(encoding="utf-8"), doc.name
+
+
+def test_bench_index_is_short_and_has_a_row_per_script():
+    index = (REPO / "bench" / "README.md").read_text(encoding="utf-8")
+    assert len(index.splitlines()) <= 150
+    rows = set(re.findall(r"^\| `([\w/]+\.py)` \|", index, re.M))
+    scripts = {p.name for p in (REPO / "bench").glob("*.py") if not p.name.startswith("_")}
+    assert scripts <= rows, "bench scripts without a row in bench/README.md"
+    assert all((REPO / "bench" / row).exists() for row in rows), "rows for missing scripts"
+
+
+def test_bench_scripts_find_the_peer_harness_in_the_checkout():
+    for script in (REPO / "bench").rglob("*.py"):
+        text = script.read_text(encoding="utf-8")
+        assert not re.search(r"shared/peer_bench|[\"']peer_bench[\"']", text), script.name
