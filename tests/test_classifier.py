@@ -15,7 +15,7 @@ pytestmark = pytest.mark.realdata
 
 
 def test_metrics_against_hand_computed_values():
-    from albert_tf import metrics
+    from albert_tf.tasks import metrics
 
     labels, predictions = [1, 1, 1, 0, 0, 0, 1, 0], [1, 1, 0, 0, 0, 1, 1, 1]
     # tp 3, tn 2, fp 2, fn 1
