@@ -661,3 +661,101 @@ def test_gold_piece_span_gives_the_gold_text_next_to_punctuation(real_data, wiki
     assert (
         squad.decoding.answer_text(example, tokenizer, feature, feature.start_position, feature.end_position) == answer
     )
+
+
+SCHEDULE_FROM_FLAGS = """
+import json, sys
+from absl import flags
+from albert_tf.cli import run_classifier, run_race, run_squad
+from albert_tf.cli.flags import settings_from_flags
+
+required = {"run_squad": [], "run_race": ["--data_dir=x"], "run_classifier": ["--data_dir=x", "--task_name=sst-2"]}
+cli = {"run_squad": run_squad, "run_classifier": run_classifier, "run_race": run_race}[sys.argv[1]]
+cli.define_flags()
+results = []
+for argv in json.loads(sys.argv[2]):
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["prog", "--output_dir=x"] + required[sys.argv[1]] + argv)
+    settings = cli.from_flags()[1] if hasattr(cli, "from_flags") else settings_from_flags(cli.ClassifierSettings)
+    results.append(list(settings.schedule(87599)))
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "cli,cases",
+    [
+        # An explicit --train_step wins over the --num_train_epochs default (it used to train 569 steps).
+        (
+            "run_squad",
+            [
+                ([], [8212, 821]),
+                (["--train_step=300"], [300, 30]),
+                (["--train_step=300", "--warmup_step=7"], [300, 7]),
+                (["--train_step=300", "--num_train_epochs=2"], [300, 30]),
+                (["--num_train_epochs=1", "--warmup_proportion=0"], [2737, 0]),
+            ],
+        ),
+        ("run_classifier", [([], [1000, 0]), (["--train_step=300", "--warmup_step=7"], [300, 7])]),
+        ("run_race", [([], [12000, 1000]), (["--train_step=300"], [300, 1000])]),
+    ],
+)
+def test_explicit_train_step_wins_in_every_runner(cli, cases):
+    import json
+    import subprocess
+    import sys
+
+    from paths import REPO
+
+    argvs = json.dumps([argv for argv, _ in cases])
+    result = subprocess.run(
+        [sys.executable, "-c", SCHEDULE_FROM_FLAGS, cli, argvs], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [expected for _, expected in cases]
+
+
+def test_a_stop_signal_says_the_rerun_trains_from_step_0_and_a_finished_run_is_not_stopped(tmp_path):
+    import os
+    import signal
+
+    import keras
+
+    from albert_tf import AlbertBackbone, preemption
+    from albert_tf.models.classifier import AlbertClassifier
+
+    keras.utils.set_random_seed(0)
+    model = AlbertClassifier(AlbertBackbone.from_albert_config("configs/albert_tiny.json"), 2)
+    rng = np.random.default_rng(0)
+    features = {
+        "input_ids": rng.integers(5, 100, (16, 16)).astype("int32"),
+        "input_mask": np.ones((16, 16), "int32"),
+        "segment_ids": np.zeros((16, 16), "int32"),
+    }
+    labels = rng.integers(0, 2, 16).astype("int32")
+
+    def run(name, signal_at_evaluation):
+        evaluations = []
+
+        def evaluate(trained):
+            evaluations.append(1)
+            if len(evaluations) == signal_at_evaluation:
+                os.kill(os.getpid(), signal.SIGTERM)  # deferred by stop_signals, like a preemption
+            return {"accuracy": 0.1 * len(evaluations)}
+
+        settings = FineTuneSettings(
+            output_dir=str(tmp_path / name), train_step=4, save_checkpoints_steps=2, train_batch_size=8, verbose=False
+        )
+        with preemption.stop_signals():
+            dataset = train_dataset(features, labels, 8, seed=0)
+            return training.train(model, dataset, settings, losses.classification_loss, evaluate, "accuracy")
+
+    with pytest.raises(preemption.Preempted) as stopped:
+        run("stopped", signal_at_evaluation=1)
+    message = str(stopped.value)
+    assert message.startswith("stopped by SIGTERM: best/ of step 2 is whole; the same command trains again from step 0")
+    assert "resume" not in message
+    # The signal during the last evaluation: training is done, the run ends normally with its best/.
+    result = run("finished", signal_at_evaluation=2)
+    assert [h["global_step"] for h in result["history"]] == [2, 4] and (tmp_path / "finished" / "best").is_dir()

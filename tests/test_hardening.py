@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.publish import STAGING_PREFIX
+
 from paths import CONFIGS, REPO
 
 SEQ = 8
@@ -428,7 +430,7 @@ def test_data_prep_out_of_disk_is_one_line_and_keeps_the_old_dataset(toy_spm, tm
     with pytest.raises(pipeline.DataPrepError, match="out: no space left on device while writing the dataset"):
         pipeline.run(settings)
     after = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")}
-    assert after == before and not [p for p in os.listdir(tmp_path / "out") if p.startswith(".tmp")]
+    assert after == before and not [p for p in os.listdir(tmp_path / "out") if p.startswith(STAGING_PREFIX)]
 
 
 # ---- export --version: negative or existing refused; killed exports' staging removed --------------

@@ -159,7 +159,7 @@ def test_sigterm_during_fine_tuning_keeps_best_whole_and_the_rerun_trains_again(
 
 @pytest.mark.realdata
 def test_sigterm_during_data_prep_releases_the_lock_and_leaves_no_staging(tmp_path, wikitext_spm, real_data):
-    from data_prep.pipeline import STAGING_PREFIX
+    from albert_tf.publish import STAGING_PREFIX
 
     output_dir = tmp_path / "out"
     command = [
