@@ -201,6 +201,17 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
     official = squad.evaluate(dev_examples, predictions)
     assert {k: summary["eval"][k] for k in official} == official
     assert [h["global_step"] for h in summary["history"]] == [2, 4]
+    # Evaluating a fine-tuned model by its best/ directly (not only by its run directory).
+    again = SquadSettings(
+        output_dir=str(tmp_path / "again"),
+        init_checkpoint=str(tmp_path / "out" / "best"),  # its tokenizer too: no vocabulary flag
+        do_predict=True,
+        max_seq_length=96,
+        eval_batch_size=32,
+        verbose=False,
+    )
+    again = run(task, again)
+    assert again["eval"] == summary["eval"]
     if version == "2.0":
         from albert_tf.export import export_saved_model
         from albert_tf.models.span_qa_answerability import AlbertSpanQAv2
