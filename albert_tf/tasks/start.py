@@ -56,7 +56,7 @@ class Start:
             try:
                 backbone.set_weights(backbone_of(self.model).get_weights())
             except ValueError as error:
-                raise CheckpointError(f"{self.where}: does not fit the loaded weights: {error}") from None
+                raise CheckpointError(f"the loaded weights do not fit {self.where}: {error}") from None
         return backbone
 
 
@@ -72,8 +72,8 @@ def for_training(settings: FineTuneSettings) -> Start:
     loaded = _load(settings.init_checkpoint, settings, settings.albert_config_file)
     if settings.albert_config_file is None:
         return Start(backbone_of(loaded.model).albert_config, settings.init_checkpoint, loaded.model, loaded.tokenizer)
+    # The weights were read through this config (formats.load checked the vocabulary against it).
     config = AlbertConfig.from_json_file(settings.albert_config_file)
-    check_vocab_size(config.vocab_size, loaded.tokenizer, settings.albert_config_file)
     return Start(config, settings.albert_config_file, loaded.model, loaded.tokenizer)
 
 
