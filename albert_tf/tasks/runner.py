@@ -67,8 +67,6 @@ def run(
         model_start = start.for_training(settings)
     elif evaluate or predict_split:
         model_start = start.fine_tuned(settings)
-    if model_start is not None:
-        model_start.check_max_seq_length(settings.max_seq_length)
     _check_inputs(task, settings, evaluate, eval_split, predict_split)
     # SIGTERM/SIGINT stop training after the current batch (`albert_tf.preemption`), lock released.
     with preemption.stop_signals(), OutputDirLock(settings.output_dir):

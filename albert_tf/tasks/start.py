@@ -40,15 +40,6 @@ class Start:
     model: Optional[keras.Model]
     tokenizer: Tokenizer
 
-    def check_max_seq_length(self, max_seq_length: int) -> None:
-        """Fails before any work when `--max_seq_length` exceeds the model's `max_position_embeddings`."""
-        limit = self.config.max_position_embeddings
-        if max_seq_length > limit:
-            raise FineTuneError(
-                f"--max_seq_length {max_seq_length} exceeds max_position_embeddings = {limit} of {self.where}: "
-                f"the model has no position embedding beyond {limit}; use --max_seq_length {limit} or less"
-            )
-
     def backbone(self, remat: bool = False) -> AlbertBackbone:
         """A backbone of `config` holding the loaded model's weights (a fresh one without a model)."""
         backbone = AlbertBackbone.from_albert_config(self.config, remat=remat)
@@ -60,25 +51,43 @@ class Start:
         return backbone
 
 
+def check_max_seq_length(max_seq_length: int, config: AlbertConfig, where: str) -> None:
+    """Fails before any work when `--max_seq_length` exceeds the model's `max_position_embeddings`."""
+    limit = config.max_position_embeddings
+    if max_seq_length > limit:
+        raise FineTuneError(
+            f"--max_seq_length {max_seq_length} exceeds max_position_embeddings = {limit} of {where}: "
+            f"the model has no position embedding beyond {limit}; use --max_seq_length {limit} or less"
+        )
+
+
 def for_training(settings: FineTuneSettings) -> Start:
-    """`--init_checkpoint` (with `--albert_config_file` when given), or a fresh model of the config."""
+    """`--init_checkpoint` (with `--albert_config_file` when given), or a fresh model of the config.
+
+    `--max_seq_length` is checked against the config as soon as it is read.
+    """
     if settings.init_checkpoint is None:
         if settings.albert_config_file is None:
             raise FineTuneError("give --albert_config_file, --init_checkpoint, or both")
         config = AlbertConfig.from_json_file(settings.albert_config_file)
+        check_max_seq_length(settings.max_seq_length, config, settings.albert_config_file)
         tokenizer = resolve_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case)
         check_vocab_size(config.vocab_size, tokenizer, settings.albert_config_file)
         return Start(config, settings.albert_config_file, None, tokenizer)
     loaded = _load(settings.init_checkpoint, settings, settings.albert_config_file)
     if settings.albert_config_file is None:
-        return Start(backbone_of(loaded.model).albert_config, settings.init_checkpoint, loaded.model, loaded.tokenizer)
-    # The weights were read through this config (formats.load checked the vocabulary against it).
-    config = AlbertConfig.from_json_file(settings.albert_config_file)
-    return Start(config, settings.albert_config_file, loaded.model, loaded.tokenizer)
+        config, where = backbone_of(loaded.model).albert_config, settings.init_checkpoint
+    else:  # the weights were read through this config (formats.load checked the vocabulary against it)
+        config, where = AlbertConfig.from_json_file(settings.albert_config_file), settings.albert_config_file
+    check_max_seq_length(settings.max_seq_length, config, where)
+    return Start(config, where, loaded.model, loaded.tokenizer)
 
 
 def fine_tuned(settings: FineTuneSettings) -> Start:
-    """The fine-tuned model to evaluate: `output_dir`'s `best/`, else the one `--init_checkpoint` names."""
+    """The fine-tuned model to evaluate: `output_dir`'s `best/`, else the one `--init_checkpoint` names.
+
+    `--max_seq_length` is checked against its config.
+    """
     found = best_model.fine_tuned_dir(settings.output_dir)
     if found is None and settings.init_checkpoint is not None:
         found = best_model.fine_tuned_dir(settings.init_checkpoint)
@@ -93,7 +102,9 @@ def fine_tuned(settings: FineTuneSettings) -> Start:
             "a fine-tuning output directory"
         )
     loaded = _load(best_model.model_file(found), settings)  # a .keras file holds its own config
-    return Start(backbone_of(loaded.model).albert_config, found, loaded.model, loaded.tokenizer)
+    config = backbone_of(loaded.model).albert_config
+    check_max_seq_length(settings.max_seq_length, config, found)
+    return Start(config, found, loaded.model, loaded.tokenizer)
 
 
 def _load(path: str, settings: FineTuneSettings, albert_config_file: Optional[str] = None):
