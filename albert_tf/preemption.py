@@ -115,16 +115,20 @@ def requested_on_any_worker(strategy) -> bool:
     return int(votes) > 0
 
 
-def raise_preempted(what_is_kept: str) -> None:
-    """Raises `Preempted` naming the signal (or the worker that received it) and `what_is_kept`."""
+RESUME = "run the same command again to resume"
+
+
+def raise_preempted(what_is_kept: str, next_run: str = RESUME) -> None:
+    """Raises `Preempted` naming the signal (or the worker that received it), `what_is_kept` and
+    what running the same command again does (`next_run`)."""
     cause = signal_name() if requested() else "a signal on another worker"
-    raise Preempted(f"stopped by {cause}: {what_is_kept}; run the same command again to resume")
+    raise Preempted(f"stopped by {cause}: {what_is_kept}; {next_run}")
 
 
-def raise_if_requested(what_is_kept: str) -> None:
+def raise_if_requested(what_is_kept: str, next_run: str = RESUME) -> None:
     """Raises `Preempted` naming the signal and `what_is_kept` when a stop signal arrived."""
     if requested():
-        raise_preempted(what_is_kept)
+        raise_preempted(what_is_kept, next_run)
 
 
 def keras_callback():

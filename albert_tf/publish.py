@@ -1,9 +1,11 @@
 """Write aside, then rename: a directory or file appears complete or not at all.
 
 Every output a user may read while a job runs or after it was killed (best/,
-final/, exports, data shards) is written to a staging directory beside its
-target and moved into place only when complete. A kill at any moment leaves
-the previous version or the new one, never a mixture.
+final/, exports, data shards, settings.json) is written to a staging path
+beside its target, named `STAGING_PREFIX...`, and moved into place only when
+complete. A kill at any moment leaves the previous version or the new one,
+never a mixture; what a killed run left is removed by `remove_stale_staging`
+(under the directory's lock) the next time a job writes there.
 
 Example:
 
@@ -22,7 +24,7 @@ import shutil
 import tempfile
 from typing import Iterator
 
-STAGING_PREFIX = ".staging-"
+STAGING_PREFIX = ".staging-"  # every staging path, directory or file, written by any job
 
 
 # Linux renameat2(2): swap two paths in one step (glibc >= 2.28; local file systems, not every network one).
@@ -98,6 +100,39 @@ def staged_dir(target: str) -> Iterator[str]:
         replace_dir(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_file(target: str) -> Iterator[str]:
+    """Yields a staging file path beside `target`, moved to `target` on success (removed on failure)."""
+    parent = os.path.dirname(os.path.abspath(target))
+    os.makedirs(parent, exist_ok=True)
+    staging = os.path.join(parent, f"{STAGING_PREFIX}{os.path.basename(target)}-{os.getpid()}")
+    try:
+        yield staging
+        os.replace(staging, target)
+    finally:
+        if os.path.exists(staging):
+            os.remove(staging)
+
+
+def remove_stale_staging(directory: str) -> int:
+    """Deletes the staging paths killed jobs left in `directory`; returns how many.
+
+    Safe only while the caller holds `directory`'s lock (no other job is writing there).
+    Local directories only: a remote one (`gs://...`) is left to its lifecycle rules.
+    """
+    if "://" in directory or not os.path.isdir(directory):
+        return 0
+    stale = [name for name in os.listdir(directory) if name.startswith(STAGING_PREFIX)]
+    for name in stale:
+        path = os.path.join(directory, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+    return len(stale)
 
 
 @contextlib.contextmanager

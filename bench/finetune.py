@@ -187,19 +187,10 @@ def main():
             )
             train, evaluation = squad_split(source, work, name)
             summary = run_squad.run(
-                settings(
-                    run_squad.SquadSettings,
-                    name,
-                    1500,
-                    2e-4,
-                    batch=32,
-                    version=version,
-                    train_file=train,
-                    predict_file=evaluation,
-                    do_predict=True,
-                    doc_stride=64,
-                    max_query_length=32,
-                )
+                squad.SquadTask(
+                    version=version, train_file=train, predict_file=evaluation, doc_stride=64, max_query_length=32
+                ),
+                settings(run_squad.SquadSettings, name, 1500, 2e-4, batch=32, do_predict=True),
             )
             examples, _ = squad.read_examples(evaluation, is_training=False)
             entry = {
@@ -213,7 +204,8 @@ def main():
                 entry["HasAns_f1_answering_all"] = round(best["HasAns_f1_answering_all"], 2)
         elif name == "race":
             summary = run_race.run(
-                settings(run_race.RaceSettings, name, 1000, 1e-4, batch=16, data_dir=race_dirs(data, work))
+                race.RaceTask(data_dir=race_dirs(data, work)),
+                settings(run_race.RaceSettings, name, 1000, 1e-4, batch=16),
             )
             examples, _ = race.read_examples(race_dirs(data, work), "dev", race.LEVELS)
             entry = {

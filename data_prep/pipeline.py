@@ -22,7 +22,7 @@ Dataflow/Flink/Spark; in memory on the DirectRunner, ~1.2 KB per instance at
 length 128).
 
 Nothing half-written ever looks complete: shards are written under
-`<output_dir>/.tmp-<id>/`, moved into place when all succeeded, and
+`<output_dir>/.staging-<id>/` (`albert_tf.publish.STAGING_PREFIX`), moved into place when all succeeded, and
 `metadata.json` is written last.
 """
 
@@ -36,7 +36,6 @@ import logging
 import math
 import os
 import random
-import shutil
 import uuid
 from typing import List, Optional, Sequence
 
@@ -46,6 +45,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from albert_tf.errors import AlbertError
 from albert_tf.locking import OutputDirLock
+from albert_tf.publish import STAGING_PREFIX, remove_stale_staging
 from albert_tf.shard_set import METADATA_FILE, HashingWriter, is_shard_name, metadata_record, shard_name
 from albert_tf.tokenization import (
     TOKENIZER_FILE,
@@ -59,8 +59,6 @@ from data_prep.instances import ONE_SENTENCE_CHUNK_MODES, Instance, InstanceBuil
 from data_prep.masking import MaskingOptions, NgramMasker
 from data_prep.records import pack_instance, serialize_instance, unpack_instance
 from data_prep.tfrecord import write_record
-
-STAGING_PREFIX = ".tmp-"  # shards are written under <output_dir>/.tmp-<id>/ and moved into place at the end
 
 
 class DataPrepError(AlbertError, ValueError):
@@ -350,7 +348,7 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
     except (OSError, ValueError, TokenizerError) as error:
         raise DataPrepError(str(error)) from None
     with OutputDirLock(settings.output_dir):
-        removed = _remove_stale_staging(settings.output_dir)
+        removed = remove_stale_staging(settings.output_dir)
         if removed:
             logging.warning(
                 "%s: removed %d staging directories of earlier runs that did not finish", settings.output_dir, removed
@@ -395,16 +393,6 @@ def _os_error_in(error: BaseException) -> Optional[OSError]:
         seen.add(id(error))
         error = error.__cause__ or error.__context__
     return None
-
-
-def _remove_stale_staging(output_dir: str) -> int:
-    """Deletes `.tmp-*` dirs of killed runs (safe: the lock says no other run writes here). Local dirs only."""
-    if "://" in output_dir or not os.path.isdir(output_dir):
-        return 0
-    stale = [name for name in os.listdir(output_dir) if name.startswith(STAGING_PREFIX)]
-    for name in stale:
-        shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
-    return len(stale)
 
 
 def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], tokenizer) -> dict:

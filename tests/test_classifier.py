@@ -15,7 +15,7 @@ pytestmark = pytest.mark.realdata
 
 
 def test_metrics_against_hand_computed_values():
-    from albert_tf import metrics
+    from albert_tf.tasks import metrics
 
     labels, predictions = [1, 1, 1, 0, 0, 0, 1, 0], [1, 1, 0, 0, 0, 1, 1, 1]
     # tp 3, tn 2, fp 2, fn 1
@@ -287,3 +287,61 @@ def test_cli_bad_input_is_one_line(tmp_path, pretraining_data):
     assert result.stderr.splitlines() == [
         "error: --task_name nope: expected one of cola, mismnli, mnli, mrpc, qnli, qqp, rte, sst-2, sts-b, wnli"
     ]
+
+
+# ---- every input checked before the work; the run's end is not failed by a late signal ---------------
+def _sst2_without_test(real_data, root):
+    """`root/glue/SST-2/{train,dev}.tsv` (a few real rows), no test.tsv."""
+    target = root / "glue" / "SST-2"
+    target.mkdir(parents=True)
+    for name in ("train.tsv", "dev.tsv"):
+        lines = (real_data / "glue" / "SST-2" / name).read_text(encoding="utf-8-sig").splitlines()
+        (target / name).write_text("\n".join(lines[:41]) + "\n", encoding="utf-8")
+    return root / "glue"
+
+
+@pytest.mark.slow
+def test_do_predict_without_test_tsv_fails_before_training_naming_the_file(real_data, pretraining_data, tmp_path):
+    glue_dir = _sst2_without_test(real_data, tmp_path)
+    # Both layouts of --data_dir: the GLUE root and the task's own directory; the path is never doubled.
+    for data_dir in (glue_dir, glue_dir / "SST-2"):
+        output_dir = tmp_path / f"out-{data_dir.name}"
+        result = subprocess.run(
+            [sys.executable, "-m", "albert_tf.run_classifier", "--task_name=sst-2", f"--data_dir={data_dir}"]
+            + [f"--output_dir={output_dir}", f"--spm_model_file={pretraining_data['spm']}"]
+            + [f"--albert_config_file={pretraining_data['config']}"]
+            + ["--do_train", "--do_eval", "--do_predict", "--max_seq_length=32", "--train_step=2"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        missing = glue_dir / "SST-2" / "test.tsv"
+        assert result.returncode == 1, result.stderr[-3000:]
+        lines = result.stderr.strip().splitlines()
+        assert lines[-1].startswith(f"error: {missing}: no such file or directory"), result.stderr[-3000:]
+        assert "SST-2/SST-2" not in result.stderr and "Traceback" not in result.stderr
+        # Nothing trained: no evaluation, no best/, no summary.
+        assert not (output_dir / "eval_results.txt").exists() and not (output_dir / "best").exists()
+
+
+def test_a_sigterm_after_the_work_does_not_fail_the_run(tmp_path):
+    # The work done (summary written), a SIGTERM while the CLI prints and exits must not turn it into 143.
+    script = f"""
+import os, signal
+from albert_tf.cli import run_classifier
+from albert_tf.tasks import runner
+
+runner.run = lambda task, settings, **kwargs: {{"task": task.name}}
+printed = runner.print_summary
+def print_then_terminated(summary):
+    os.kill(os.getpid(), signal.SIGTERM)
+    printed(summary)
+runner.print_summary = print_then_terminated
+import sys
+sys.argv = ["run_classifier", "--task_name=sst-2", "--data_dir={tmp_path}", "--output_dir={tmp_path / "out"}"]
+run_classifier.cli()
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout[result.stdout.index("{") :]) == {"task": "sst-2"}

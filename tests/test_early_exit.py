@@ -8,14 +8,8 @@ import pytest
 
 from albert_tf import AlbertBackbone
 from albert_tf.config import AlbertConfig
-from albert_tf.models.early_exit import (
-    AlbertEarlyExitClassifier,
-    PatientInference,
-    depth_weighted_loss,
-    depth_weights,
-    exit_classification_loss,
-    exit_regression_loss,
-)
+from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
+from albert_tf.tasks.losses import depth_weighted_loss, depth_weights, exit_classification_loss, exit_regression_loss
 
 TINY = "configs/albert_tiny.json"
 
@@ -329,19 +323,18 @@ def test_run_race_early_exit_trains_every_classifier(real_data, pretraining_data
     from albert_tf import formats
     from albert_tf.models.early_exit import AlbertEarlyExitMultipleChoice
     from albert_tf.run_race import RaceSettings, run
+    from albert_tf.tasks.race import RaceTask
 
     for split, source in (("train", "dev"), ("dev", "test")):
         (tmp_path / "race" / split).mkdir(parents=True)
         (tmp_path / "race" / split / "middle").symlink_to(real_data / "race" / source / "middle")
+    task = RaceTask(data_dir=str(tmp_path / "race"), levels=("middle",), max_qa_length=16)
     settings = RaceSettings(
-        data_dir=str(tmp_path / "race"),
-        levels=("middle",),
         early_exit=True,
         output_dir=str(tmp_path / "out"),
         spm_model_file=pretraining_data["spm"],
         albert_config_file=pretraining_data["config"],
         max_seq_length=64,
-        max_qa_length=16,
         train_batch_size=8,
         eval_batch_size=32,
         learning_rate=1e-4,
@@ -350,7 +343,7 @@ def test_run_race_early_exit_trains_every_classifier(real_data, pretraining_data
         save_checkpoints_steps=2,
         verbose=False,
     )
-    summary = run(settings)
+    summary = run(task, settings)
     assert "accuracy" in summary["eval"]
     model = formats.load(str(tmp_path / "out" / "best")).model
     assert type(model) is AlbertEarlyExitMultipleChoice
@@ -358,7 +351,7 @@ def test_run_race_early_exit_trains_every_classifier(real_data, pretraining_data
     # gets none: a bias shared by all options cancels in the softmax over the options.)
     import tensorflow as tf
 
-    from albert_tf.models.early_exit import depth_weighted_loss, exit_classification_loss
+    from albert_tf.tasks.losses import depth_weighted_loss, exit_classification_loss
 
     shape = (2, model.get_config()["num_choices"], 16)
     rng = np.random.default_rng(0)

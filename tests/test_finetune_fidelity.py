@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import finetuning, optimization
+from albert_tf import optimization
 from albert_tf.optimization import AdamWeightDecay, create_optimizer
+from albert_tf.tasks import losses, training
+from albert_tf.tasks.datasets import train_dataset
+from albert_tf.tasks.settings import FineTuneError, FineTuneSettings, steps_from_epochs
 
 from paths import CONFIGS
 
@@ -63,7 +66,7 @@ def test_embedding_slices_are_clipped_by_the_norm_of_the_summed_gradient():
 
 @pytest.mark.slow
 def test_fine_tuning_clips_every_update(tmp_path):
-    """`finetuning.train`: one step on a tiny classifier equals AdamW on the clipped gradient."""
+    """`training.train`: one step on a tiny classifier equals AdamW on the clipped gradient."""
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.classifier import AlbertClassifier
 
@@ -79,9 +82,9 @@ def test_fine_tuning_clips_every_update(tmp_path):
     before = [np.array(w) for w in model.get_weights()]
 
     def huge_loss(y, logits):  # gradients far above norm 1
-        return 1e4 * finetuning.classification_loss(y, logits)
+        return 1e4 * losses.classification_loss(y, logits)
 
-    with finetuning._unread_pooler_frozen(model):
+    with training.unread_pooler_frozen(model):
         variables = model.trainable_variables
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(huge_loss(labels, model(features, training=True)["logits"]))
@@ -91,7 +94,7 @@ def test_fine_tuning_clips_every_update(tmp_path):
         reference.apply(grads, variables)
         expected = [np.array(w) for w in model.get_weights()]
     model.set_weights(before)
-    settings = finetuning.FineTuneSettings(
+    settings = FineTuneSettings(
         output_dir=str(tmp_path),
         train_step=1,
         train_batch_size=8,
@@ -99,9 +102,9 @@ def test_fine_tuning_clips_every_update(tmp_path):
         verbose=False,
         save_checkpoints_steps=1,
     )
-    dataset = finetuning.train_dataset(features, labels, 8, seed=0)
-    finetuning.train(model, dataset, settings, huge_loss, lambda m: {"accuracy": 0.0}, "accuracy")
-    assert model.optimizer.global_clipnorm == finetuning.CLIP_NORM == 1.0
+    dataset = train_dataset(features, labels, 8, seed=0)
+    training.train(model, dataset, settings, huge_loss, lambda m: {"accuracy": 0.0}, "accuracy")
+    assert model.optimizer.global_clipnorm == training.CLIP_NORM == 1.0
     for got, want in zip(model.get_weights(), expected):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
 
@@ -110,32 +113,31 @@ def test_fine_tuning_clips_every_update(tmp_path):
 def test_steps_from_epochs_is_the_original_run_squad_formula():
     # README's SQuAD v1.1 command: 87,599 questions, batch 48, 2 epochs, warmup 0.1.
     steps = int(87599 / 48 * 2.0)
-    assert finetuning.steps_from_epochs(87599, 48, 2.0, 0.1) == (steps, int(steps * 0.1))
-    assert finetuning.steps_from_epochs(87599, 48, 2.0, 0.1) == (3649, 364)
-    assert finetuning.steps_from_epochs(130319, 32, 3.0, 0.1) == (12217, 1221)  # v2.0 train, the flag defaults
-    settings = finetuning.FineTuneSettings(
-        output_dir="x", train_batch_size=32, num_train_epochs=3.0, warmup_proportion=0.1
-    )
-    derived = finetuning.with_epoch_schedule(settings, 87599)
+    assert steps_from_epochs(87599, 48, 2.0, 0.1) == (steps, int(steps * 0.1))
+    assert steps_from_epochs(87599, 48, 2.0, 0.1) == (3649, 364)
+    assert steps_from_epochs(130319, 32, 3.0, 0.1) == (12217, 1221)  # v2.0 train, the flag defaults
+    settings = FineTuneSettings(output_dir="x", train_batch_size=32, num_train_epochs=3.0, warmup_proportion=0.1)
+    derived = settings.with_schedule(87599)
     assert (derived.train_step, derived.warmup_step) == (8212, 821)
-    explicit = finetuning.FineTuneSettings(output_dir="x", train_step=7, warmup_step=2)
-    assert finetuning.with_epoch_schedule(explicit, 87599) is explicit
-    with pytest.raises(finetuning.FineTuneError, match="--train_batch_size 32 .* less than one step"):
-        finetuning.with_epoch_schedule(settings, 5)
-    with pytest.raises(finetuning.FineTuneError, match="--warmup_proportion"):
-        finetuning.with_epoch_schedule(
-            finetuning.FineTuneSettings(output_dir="x", num_train_epochs=1.0, warmup_proportion=1.5), 100
-        )
+    explicit = FineTuneSettings(output_dir="x", train_step=7, warmup_step=2)
+    assert explicit.with_schedule(87599) is explicit
+    with pytest.raises(FineTuneError, match="--train_batch_size 32 .* less than one step"):
+        settings.with_schedule(5)
+    with pytest.raises(FineTuneError, match="--warmup_proportion"):
+        FineTuneSettings(output_dir="x", num_train_epochs=1.0, warmup_proportion=1.5).with_schedule(100)
 
 
 def test_squad_schedule_flags_resolve_as_the_original():
-    from albert_tf.run_squad import schedule_settings
+    from albert_tf.run_squad import SquadSettings
 
-    assert schedule_settings(3.0, 0.1, None, None) == {"num_train_epochs": 3.0, "warmup_proportion": 0.1}
-    assert schedule_settings(3.0, 0.1, 5000, None) == {"train_step": 5000, "warmup_step": 500}
-    assert schedule_settings(3.0, 0.1, 5000, 0) == {"train_step": 5000, "warmup_step": 0}
-    with pytest.raises(finetuning.FineTuneError, match="--warmup_step needs --train_step"):
-        schedule_settings(3.0, 0.1, None, 100)
+    def schedule(train_step, warmup_step):  # run_squad's defaults: 3 epochs, warmup 0.1
+        return SquadSettings(output_dir="x", train_step=train_step, warmup_step=warmup_step).schedule(87599)
+
+    assert schedule(None, None) == steps_from_epochs(87599, 32, 3.0, 0.1)
+    assert schedule(5000, None) == (5000, 500)
+    assert schedule(5000, 0) == (5000, 0)
+    with pytest.raises(FineTuneError, match="--warmup_step needs --train_step"):
+        schedule(None, 100)
 
 
 _FLAG_DEFAULTS = r"""
@@ -253,23 +255,20 @@ def test_runner_defaults_are_the_originals_and_the_readme_table_is_exact():
 @pytest.mark.realdata
 def test_run_squad_trains_the_epoch_derived_steps(real_data, pretraining_data, tmp_path):
     from albert_tf.run_squad import SquadSettings, run
+    from albert_tf.tasks.squad import SquadTask
 
     from test_squad import squad_slice
 
     source = real_data / "squad_v1.1" / "dev-v1.1.json"
     train = squad_slice(real_data, tmp_path, "train.json", source, slice(0, 4))
     dev = squad_slice(real_data, tmp_path, "dev.json", source, slice(4, 5))
+    task = SquadTask(version="1.1", train_file=train, predict_file=dev, doc_stride=32, max_query_length=24)
     settings = SquadSettings(
         do_train=True,
         output_dir=str(tmp_path / "out"),
-        version="1.1",
-        train_file=train,
-        predict_file=dev,
         spm_model_file=pretraining_data["spm"],
         albert_config_file=pretraining_data["config"],
         do_predict=False,
-        doc_stride=32,
-        max_query_length=24,
         max_seq_length=96,
         train_batch_size=8,
         eval_batch_size=32,
@@ -279,7 +278,7 @@ def test_run_squad_trains_the_epoch_derived_steps(real_data, pretraining_data, t
         warmup_proportion=0.5,
         verbose=False,
     )
-    summary = run(settings)
+    summary = run(task, settings)
     questions = summary["train_examples"]
     steps = int(questions / 8 * 1.3)
     assert (summary["train_step"], summary["warmup_step"]) == (steps, int(steps * 0.5))
@@ -532,7 +531,7 @@ def test_pretraining_shuffle_buffer_is_the_originals_100():
 
 def _original_char_alignment(paragraph_text, para_tokens, do_lower_case=True):
     """squad_utils.convert_examples_to_features' alignment of pieces to characters, transcribed."""
-    from albert_tf.tasks.squad import _convert_index
+    from albert_tf.tasks.squad.decoding import convert_index
     from albert_tf.tokenization import preprocess_text
 
     tok_start_to_chartok_index, tok_end_to_chartok_index, char_cnt = [], [], 0
@@ -585,8 +584,8 @@ def _original_char_alignment(paragraph_text, para_tokens, do_lower_case=True):
             j = j - 1
         else:
             i = i - 1
-    starts = [_convert_index(chartok_to_orig_index, s, n, is_start=True) for s in tok_start_to_chartok_index]
-    ends = [_convert_index(chartok_to_orig_index, e, n, is_start=False) for e in tok_end_to_chartok_index]
+    starts = [convert_index(chartok_to_orig_index, s, n, is_start=True) for s in tok_start_to_chartok_index]
+    ends = [convert_index(chartok_to_orig_index, e, n, is_start=False) for e in tok_end_to_chartok_index]
     return starts, ends
 
 
@@ -614,7 +613,7 @@ def test_answer_text_is_the_originals_character_span(real_data, wikitext_spm):
         para_tokens = tokenizer.tokenize(example.context)
         starts, ends = _original_char_alignment(example.context, para_tokens)
         # Our pieces are those of the whole context (SentencePiece never crosses whitespace).
-        pieces, piece_word = squad._encode_words(tokenizer, example.words)
+        pieces, piece_word = squad.windows.encode_words(tokenizer, example.words)
         assert pieces == tokenizer.convert_tokens_to_ids(para_tokens)
         first_piece = {w: piece_word.index(w) for w in set(piece_word)}
 
@@ -625,7 +624,7 @@ def test_answer_text_is_the_originals_character_span(real_data, wikitext_spm):
         for a in range(0, len(positions), 3):
             for b in range(a, min(a + 12, len(positions))):
                 s, e = positions[a], positions[b]
-                ours = squad._answer_text(example, tokenizer, feature, s, e)
+                ours = squad.decoding.answer_text(example, tokenizer, feature, s, e)
                 theirs = example.context[starts[index(s)] : ends[index(e)] + 1].strip()
                 assert ours == theirs, (example.qas_id, s, e)
                 compared += 1
@@ -659,4 +658,104 @@ def test_gold_piece_span_gives_the_gold_text_next_to_punctuation(real_data, wiki
         [example], tokenizer, max_seq_length=384, doc_stride=128, max_query_length=64, is_training=True
     )
     feature = next(f for f in features if f.start_position)
-    assert squad._answer_text(example, tokenizer, feature, feature.start_position, feature.end_position) == answer
+    assert (
+        squad.decoding.answer_text(example, tokenizer, feature, feature.start_position, feature.end_position) == answer
+    )
+
+
+SCHEDULE_FROM_FLAGS = """
+import json, sys
+from absl import flags
+from albert_tf.cli import run_classifier, run_race, run_squad
+from albert_tf.cli.flags import settings_from_flags
+
+required = {"run_squad": [], "run_race": ["--data_dir=x"], "run_classifier": ["--data_dir=x", "--task_name=sst-2"]}
+cli = {"run_squad": run_squad, "run_classifier": run_classifier, "run_race": run_race}[sys.argv[1]]
+cli.define_flags()
+results = []
+for argv in json.loads(sys.argv[2]):
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["prog", "--output_dir=x"] + required[sys.argv[1]] + argv)
+    settings = cli.from_flags()[1] if hasattr(cli, "from_flags") else settings_from_flags(cli.ClassifierSettings)
+    results.append(list(settings.schedule(87599)))
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "cli,cases",
+    [
+        # An explicit --train_step wins over the --num_train_epochs default (it used to train 569 steps).
+        (
+            "run_squad",
+            [
+                ([], [8212, 821]),
+                (["--train_step=300"], [300, 30]),
+                (["--train_step=300", "--warmup_step=7"], [300, 7]),
+                (["--train_step=300", "--num_train_epochs=2"], [300, 30]),
+                (["--num_train_epochs=1", "--warmup_proportion=0"], [2737, 0]),
+            ],
+        ),
+        ("run_classifier", [([], [1000, 0]), (["--train_step=300", "--warmup_step=7"], [300, 7])]),
+        ("run_race", [([], [12000, 1000]), (["--train_step=300"], [300, 1000])]),
+    ],
+)
+def test_explicit_train_step_wins_in_every_runner(cli, cases):
+    import json
+    import subprocess
+    import sys
+
+    from paths import REPO
+
+    argvs = json.dumps([argv for argv, _ in cases])
+    result = subprocess.run(
+        [sys.executable, "-c", SCHEDULE_FROM_FLAGS, cli, argvs], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [expected for _, expected in cases]
+
+
+def test_a_stop_signal_says_the_rerun_trains_from_step_0_and_a_finished_run_is_not_stopped(tmp_path):
+    import os
+    import signal
+
+    import keras
+
+    from albert_tf import AlbertBackbone, preemption
+    from albert_tf.models.classifier import AlbertClassifier
+
+    keras.utils.set_random_seed(0)
+    model = AlbertClassifier(AlbertBackbone.from_albert_config("configs/albert_tiny.json"), 2)
+    rng = np.random.default_rng(0)
+    features = {
+        "input_ids": rng.integers(5, 100, (16, 16)).astype("int32"),
+        "input_mask": np.ones((16, 16), "int32"),
+        "segment_ids": np.zeros((16, 16), "int32"),
+    }
+    labels = rng.integers(0, 2, 16).astype("int32")
+
+    def run(name, signal_at_evaluation):
+        evaluations = []
+
+        def evaluate(trained):
+            evaluations.append(1)
+            if len(evaluations) == signal_at_evaluation:
+                os.kill(os.getpid(), signal.SIGTERM)  # deferred by stop_signals, like a preemption
+            return {"accuracy": 0.1 * len(evaluations)}
+
+        settings = FineTuneSettings(
+            output_dir=str(tmp_path / name), train_step=4, save_checkpoints_steps=2, train_batch_size=8, verbose=False
+        )
+        with preemption.stop_signals():
+            dataset = train_dataset(features, labels, 8, seed=0)
+            return training.train(model, dataset, settings, losses.classification_loss, evaluate, "accuracy")
+
+    with pytest.raises(preemption.Preempted) as stopped:
+        run("stopped", signal_at_evaluation=1)
+    message = str(stopped.value)
+    assert message.startswith("stopped by SIGTERM: best/ of step 2 is whole; the same command trains again from step 0")
+    assert "resume" not in message
+    # The signal during the last evaluation: training is done, the run ends normally with its best/.
+    result = run("finished", signal_at_evaluation=2)
+    assert [h["global_step"] for h in result["history"]] == [2, 4] and (tmp_path / "finished" / "best").is_dir()

@@ -4,9 +4,11 @@ import keras
 import numpy as np
 import pytest
 
-from albert_tf import finetuning
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
+from albert_tf.tasks import losses, training
+from albert_tf.tasks.datasets import train_dataset
+from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
 from paths import CONFIGS
 
@@ -17,7 +19,7 @@ def one_step(tmp_path, name, weights, features, labels, grad_accum_steps, remat)
         AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json"), remat=remat), 2, dropout=0.0
     )
     model.set_weights(weights)
-    settings = finetuning.FineTuneSettings(
+    settings = FineTuneSettings(
         output_dir=str(tmp_path / name),
         train_batch_size=8,
         train_step=1,
@@ -27,8 +29,8 @@ def one_step(tmp_path, name, weights, features, labels, grad_accum_steps, remat)
         grad_accum_steps=grad_accum_steps,
         verbose=False,
     )
-    dataset = finetuning.train_dataset(features, labels, settings.micro_batch_size, seed=0)
-    finetuning.train(model, dataset, settings, finetuning.classification_loss, lambda m: {"accuracy": 0.0}, "accuracy")
+    dataset = train_dataset(features, labels, settings.micro_batch_size, seed=0)
+    training.train(model, dataset, settings, losses.classification_loss, lambda m: {"accuracy": 0.0}, "accuracy")
     return [np.array(w) for w in model.get_weights()]
 
 
@@ -55,5 +57,5 @@ def test_two_micro_batches_with_remat_make_the_update_of_one_full_batch(tmp_path
 def test_batch_must_divide_into_micro_batches():
     import pytest
 
-    with pytest.raises(finetuning.FineTuneError, match="--train_batch_size 10 must divide by --grad_accum_steps 4"):
-        _ = finetuning.FineTuneSettings(output_dir="x", train_batch_size=10, grad_accum_steps=4).micro_batch_size
+    with pytest.raises(FineTuneError, match="--train_batch_size 10 must divide by --grad_accum_steps 4"):
+        _ = FineTuneSettings(output_dir="x", train_batch_size=10, grad_accum_steps=4).micro_batch_size

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.publish import STAGING_PREFIX
+
 from paths import CONFIGS, REPO
 
 SEQ = 8
@@ -232,8 +234,8 @@ def test_pretraining_settings_refuse_values_out_of_range(tmp_path, name, value):
     ],
 )
 def test_finetuning_settings_refuse_values_out_of_range(tmp_path, name, value):
-    from albert_tf.finetuning import FineTuneError, FineTuneSettings
     from albert_tf.run_squad import SquadSettings
+    from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
     for settings in (FineTuneSettings, SquadSettings):
         with pytest.raises(FineTuneError, match=f"^--{name} {value}: must be"):
@@ -241,8 +243,8 @@ def test_finetuning_settings_refuse_values_out_of_range(tmp_path, name, value):
 
 
 def test_a_seed_keras_cannot_take_is_refused(tmp_path):
-    from albert_tf.finetuning import FineTuneError, FineTuneSettings
     from albert_tf.pretraining.settings import TrainingError, TrainSettings
+    from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
     for settings, error in ((FineTuneSettings, FineTuneError), (TrainSettings, TrainingError)):
         for seed in (-1, 2**32):
@@ -278,8 +280,8 @@ def test_cli_negative_learning_rate_is_one_line(tmp_path):
 
 # ---- max_seq_length too short to hold any text ---------------------------------------------------
 def test_max_seq_length_too_short_for_the_task_fails_before_any_work(tmp_path):
-    from albert_tf.finetuning import FineTuneError, FineTuneSettings
     from albert_tf.tasks import glue, race, runner, squad
+    from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
     cases = [
         (glue.task("mrpc", str(tmp_path)), 4, "needs at least 5 \\(\\[CLS\\] text_a \\[SEP\\] text_b \\[SEP\\]\\)"),
@@ -428,7 +430,7 @@ def test_data_prep_out_of_disk_is_one_line_and_keeps_the_old_dataset(toy_spm, tm
     with pytest.raises(pipeline.DataPrepError, match="out: no space left on device while writing the dataset"):
         pipeline.run(settings)
     after = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")}
-    assert after == before and not [p for p in os.listdir(tmp_path / "out") if p.startswith(".tmp")]
+    assert after == before and not [p for p in os.listdir(tmp_path / "out") if p.startswith(STAGING_PREFIX)]
 
 
 # ---- export --version: negative or existing refused; killed exports' staging removed --------------
@@ -467,39 +469,41 @@ def modes(directory):
 def test_published_directories_and_files_follow_the_umask(umask_022, tmp_path):
     from albert_tf import formats
     from albert_tf.convert_checkpoint import convert
-    from albert_tf.finetuning import _save_best  # what fine-tuning publishes as best/
     from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.tasks import best_model  # what fine-tuning publishes as best/
 
     backbone = AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json"))
     model_dir = str(tmp_path / "model")
     formats.save(backbone, model_dir)
     convert(model_dir, output_dir=str(tmp_path / "hf"), output_format="hf")
     assert modes(tmp_path / "hf")["model.safetensors"] == "0o644"
-    _save_best(backbone, str(tmp_path / "run"), {"accuracy": 0.5})
+    best_model.save(backbone, str(tmp_path / "run"), {"accuracy": 0.5})
     best = modes(tmp_path / "run" / "best")
     assert best["."] == "0o755" and set(best.values()) <= {"0o755", "0o644"}, best
 
 
 # ---- a fine-tuning run killed and started again -----------------------------------------------------
 def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
-    from albert_tf import finetuning
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.classifier import AlbertClassifier
+    from albert_tf.tasks import losses, training
+    from albert_tf.tasks.datasets import train_dataset
+    from albert_tf.tasks.settings import FineTuneSettings
 
     rng = np.random.default_rng(0)
     features = good_request(16)
     del features["masked_lm_positions"]
     labels = rng.integers(0, 2, 16).astype("int32")
-    settings = finetuning.FineTuneSettings(
+    settings = FineTuneSettings(
         output_dir=str(tmp_path), train_step=2, save_checkpoints_steps=1, train_batch_size=8, verbose=False
     )
 
     def train(scores):
         model = AlbertClassifier(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), 2)
-        dataset = finetuning.train_dataset(features, labels, 8, 0)
+        dataset = train_dataset(features, labels, 8, 0)
         given = iter(scores)
-        return finetuning.train(
-            model, dataset, settings, finetuning.classification_loss, lambda m: {"accuracy": next(given)}, "accuracy"
+        return training.train(
+            model, dataset, settings, losses.classification_loss, lambda m: {"accuracy": next(given)}, "accuracy"
         )
 
     train([0.9, 0.7])  # the run that was killed after its evaluations
@@ -584,9 +588,11 @@ def test_predict_names_the_line_whose_text_is_over_the_limit(toy_spm, tmp_path):
 
 @pytest.mark.parametrize("remat", [False, True])
 def test_a_batch_far_beyond_memory_is_refused_before_training(tmp_path, monkeypatch, remat):
-    from albert_tf import finetuning, memory_check
+    from albert_tf import memory_check
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.classifier import AlbertClassifier
+    from albert_tf.tasks import losses, training
+    from albert_tf.tasks.settings import FineTuneSettings
 
     monkeypatch.setattr(memory_check, "available_bytes", lambda: 2 * 2**30)  # a 2 GiB machine
     backbone = AlbertBackbone.from_albert_config(str(CONFIGS / "albert_base_v2.json"), remat=remat)
@@ -594,11 +600,11 @@ def test_a_batch_far_beyond_memory_is_refused_before_training(tmp_path, monkeypa
     features = good_request(4)
     del features["masked_lm_positions"]
     batch = 100_000 if remat else 2_000
-    settings = finetuning.FineTuneSettings(
+    settings = FineTuneSettings(
         output_dir=str(tmp_path / "out"), train_batch_size=batch, max_seq_length=128, verbose=False
     )
     with pytest.raises(memory_check.MemoryLimitError, match=f"^--train_batch_size: {batch} sequences of 128 per step"):
-        finetuning.train(model, None, settings, finetuning.classification_loss, None, "accuracy")
+        training.train(model, None, settings, losses.classification_loss, None, "accuracy")
     assert not (tmp_path / "out").exists()
     # What fits is not refused: the lower bound of a real batch.
     memory_check.check_batch_fits(backbone.albert_config, model.count_params(), 8, 128, remat)

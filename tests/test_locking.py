@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from albert_tf.locking import LOCK_FILE, LockError, OutputDirLock
+from albert_tf.publish import STAGING_PREFIX
 
 HOLD = (
     "import sys, time\nfrom albert_tf.locking import OutputDirLock\n"
@@ -103,8 +104,9 @@ def test_data_prep_refuses_a_busy_dir_and_cleans_the_staging_of_killed_runs(tmp_
     finally:
         holder.kill()
         holder.wait()
-    (tmp_path / "out" / ".tmp-0123abcd").mkdir()  # what a killed run leaves
-    (tmp_path / "out" / ".tmp-0123abcd" / "part-00000-of-00001.tfrecord").write_bytes(b"x" * 1000)
+    left = tmp_path / "out" / f"{STAGING_PREFIX}0123abcd"  # what a killed run leaves
+    left.mkdir()
+    (left / "part-00000-of-00001.tfrecord").write_bytes(b"x" * 1000)
     run(settings)
     assert sorted(os.listdir(tmp_path / "out")) == [
         "metadata.json",

@@ -145,7 +145,7 @@ def test_sigterm_during_fine_tuning_keeps_best_whole_and_the_rerun_trains_again(
     assert victim.returncode == preemption.PREEMPTED_EXIT_STATUS, err[-3000:]
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: stopped by SIGTERM: best/ of step "), err
-    assert "the same command trains again from step 0" in lines[0]
+    assert "the same command trains again from step 0" in lines[0] and "resume" not in lines[0]
     assert not leftovers(output_dir)
     best = json.loads((output_dir / "best" / "eval_results.json").read_text())
     assert load_model(str(output_dir / "best" / "model.keras")).model is not None
@@ -159,7 +159,7 @@ def test_sigterm_during_fine_tuning_keeps_best_whole_and_the_rerun_trains_again(
 
 @pytest.mark.realdata
 def test_sigterm_during_data_prep_releases_the_lock_and_leaves_no_staging(tmp_path, wikitext_spm, real_data):
-    from data_prep.pipeline import STAGING_PREFIX
+    from albert_tf.publish import STAGING_PREFIX
 
     output_dir = tmp_path / "out"
     command = [

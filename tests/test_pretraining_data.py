@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from albert_tf.publish import STAGING_PREFIX
 from albert_tf.tokenization import SentencePieceTokenizer
 from data_prep.documents import read_documents
 from data_prep.pipeline import DataPrepError, Settings, run
@@ -257,7 +258,7 @@ def test_bad_inputs_give_clear_errors_and_keep_existing_data(tmp_path, wikitext_
         run(make_settings(tmp_path, wikitext_spm, empty, num_shards=1, overwrite=True))
     assert {p: (tmp_path / "out" / p).read_bytes() for p in first} == before
     assert json.loads((tmp_path / "out" / "metadata.json").read_text())["shards"] == first
-    assert not [p for p in os.listdir(tmp_path / "out") if p.startswith(".tmp")]
+    assert not [p for p in os.listdir(tmp_path / "out") if p.startswith(STAGING_PREFIX)]
 
     # An spm model without ALBERT's symbols is refused before anything runs.
     import sentencepiece as spm

@@ -68,3 +68,33 @@ def test_linux_swaps_directories_with_renameat2(tmp_path):
     _dir_with(second, "b")
     assert publish.exchange_paths(first, second)
     assert _read(first) == "b" and _read(second) == "a"
+
+
+def test_one_staging_prefix_and_one_cleaner_for_directories_and_files(tmp_path):
+    target = tmp_path / "out" / "settings.json"
+    with publish.staged_file(str(target)) as staged:
+        assert os.path.basename(staged).startswith(publish.STAGING_PREFIX)
+        with open(staged, "w") as f:
+            f.write("{}")
+    assert target.read_text() == "{}" and os.listdir(tmp_path / "out") == ["settings.json"]
+    with pytest.raises(RuntimeError), publish.staged_file(str(target)) as staged:
+        open(staged, "w").close()
+        raise RuntimeError("killed while writing")
+    assert target.read_text() == "{}" and os.listdir(tmp_path / "out") == ["settings.json"]
+    # What killed jobs leave (a staging directory, a staging file) goes; everything else stays.
+    (tmp_path / "out" / f"{publish.STAGING_PREFIX}best-x").mkdir()
+    (tmp_path / "out" / f"{publish.STAGING_PREFIX}best-x" / "w.h5").write_bytes(b"x")
+    (tmp_path / "out" / f"{publish.STAGING_PREFIX}settings.json-12").write_text("{")
+    (tmp_path / "out" / ".lock").write_text("1")
+    assert publish.remove_stale_staging(str(tmp_path / "out")) == 2
+    assert sorted(os.listdir(tmp_path / "out")) == [".lock", "settings.json"]
+    assert publish.remove_stale_staging("gs://bucket/out") == 0  # remote: left to its lifecycle rules
+
+
+def test_every_writer_uses_the_one_staging_prefix():
+    import data_prep.pipeline
+    from albert_tf.export import saved_model, tflite
+
+    assert data_prep.pipeline.STAGING_PREFIX is publish.STAGING_PREFIX
+    assert saved_model.remove_stale_staging is tflite.remove_stale_staging is publish.remove_stale_staging
+    assert data_prep.pipeline.remove_stale_staging is publish.remove_stale_staging

@@ -45,6 +45,7 @@ def test_packing_follows_the_original(real_data, wikitext_spm):
 @pytest.mark.slow
 def test_runner_trains_evaluates_and_reports_levels(real_data, pretraining_data, tmp_path):
     from albert_tf.run_race import RaceSettings, run
+    from albert_tf.tasks.race import RaceTask
 
     data = tmp_path / "RACE"
     for level in ("middle", "high"):
@@ -54,12 +55,11 @@ def test_runner_trains_evaluates_and_reports_levels(real_data, pretraining_data,
             for f in chosen:
                 shutil.copy(f, data / split / level / f.name)
     (data / "dev" / "high" / "broken.txt").write_text("{not json")
+    task = RaceTask(data_dir=str(data), max_qa_length=24)
     settings = RaceSettings(
         output_dir=str(tmp_path / "out"),
-        data_dir=str(data),
         spm_model_file=pretraining_data["spm"],
         albert_config_file=pretraining_data["config"],
-        max_qa_length=24,
         max_seq_length=64,
         train_batch_size=8,
         eval_batch_size=8,
@@ -68,7 +68,7 @@ def test_runner_trains_evaluates_and_reports_levels(real_data, pretraining_data,
         save_checkpoints_steps=2,
         verbose=False,
     )
-    summary = run(settings)
+    summary = run(task, settings)
     assert summary["dev_skipped"] == 1 and [h["global_step"] for h in summary["history"]] == [2, 4]
     assert {"accuracy", "accuracy_middle", "accuracy_high"} <= set(summary["eval"])
     predictions = json.load(open(tmp_path / "out" / "dev_predictions.json"))

@@ -67,7 +67,7 @@ def test_answers_align_to_pieces(real_data, wikitext_spm):
     assert len({f.example_index for f in located}) >= 0.97 * 1500  # long contexts: some answers span windows
     same = sum(
         squad.normalize_answer(
-            squad._answer_text(examples[f.example_index], tokenizer, f, f.start_position, f.end_position)
+            squad.decoding.answer_text(examples[f.example_index], tokenizer, f, f.start_position, f.end_position)
         )
         == squad.normalize_answer(examples[f.example_index].answer_text)
         for f in located
@@ -117,7 +117,7 @@ def test_answerability_head_masks_and_decodes_real_windows(real_data, wikitext_s
         located = [i for i in windows if features[i].start_position]
         if located:
             f = features[located[0]]
-            assert predictions[example.qas_id] == squad._answer_text(
+            assert predictions[example.qas_id] == squad.decoding.answer_text(
                 example, tokenizer, f, f.start_position, f.end_position
             )
         assert all(len(entry["text"]) for entry in nbest[example.qas_id]) or not located
@@ -163,18 +163,14 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
 
     train = squad_slice(real_data, tmp_path, "train.json", real_data / source, slice(0, 20))
     dev = squad_slice(real_data, tmp_path, "dev.json", real_data / source, slice(20, 30))
+    task = squad.SquadTask(version=version, train_file=train, predict_file=dev, doc_stride=32, max_query_length=24)
     settings = SquadSettings(
         do_train=True,
         do_predict=True,
         output_dir=str(tmp_path / "out"),
-        version=version,
-        train_file=train,
-        predict_file=dev,
         spm_model_file=pretraining_data["spm"],
         albert_config_file=pretraining_data["config"],
         init_checkpoint=str(tmp_path / "init"),
-        doc_stride=32,
-        max_query_length=24,
         max_seq_length=96,
         train_batch_size=16,
         eval_batch_size=32,
@@ -184,16 +180,16 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
         verbose=False,
     )
     from albert_tf import AlbertBackbone, formats
-    from albert_tf.finetuning import load_best
+    from albert_tf.tasks import best_model
 
     initial = AlbertBackbone.from_albert_config(pretraining_data["config"])
     formats.save(initial, str(tmp_path / "init"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        summary = run(settings)
+        summary = run(task, settings)
     assert not [w for w in caught if "Gradients do not exist" in str(w.message)]
     # The span heads never read the pooler: it leaves fine-tuning as it was loaded, as in the original.
-    best = load_best(str(tmp_path / "out"))
+    best = best_model.load(str(tmp_path / "out"))
     for got, loaded in zip(best.backbone.pooler.weights, initial.pooler.weights):
         np.testing.assert_array_equal(got.numpy(), loaded.numpy())
     dev_examples, _ = squad.read_examples(dev, is_training=False)
@@ -205,6 +201,17 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
     official = squad.evaluate(dev_examples, predictions)
     assert {k: summary["eval"][k] for k in official} == official
     assert [h["global_step"] for h in summary["history"]] == [2, 4]
+    # Evaluating a fine-tuned model by its best/ directly (not only by its run directory).
+    again = SquadSettings(
+        output_dir=str(tmp_path / "again"),
+        init_checkpoint=str(tmp_path / "out" / "best"),  # its tokenizer too: no vocabulary flag
+        do_predict=True,
+        max_seq_length=96,
+        eval_batch_size=32,
+        verbose=False,
+    )
+    again = run(task, again)
+    assert again["eval"] == summary["eval"]
     if version == "2.0":
         from albert_tf.export import export_saved_model
         from albert_tf.models.span_qa_answerability import AlbertSpanQAv2

@@ -122,7 +122,9 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
         # SIGTERM unwinds (locks released, staging removed) unless a training loop defers it to save first.
         signal.signal(signal.SIGTERM, preemption.raise_terminated)
         try:
-            return main(argv)
+            result = main(argv)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the work is done: exiting is not worth a 143
+            return result
         except KeyboardInterrupt:
             print("error: interrupted", file=sys.stderr)
             sys.exit(130)

@@ -4,6 +4,7 @@ Names and help are the original's where it has the flag.
 """
 
 import dataclasses
+import typing
 from typing import Type, TypeVar
 
 from absl import flags
@@ -32,14 +33,15 @@ def define_model_flags(init_help: str = "Google's TF1 checkpoint, our model dir,
     flags.DEFINE_string("init_checkpoint", None, init_help)
 
 
-def define_finetune_flags(defaults, head_dropout: bool = True, schedule: str = "steps") -> None:
+def define_finetune_flags(defaults, head_dropout: bool = True, epochs: bool = False, early_exit: bool = False) -> None:
     """The flags of every fine-tuning runner, with that runner's defaults (a `FineTuneSettings`).
 
     Args:
         defaults: the runner's settings with its defaults.
         head_dropout: the head has a dropout (classifier, multiple choice; not the span heads).
-        schedule: "steps" (`--train_step`/`--warmup_step`, run_classifier and run_race) or
-            "epochs" (`--num_train_epochs`/`--warmup_proportion`, run_squad; explicit steps override).
+        epochs: the runner also takes `--num_train_epochs`/`--warmup_proportion` (run_squad); an
+            explicit `--train_step` wins over them (`FineTuneSettings.schedule`).
+        early_exit: the runner's tasks have an early-exit model (`--early_exit`).
     """
     define_model_flags()
     define_vocabulary_flags()
@@ -50,11 +52,13 @@ def define_finetune_flags(defaults, head_dropout: bool = True, schedule: str = "
     flags.DEFINE_integer("eval_batch_size", defaults.eval_batch_size, "Eval/predict batch.")
     flags.DEFINE_alias("predict_batch_size", "eval_batch_size")  # the original's name
     flags.DEFINE_float("learning_rate", defaults.learning_rate, "Peak learning rate.")
-    if schedule == "epochs":
-        flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training questions (the original's step count).")
-        flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps with linear warmup.")
-        flags.DEFINE_integer("train_step", None, "Optimizer steps, instead of --num_train_epochs.")
-        flags.DEFINE_integer("warmup_step", None, "Warmup steps (default: --warmup_proportion of the steps).")
+    if epochs:
+        flags.DEFINE_float(
+            "num_train_epochs", defaults.num_train_epochs, "Epochs over the training examples (the original's count)."
+        )
+        flags.DEFINE_float("warmup_proportion", defaults.warmup_proportion, "Fraction of the steps with linear warmup.")
+        flags.DEFINE_integer("train_step", defaults.train_step, "Optimizer steps; given, wins over --num_train_epochs.")
+        flags.DEFINE_integer("warmup_step", defaults.warmup_step, "Warmup steps (default: --warmup_proportion).")
     else:
         flags.DEFINE_integer("train_step", defaults.train_step, "Optimizer steps.")
         flags.DEFINE_integer("warmup_step", defaults.warmup_step, "Linear warmup steps.")
@@ -77,6 +81,32 @@ def define_finetune_flags(defaults, head_dropout: bool = True, schedule: str = "
         "Recompute each layer application in the backward pass: much less "
         "activation memory for some extra compute (large models on small GPUs).",
     )
+    if early_exit:
+        flags.DEFINE_bool(
+            "early_exit",
+            defaults.early_exit,
+            "Train a classifier after every layer (PABEE): served with a patience, it stops early (README).",
+        )
+
+
+def define_task_flags(task_cls) -> None:
+    """A flag for each field of the `Task` dataclass `task_cls` declared with `option(default, help)`."""
+    hints = typing.get_type_hints(task_cls)
+    for field in dataclasses.fields(task_cls):
+        if "help" not in field.metadata:
+            continue
+        kind = [t for t in typing.get_args(hints[field.name]) if t is not type(None)] or [hints[field.name]]
+        default, help_text = field.default, field.metadata["help"]
+        if "choices" in field.metadata:
+            flags.DEFINE_enum(field.name, default, list(field.metadata["choices"]), help_text)
+        elif kind[0] is bool:
+            flags.DEFINE_bool(field.name, default, help_text)
+        elif kind[0] is int:
+            flags.DEFINE_integer(field.name, default, help_text)
+        elif kind[0] is float:
+            flags.DEFINE_float(field.name, default, help_text)
+        else:
+            flags.DEFINE_string(field.name, default if default != "" else None, help_text)
 
 
 def settings_from_flags(cls: Type[Settings], **overrides) -> Settings:

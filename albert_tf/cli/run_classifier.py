@@ -10,19 +10,21 @@ Reads `data_dir/<TASK>/{train,dev,test}.tsv` (or the files directly in
 `data_dir`). Writes `eval_results.txt` (one JSON line per evaluation),
 `best/model.keras` (best dev metric: accuracy, Matthews corr for CoLA,
 Pearson for STS-B), `dev_predictions.tsv`, and with `--do_predict` the GLUE
-submission file (`SST-2.tsv`, ...: `index<TAB>prediction`). The task is
-`albert_tf.tasks.glue`; the work is `albert_tf.tasks.runner`.
+submission file (`SST-2.tsv`, ...: `index<TAB>prediction`). Every file the
+run will read is checked before it starts. The task is `albert_tf.tasks.glue`;
+the work is `albert_tf.tasks.runner`.
 """
 
 import dataclasses
 
 from absl import flags
 
+from albert_tf import preemption
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
 from albert_tf.cli.run_record import write_settings
-from albert_tf.finetuning import FineTuneSettings
-from albert_tf.tasks import depth_weighted, glue, runner
+from albert_tf.tasks import glue, runner
+from albert_tf.tasks.settings import FineTuneSettings
 
 
 @dataclasses.dataclass
@@ -35,29 +37,23 @@ class ClassifierSettings(FineTuneSettings):
     do_train: bool = False
     do_eval: bool = False
     do_predict: bool = False
-    early_exit: bool = False  # a classifier per layer application (PABEE; albert_tf.models.early_exit)
+    train_step: int = 1000
+    warmup_step: int = 0
 
 
 def run(settings: ClassifierSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
     task = glue.task(settings.task_name, settings.data_dir)
-    if settings.early_exit:
-        task = depth_weighted.glue_task(task)
     return runner.run(task, settings, evaluate=settings.do_eval, predict_split="test" if settings.do_predict else None)
 
 
 def define_flags():
     defaults = ClassifierSettings(output_dir="")
-    define_finetune_flags(defaults)
+    define_finetune_flags(defaults, early_exit=True)
     flags.DEFINE_string("task_name", None, f"One of {', '.join(sorted(glue.TASKS))} (case-insensitive).")
     flags.DEFINE_string("data_dir", None, "GLUE directory (with <TASK>/train.tsv ...) or the task's own.")
     flags.DEFINE_bool("do_eval", defaults.do_eval, "Evaluate the best model on dev.")
     flags.DEFINE_bool("do_predict", defaults.do_predict, "Write the GLUE submission file for test.tsv.")
-    flags.DEFINE_bool(
-        "early_exit",
-        defaults.early_exit,
-        "Train a classifier after every layer (PABEE): served with a patience, it stops early (README).",
-    )
     flags.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
 
 
@@ -65,7 +61,8 @@ def main(argv):
     del argv
     settings = settings_from_flags(ClassifierSettings)
     write_settings(settings.output_dir)
-    runner.print_summary(run(settings))
+    with preemption.stop_signals():  # the work done, a signal before the exit must not fail it
+        runner.print_summary(run(settings))
 
 
 def cli():

@@ -12,25 +12,24 @@ high and all. The work is `albert_tf.tasks.runner`.
 """
 
 import dataclasses
-from typing import Tuple
 
 from absl import flags
 
+from albert_tf import preemption
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
+from albert_tf.cli.flags import define_finetune_flags, define_task_flags, settings_from_flags
 from albert_tf.cli.run_record import write_settings
 from albert_tf.errors import AlbertError
-from albert_tf.finetuning import FineTuneSettings
-from albert_tf.tasks import depth_weighted, race, runner
+from albert_tf.tasks import race, runner
+from albert_tf.tasks.settings import FineTuneSettings
 
 FLAGS = flags.FLAGS
 
 
 @dataclasses.dataclass
 class RaceSettings(FineTuneSettings):
-    """run_race's flags (`levels` from --high_only / --middle_only)."""
+    """run_race's run flags (the task's own are `RaceTask`'s fields)."""
 
-    data_dir: str = ""
     # The original run_race's defaults: it trains and evaluates unless told otherwise.
     do_train: bool = True
     do_eval: bool = True
@@ -39,47 +38,41 @@ class RaceSettings(FineTuneSettings):
     warmup_step: int = 1000
     save_checkpoints_steps: int = 100
     eval_split: str = "dev"
-    max_qa_length: int = 128
-    levels: Tuple[str, ...] = race.LEVELS
-    early_exit: bool = False  # a classifier per layer application (PABEE; albert_tf.models.early_exit)
 
 
-def run(settings: RaceSettings) -> dict:
+def run(task: race.RaceTask, settings: RaceSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
-    task = race.RaceTask(settings.data_dir, tuple(settings.levels), settings.max_qa_length)
-    if settings.early_exit:
-        task = depth_weighted.race_task(task)
     return runner.run(task, settings, evaluate=settings.do_eval, eval_split=settings.eval_split)
 
 
 def define_flags():
     defaults = RaceSettings(output_dir="")
-    define_finetune_flags(defaults)
+    define_finetune_flags(defaults, early_exit=True)
+    define_task_flags(race.RaceTask)
     flags.DEFINE_alias("dropout_prob", "dropout")  # the original run_race's name
-    flags.DEFINE_string("data_dir", None, "RACE directory with train/dev/test × middle/high.")
     flags.DEFINE_bool("do_eval", defaults.do_eval, "Evaluate the best model on --eval_split (as the original).")
     flags.DEFINE_enum(
         "eval_split", defaults.eval_split, ["dev", "test"], "Split evaluated (and used to pick the best)."
     )
     flags.DEFINE_bool("high_only", False, "Only RACE-H.")
     flags.DEFINE_bool("middle_only", False, "Only RACE-M.")
-    flags.DEFINE_integer("max_qa_length", defaults.max_qa_length, "Question+option tokens kept (the last ones).")
-    flags.DEFINE_bool(
-        "early_exit",
-        defaults.early_exit,
-        "Train a classifier after every layer (PABEE): served with a patience, it stops early (README).",
-    )
     flags.mark_flags_as_required(["data_dir", "output_dir"])
+
+
+def from_flags() -> "tuple[race.RaceTask, RaceSettings]":
+    """The task and the settings the parsed flags say."""
+    if FLAGS.high_only and FLAGS.middle_only:
+        raise AlbertError("--high_only and --middle_only exclude each other")
+    levels = ("high",) if FLAGS.high_only else ("middle",) if FLAGS.middle_only else race.LEVELS
+    return settings_from_flags(race.RaceTask, levels=levels), settings_from_flags(RaceSettings)
 
 
 def main(argv):
     del argv
-    if FLAGS.high_only and FLAGS.middle_only:
-        raise AlbertError("--high_only and --middle_only exclude each other")
-    levels = ("high",) if FLAGS.high_only else ("middle",) if FLAGS.middle_only else race.LEVELS
-    settings = settings_from_flags(RaceSettings, levels=levels)
+    task, settings = from_flags()
     write_settings(settings.output_dir)
-    runner.print_summary(run(settings))
+    with preemption.stop_signals():  # the work done, a signal before the exit must not fail it
+        runner.print_summary(run(task, settings))
 
 
 def cli():

@@ -24,8 +24,9 @@ from absl import flags
 import albert_tf
 from albert_tf.cli.app import our_flags
 from albert_tf.formats import run_dir
+from albert_tf.publish import staged_file
+from albert_tf.run_layout import SETTINGS_FILE
 
-SETTINGS_FILE = "settings.json"
 # Flags that name inputs: their files are hashed.
 INPUT_FLAGS = (
     "input",
@@ -106,8 +107,6 @@ def write_settings(output_dir: str, tokenizer=None, flag_values_: Optional[flags
             record["previous"] = (previous + [earlier])[-KEPT_PREVIOUS:]
         except (OSError, ValueError, AttributeError):
             pass  # an unreadable record is replaced, not a reason to stop the run
-    staged = f"{path}.tmp-{os.getpid()}"
-    with open(staged, "w", encoding="utf-8") as f:
+    with staged_file(path) as staged, open(staged, "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2, default=str)
-    os.replace(staged, path)
     return path

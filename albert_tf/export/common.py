@@ -1,7 +1,5 @@
 """What every export format shares: the error, the model's test inputs, output comparison."""
 
-import os
-import shutil
 from typing import Dict, Optional
 
 import numpy as np
@@ -9,24 +7,11 @@ import numpy as np
 from albert_tf.errors import AlbertError
 from albert_tf.export.signatures import MLM_POSITIONS
 from albert_tf.formats.table import backbone_of
-from albert_tf.publish import STAGING_PREFIX
 from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
 
 class ExportError(AlbertError, RuntimeError):
     """An export that cannot be made or does not match its model; nothing was written."""
-
-
-def remove_stale_staging(output_dir: str) -> None:
-    """Deletes the staging copies that killed exports left (safe: the caller holds the directory's lock).
-
-    TF Serving ignores them, but each is a whole SavedModel, kept forever.
-    """
-    if not os.path.isdir(output_dir):
-        return
-    for name in os.listdir(output_dir):
-        if name.startswith(STAGING_PREFIX):
-            shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
 
 
 def python_tokenizer(

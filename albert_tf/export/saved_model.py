@@ -24,12 +24,12 @@ import shutil
 from typing import Optional
 
 from albert_tf.export import patience_signatures, verify
-from albert_tf.export.common import ExportError, python_tokenizer, remove_stale_staging
+from albert_tf.export.common import ExportError, python_tokenizer
 from albert_tf.export.precision import VERIFY_ATOL, with_precision
 from albert_tf.export.warmup import write_warmup_requests
 from albert_tf.formats.table import backbone_of
 from albert_tf.locking import OutputDirLock
-from albert_tf.publish import staged_dir
+from albert_tf.publish import remove_stale_staging, staged_dir
 
 SERVING_CONFIG = "serving_config.json"
 

@@ -24,7 +24,6 @@ from albert_tf.export.common import (
     compare_outputs,
     python_tokenizer,
     random_inputs,
-    remove_stale_staging,
 )
 from albert_tf.export.full_integer import quantize_full_integer
 from albert_tf.export.input_checks import MLM_POSITIONS, check_tflite_inputs, tflite_tensors
@@ -32,7 +31,7 @@ from albert_tf.export.representative import DEFAULT_SAMPLES, read_texts, represe
 from albert_tf.formats.table import backbone_of
 from albert_tf.inputs.packing import pack_segments
 from albert_tf.locking import OutputDirLock
-from albert_tf.publish import staged_files
+from albert_tf.publish import remove_stale_staging, staged_files
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8", "full_int8")
 TFLITE_NAMES = {

@@ -15,9 +15,9 @@ import os
 from typing import Optional
 
 from albert_tf.formats.native import claims as holds_our_model
+from albert_tf.run_layout import MODEL_SUBDIRS  # in order of preference
 
 NAME = "run_dir"
-MODEL_SUBDIRS = ("final", "best")  # in order of preference
 
 
 def model_dir(path: str) -> Optional[str]:

@@ -2,7 +2,7 @@
 
 `AlbertEarlyExitClassifier` puts a classifier after every layer application
 (the shared tanh pooler on that layer's first token, then a dense layer of its
-own), trained with the depth-weighted sum of their losses (`depth_weights`).
+own), trained with the depth-weighted sum of their losses (`albert_tf.tasks.losses`).
 `PatientInference` runs the layers one at a time in a `keras.ops.while_loop`
 and stops once every row of the batch has exited: a row exits when
 `patience` consecutive classifiers agree (same argmax; for regression, each
@@ -20,32 +20,6 @@ from keras import ops
 from albert_tf.models.backbone import AlbertBackbone, block_name, block_slot
 from albert_tf.models.multiple_choice import ChoicesToBatch
 from albert_tf.models.task_base import TaskModel
-
-
-def depth_weights(num_exits):
-    """The paper's loss weights: classifier j (1-based) gets j / Σ j."""
-    total = num_exits * (num_exits + 1) / 2
-    return [j / total for j in range(1, num_exits + 1)]
-
-
-def depth_weighted_loss(per_exit_loss):
-    """`per_exit_loss(labels [B, N], logits [B, N, C]) -> [B, N]` → a loss on `exit_logits` `[B, N, C]`."""
-
-    def loss(labels, exit_logits):
-        num_exits = exit_logits.shape[1]
-        labels = ops.repeat(ops.expand_dims(ops.reshape(labels, (-1,)), 1), num_exits, axis=1)
-        weights = ops.convert_to_tensor(depth_weights(num_exits), "float32")
-        return ops.sum(per_exit_loss(labels, exit_logits) * weights, axis=1)
-
-    return loss
-
-
-def exit_classification_loss(labels, exit_logits):
-    return keras.losses.sparse_categorical_crossentropy(labels, exit_logits, from_logits=True)
-
-
-def exit_regression_loss(labels, exit_logits):
-    return ops.square(exit_logits[..., 0] - ops.cast(labels, exit_logits.dtype))
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -119,7 +93,7 @@ class AlbertEarlyExitClassifier(TaskModel):
 
     Classifier j reads the shared pooler on layer j's first token (through
     dropout) and has its own dense layer. Fine-tuning trains `exit_logits`
-    with `depth_weighted_loss`; the last classifier is the full-depth answer.
+    with `albert_tf.tasks.losses.depth_weighted_loss`; the last classifier is the full-depth answer.
     A backbone built without `output_all_layers` is replaced by a twin with it
     (same weights, same layer names).
 

@@ -20,13 +20,12 @@ from albert_tf.inputs.shard_reader import PretrainingInput, resolve_input
 from albert_tf.locking import OutputDirLock
 from albert_tf.pretraining import worker_faults
 from albert_tf.pretraining.loop import PretrainingLoop
-from albert_tf.pretraining.run_state import CHECKPOINT_DIR, CheckpointPolicy
+from albert_tf.pretraining.run_state import CheckpointPolicy
 from albert_tf.pretraining.settings import TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import is_chief, make_strategy
+from albert_tf.run_layout import CHECKPOINT_DIR, PRETRAINING_SUMMARY_FILE
 from albert_tf.shard_set import DataError
 from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
-
-SUMMARY_FILE = "train_summary.json"
 
 
 def data_tokenizer(train_input: PretrainingInput, spm_model_file: Optional[str], vocab_file: Optional[str]):
@@ -160,7 +159,7 @@ def pretrain(
         policy.clean_worker_dirs()
         summary["outputs"] = {"final": policy.write_final()} if loop.chief else {}
         if loop.chief:
-            with open(os.path.join(settings.output_dir, SUMMARY_FILE), "w") as f:
+            with open(os.path.join(settings.output_dir, PRETRAINING_SUMMARY_FILE), "w") as f:
                 json.dump(summary, f, indent=2)
     return summary
 

@@ -25,10 +25,8 @@ from albert_tf.pretraining import batch_binding
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainingError
 from albert_tf.publish import staged_dir
+from albert_tf.run_layout import BEST_DIR, CHECKPOINT_DIR, EVAL_RESULTS_FILE, FINAL_DIR, PRETRAINING_BEST_FILE
 
-CHECKPOINT_DIR = "checkpoints"
-BEST_DIR = "best"
-FINAL_DIR = "final"
 CONFIG_RECORD = "albert_config.json"  # the config a run's checkpoints were made with
 
 
@@ -225,9 +223,9 @@ class CheckpointPolicy:
         if not self.loop.chief:
             return metrics
         output_dir = self.settings.output_dir
-        with open(os.path.join(output_dir, "eval_results.txt"), "a") as f:
+        with open(os.path.join(output_dir, EVAL_RESULTS_FILE), "a") as f:
             f.write(json.dumps(metrics) + "\n")
-        best_file = os.path.join(output_dir, BEST_DIR, "best.json")
+        best_file = os.path.join(output_dir, BEST_DIR, PRETRAINING_BEST_FILE)
         best = None
         if os.path.exists(best_file):
             with open(best_file) as f:
@@ -235,7 +233,7 @@ class CheckpointPolicy:
         if best is None or metrics["masked_lm_accuracy"] > best["masked_lm_accuracy"]:
             with staged_dir(os.path.join(output_dir, BEST_DIR)) as staging:
                 formats.save(self.loop.plain_copy(), staging, tokenizer=self.tokenizer)
-                with open(os.path.join(staging, "best.json"), "w") as f:
+                with open(os.path.join(staging, PRETRAINING_BEST_FILE), "w") as f:
                     json.dump(metrics, f, indent=2)
         self.say(
             "eval at step {global_step}: masked_lm_accuracy {masked_lm_accuracy:.4f}, "

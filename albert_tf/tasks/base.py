@@ -4,6 +4,7 @@ A task turns its files into model inputs and the model's outputs into its
 official score and files. Every step is one method, in the order
 `albert_tf.tasks.runner.run` calls them:
 
+0. `inputs(split)`: the files (or directories) a split reads, checked before any work.
 1. `read(split)`: the examples of a split, and what was skipped.
 2. `encode(split, examples, tokenizer, max_seq_length, training)`: an `Encoded`.
 3. `build_model(backbone, dropout)`: the task model (`training_model` when
@@ -14,6 +15,10 @@ official score and files. Every step is one method, in the order
 7. `write(output_dir, data, predictions)`: prediction / submission files.
 
 A GLUE-style TSV task needs no subclass: see `albert_tf.tasks.glue.TsvTask`.
+
+A task's own options are its dataclass fields; those with a `help` in their
+metadata (`option(default, help)`) become its CLI's flags, generated
+(`albert_tf.cli.flags.define_task_flags`).
 """
 
 import abc
@@ -22,6 +27,13 @@ from typing import Any, Callable, Dict, List, Optional
 
 import keras
 import numpy as np
+
+from albert_tf.tasks.settings import FineTuneError
+
+
+def option(default, help: str, **metadata):
+    """A task field that is also a flag of its CLI (same name, this default and help)."""
+    return dataclasses.field(default=default, metadata={"help": help, **metadata})
 
 
 @dataclasses.dataclass
@@ -67,6 +79,10 @@ class Task(abc.ABC):
     metric: str  # the `score` key that picks the best checkpoint (higher is better)
 
     @abc.abstractmethod
+    def inputs(self, split: str) -> List[str]:
+        """The paths reading `split` needs (files or directories); an unset one is an error naming its flag."""
+
+    @abc.abstractmethod
     def read(self, split: str) -> "tuple[list, ReadReport]":
         """The examples of `split`; bad records are skipped and reported, none usable is an error."""
 
@@ -81,6 +97,10 @@ class Task(abc.ABC):
     def min_seq_length(self) -> "tuple[int, str]":
         """(the shortest `--max_seq_length` that holds a piece of every part of an input, what it holds)."""
         return 3, "[CLS] text [SEP]"
+
+    def with_early_exit(self) -> "Task":
+        """This task trained with a classifier per layer (`--early_exit`), if it has such a model."""
+        raise FineTuneError(f"--early_exit: {self.name} has no early-exit model")
 
     def training_model(self, model: keras.Model) -> keras.Model:
         """The model `fit` trains (default: `model` itself)."""

@@ -6,7 +6,7 @@ encoding, scoring (of the full-depth answer, `logits`) and files.
 Example:
 
 >>> from albert_tf.tasks import glue
->>> task = glue_task(glue.TASKS["sst-2"])
+>>> task = glue.TASKS["sst-2"].with_early_exit()
 >>> task.name, task.metric, sorted(task.losses())
 ('sst-2', 'accuracy', ['exit_logits'])
 """
@@ -14,16 +14,8 @@ Example:
 import dataclasses
 from typing import Callable
 
-from albert_tf.models.early_exit import (
-    AlbertEarlyExitClassifier,
-    AlbertEarlyExitMultipleChoice,
-    depth_weighted_loss,
-    exit_classification_loss,
-    exit_regression_loss,
-)
-from albert_tf.tasks import race
 from albert_tf.tasks.base import Task
-from albert_tf.tasks.glue import TsvTask
+from albert_tf.tasks.losses import depth_weighted_loss, exit_classification_loss, exit_regression_loss
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +39,9 @@ class EarlyExitTask(Task):
     @property
     def metric(self):
         return self.task.metric
+
+    def inputs(self, split):
+        return self.task.inputs(split)
 
     def read(self, split):
         return self.task.read(split)
@@ -73,21 +68,3 @@ class EarlyExitTask(Task):
 
     def write(self, output_dir, data, predictions):
         return self.task.write(output_dir, data, predictions)
-
-
-def glue_task(task: TsvTask) -> EarlyExitTask:
-    """A GLUE-style task with `AlbertEarlyExitClassifier`."""
-
-    def build(backbone, dropout):
-        return AlbertEarlyExitClassifier(backbone, task.num_classes, dropout=dropout)
-
-    return EarlyExitTask(task, build, task.is_regression)
-
-
-def race_task(task: race.RaceTask) -> EarlyExitTask:
-    """RACE with `AlbertEarlyExitMultipleChoice`."""
-
-    def build(backbone, dropout):
-        return AlbertEarlyExitMultipleChoice(backbone, num_choices=len(race.ANSWERS), dropout=dropout)
-
-    return EarlyExitTask(task, build)

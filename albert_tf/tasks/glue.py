@@ -27,11 +27,14 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from albert_tf import finetuning, metrics
 from albert_tf.errors import AlbertError
 from albert_tf.inputs.packing import pack_segments
 from albert_tf.models.classifier import AlbertClassifier
+from albert_tf.models.early_exit import AlbertEarlyExitClassifier
+from albert_tf.tasks import metrics
 from albert_tf.tasks.base import Encoded, ReadReport, Task
+from albert_tf.tasks.depth_weighted import EarlyExitTask
+from albert_tf.tasks.losses import classification_loss, regression_loss
 from albert_tf.tasks.text_files import ReplacedLines
 
 
@@ -93,6 +96,9 @@ class TsvTask(Task):
     def test_columns(self) -> Columns:
         return self.test or dataclasses.replace(self.train, label=None)
 
+    def inputs(self, split: str) -> List[str]:
+        return [split_file(self, self.data_dir, split)]
+
     def read(self, split: str) -> Tuple[List["Example"], ReadReport]:
         return read_examples(self, split_file(self, self.data_dir, split), split)
 
@@ -110,8 +116,16 @@ class TsvTask(Task):
     def build_model(self, backbone, dropout):
         return AlbertClassifier(backbone, self.num_classes, dropout=dropout)
 
+    def with_early_exit(self) -> EarlyExitTask:
+        """This task with `AlbertEarlyExitClassifier`."""
+
+        def build(backbone, dropout):
+            return AlbertEarlyExitClassifier(backbone, self.num_classes, dropout=dropout)
+
+        return EarlyExitTask(self, build, self.is_regression)
+
     def losses(self):
-        return {"logits": finetuning.regression_loss if self.is_regression else finetuning.classification_loss}
+        return {"logits": regression_loss if self.is_regression else classification_loss}
 
     def postprocess(self, data, outputs, tokenizer) -> np.ndarray:
         return np.asarray(outputs["logits"])
@@ -257,10 +271,16 @@ def _rows(lines) -> Iterator[Tuple[int, Optional[List[str]]]]:
 
 
 def split_file(task: TsvTask, data_dir: str, split: str) -> str:
+    """`data_dir/<DIR>/<file>` or `data_dir/<file>` (the task's own directory), whichever holds it.
+
+    Neither: the path in the layout `data_dir` has (a `<DIR>` subdirectory or not), for the error.
+    """
     name = {"train": "train.tsv", "dev": task.dev_file, "test": task.test_file}[split]
     direct = os.path.join(data_dir, name)
     nested = os.path.join(data_dir, task.directory, name)
-    return nested if os.path.exists(nested) or not os.path.exists(direct) else direct
+    if os.path.exists(nested) or os.path.exists(direct):
+        return nested if os.path.exists(nested) else direct
+    return nested if task.directory and os.path.isdir(os.path.join(data_dir, task.directory)) else direct
 
 
 def encode_examples(examples: List[Example], tokenizer, max_seq_length: int) -> Dict[str, np.ndarray]:

@@ -23,11 +23,13 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from albert_tf import finetuning
 from albert_tf.errors import AlbertError
+from albert_tf.models.early_exit import AlbertEarlyExitMultipleChoice
 from albert_tf.models.multiple_choice import AlbertMultipleChoice
 from albert_tf.range_checks import check_ranges
-from albert_tf.tasks.base import Encoded, ReadReport, Task
+from albert_tf.tasks.base import Encoded, ReadReport, Task, option
+from albert_tf.tasks.depth_weighted import EarlyExitTask
+from albert_tf.tasks.losses import classification_loss
 from albert_tf.tasks.text_files import ReplacedLines, decode_replacing
 
 LEVELS = ("middle", "high")
@@ -144,9 +146,9 @@ def encode_examples(
     features = {name: np.zeros(shape, "int32") for name in ("input_ids", "input_mask", "segment_ids")}
     for i, example in enumerate(examples):
         article = tokenizer.encode(example.article)
-        for j, option in enumerate(example.options):
+        for j, choice in enumerate(example.options):
             # Keep the end of the option side (at most max_qa_length, and never more than fits).
-            qa = tokenizer.encode(question_with_option(example.question, option))[
+            qa = tokenizer.encode(question_with_option(example.question, choice))[
                 -min(max_qa_length, max_seq_length - 3) :
             ]
             context = article[: max(0, max_seq_length - 3 - len(qa))]
@@ -175,9 +177,9 @@ class RaceTask(Task):
     Predictions are written as `<split>_predictions.json` (`{id: "A".."D"}`).
     """
 
-    data_dir: str
-    levels: Tuple[str, ...] = LEVELS
-    max_qa_length: int = 128
+    data_dir: str = option("", "RACE directory with train/dev/test × middle/high.")
+    levels: Tuple[str, ...] = LEVELS  # the CLI's --high_only / --middle_only
+    max_qa_length: int = option(128, "Question+option tokens kept (the last ones).")
     name: str = "race"
     metric: str = "accuracy"
 
@@ -186,6 +188,9 @@ class RaceTask(Task):
 
     def min_seq_length(self):
         return 5, "[CLS] article [SEP] question and option [SEP]"
+
+    def inputs(self, split: str) -> List[str]:
+        return [os.path.join(self.data_dir, split, level) for level in self.levels]
 
     def read(self, split: str) -> Tuple[List[RaceExample], ReadReport]:
         examples, found = read_examples(self.data_dir, split, self.levels)
@@ -202,8 +207,16 @@ class RaceTask(Task):
     def build_model(self, backbone, dropout):
         return AlbertMultipleChoice(backbone, num_choices=len(ANSWERS), dropout=dropout)
 
+    def with_early_exit(self) -> EarlyExitTask:
+        """RACE with `AlbertEarlyExitMultipleChoice`."""
+
+        def build(backbone, dropout):
+            return AlbertEarlyExitMultipleChoice(backbone, num_choices=len(ANSWERS), dropout=dropout)
+
+        return EarlyExitTask(self, build)
+
     def losses(self):
-        return {"logits": finetuning.classification_loss}
+        return {"logits": classification_loss}
 
     def postprocess(self, data, outputs, tokenizer) -> np.ndarray:
         return np.asarray(outputs["logits"])

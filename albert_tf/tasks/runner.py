@@ -1,19 +1,20 @@
-"""The runner machinery every task shares: one call from settings to scores and files.
+"""The runner every task shares: one call from settings to scores and files.
 
-`run(task, settings)` holds the output directory's lock and does, as the
-original runners: read and encode the dev split, fine-tune with the best dev
-checkpoint kept in `best/` (with its tokenizer), score the best model on dev
-and write its predictions, predict an unlabelled split (the submission file),
-and write `summary.json`.
+`run(task, settings)` checks everything it will read before any work (the
+model and its config, the vocabulary, every split's files), then holds the
+output directory's lock and does, as the original runners: read and encode
+the dev split, fine-tune with the best dev checkpoint kept in `best/` (with
+its tokenizer), score the best model on dev and write its predictions,
+predict an unlabelled split (the submission file), and write `summary.json`.
 
 Example (a GLUE task; the same call runs any `Task`):
 
-    from albert_tf.finetuning import FineTuneSettings
     from albert_tf.tasks import glue, runner
+    from albert_tf.tasks.settings import FineTuneSettings
 
     summary = runner.run(
         glue.task("sst-2", "glue_data"),
-        FineTuneSettings(output_dir="runs/sst2", init_checkpoint="albert_base", max_seq_length=128),
+        FineTuneSettings(output_dir="runs/sst2", init_checkpoint="albert_base", max_seq_length=128, train_step=100),
         predict_split="test",
     )
 """
@@ -25,10 +26,13 @@ from typing import Optional
 
 import keras
 
-from albert_tf import finetuning, preemption
-from albert_tf.finetuning import FineTuneError, FineTuneSettings
+from albert_tf import preemption
 from albert_tf.locking import OutputDirLock
+from albert_tf.run_layout import SUMMARY_FILE
+from albert_tf.tasks import best_model, start, training
 from albert_tf.tasks.base import Encoded, Task
+from albert_tf.tasks.datasets import train_dataset
+from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
 
 def run(
@@ -42,29 +46,58 @@ def run(
     """Fine-tunes (with `settings.do_train`), evaluates and predicts `task`; returns the summary.
 
     Args:
-        task: what to read, encode, train, score and write.
+        task: what to read, encode, train, score and write (`settings.early_exit`: its early-exit form).
         settings: the runner's settings.
         evaluate: score the best model on `eval_split` and write its predictions.
         eval_split: the labelled split that picks the best checkpoint and is scored.
         predict_split: an unlabelled split to predict (GLUE's test submission), or None.
 
-    Without `do_train`, the model is the one `output_dir` already holds, else
-    `init_checkpoint`'s fine-tuned `best/`.
+    Without `do_train`, the model is the `best/` that `output_dir` already holds, else the one
+    `init_checkpoint` names (a fine-tuning output directory or its `best/`).
     """
-    finetuning.check_max_seq_length(settings.max_seq_length, settings.albert_config_file, settings.init_checkpoint)
+    if settings.early_exit:
+        task = task.with_early_exit()
     minimum, holds = task.min_seq_length()
     if settings.max_seq_length < minimum:
         raise FineTuneError(
             f"--max_seq_length {settings.max_seq_length}: {task.name} needs at least {minimum} ({holds})"
         )
+    model_start = None
+    if settings.do_train:
+        model_start = start.for_training(settings)
+    elif evaluate or predict_split:
+        model_start = start.fine_tuned(settings)
+    _check_inputs(task, settings, evaluate, eval_split, predict_split)
     # SIGTERM/SIGINT stop training after the current batch (`albert_tf.preemption`), lock released.
     with preemption.stop_signals(), OutputDirLock(settings.output_dir):
-        return _run(task, settings, evaluate, eval_split, predict_split)
+        return _run(task, settings, model_start, evaluate, eval_split, predict_split)
 
 
-def _run(task: Task, settings: FineTuneSettings, evaluate: bool, eval_split: str, predict_split: Optional[str]):
+def _check_inputs(task: Task, settings: FineTuneSettings, evaluate: bool, eval_split: str, predict_split):
+    """Every file the run will read exists, before it spends any time."""
+    needed = []
+    if settings.do_train:
+        needed.append(("train", "to train"))
+    if settings.do_train or evaluate:
+        needed.append((eval_split, "to evaluate" if evaluate else "to pick the best checkpoint"))
+    if predict_split:
+        needed.append((predict_split, "to predict"))
+    for split, purpose in needed:
+        for path in task.inputs(split):
+            if not os.path.exists(path):
+                raise FineTuneError(f"{path}: no such file or directory (the {split} split, read {purpose})")
+
+
+def _run(
+    task: Task,
+    settings: FineTuneSettings,
+    model_start: Optional[start.Start],
+    evaluate: bool,
+    eval_split: str,
+    predict_split: Optional[str],
+):
     log = print if settings.verbose else logging.info
-    tokenizer = finetuning.tokenizer_for(settings)
+    tokenizer = model_start.tokenizer if model_start else None
     os.makedirs(settings.output_dir, exist_ok=True)
     summary = {"task": task.name, "metric": task.metric}
 
@@ -86,15 +119,12 @@ def _run(task: Task, settings: FineTuneSettings, evaluate: bool, eval_split: str
     if settings.do_train:
         keras.utils.set_random_seed(settings.seed)
         train = load("train", training=True)
-        settings = finetuning.with_epoch_schedule(settings, len(train.examples))
+        settings = settings.with_schedule(len(train.examples))
         summary["train_step"], summary["warmup_step"] = settings.train_step, settings.warmup_step
-        backbone = finetuning.build_backbone(
-            settings.albert_config_file, settings.init_checkpoint, tokenizer, remat=settings.remat
-        )
-        model = task.build_model(backbone, settings.dropout)
-        result = finetuning.train(
+        model = task.build_model(model_start.backbone(remat=settings.remat), settings.dropout)
+        result = training.train(
             task.training_model(model),
-            finetuning.train_dataset(train.features, train.labels, settings.micro_batch_size, settings.seed),
+            train_dataset(train.features, train.labels, settings.micro_batch_size, settings.seed),
             settings,
             task.losses(),
             lambda trained: task.score(dev, predict(trained, dev)),
@@ -104,8 +134,10 @@ def _run(task: Task, settings: FineTuneSettings, evaluate: bool, eval_split: str
             tokenizer=tokenizer,
         )
         summary["history"] = result["history"]
-    if evaluate or predict_split:
-        model = finetuning.load_best(_fine_tuned_model_dir(settings))
+        if evaluate or predict_split:
+            model = best_model.load(settings.output_dir)  # the best evaluation's, not the last step's
+    elif model_start is not None:
+        model = model_start.model
     if evaluate:
         predictions = predict(model, dev)
         summary["eval"] = task.score(dev, predictions)
@@ -113,21 +145,9 @@ def _run(task: Task, settings: FineTuneSettings, evaluate: bool, eval_split: str
     if predict_split:
         data = load(predict_split)
         summary["submission"] = task.write(settings.output_dir, data, predict(model, data))
-    with open(os.path.join(settings.output_dir, "summary.json"), "w") as f:
+    with open(os.path.join(settings.output_dir, SUMMARY_FILE), "w") as f:
         json.dump(summary, f, indent=2)
     return summary
-
-
-def _fine_tuned_model_dir(settings: FineTuneSettings) -> str:
-    """Where the model to evaluate lives: this run's `best/`, else `--init_checkpoint`'s."""
-    if settings.do_train or os.path.exists(os.path.join(settings.output_dir, finetuning.BEST_DIR)):
-        return settings.output_dir
-    if settings.init_checkpoint is None:
-        raise FineTuneError(
-            f"{settings.output_dir}: no fine-tuned model yet; run with --do_train, or give --init_checkpoint "
-            "a fine-tuning output directory"
-        )
-    return settings.init_checkpoint
 
 
 def print_summary(summary: dict) -> None:

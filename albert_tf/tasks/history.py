@@ -18,13 +18,13 @@ import time
 import uuid
 from typing import Optional
 
-BEST_RESULTS = os.path.join("best", "eval_results.json")
+from albert_tf.run_layout import BEST_DIR, BEST_RESULTS_FILE, EVAL_RESULTS_FILE
 
 
 def earlier_best(output_dir: str, metric: str) -> Optional[dict]:
     """The metrics of the `best/` already in `output_dir`, if it holds a finite `metric`; else None."""
     try:
-        with open(os.path.join(output_dir, BEST_RESULTS)) as f:
+        with open(os.path.join(output_dir, BEST_DIR, BEST_RESULTS_FILE)) as f:
             metrics = json.load(f)
     except (OSError, ValueError):
         return None
@@ -37,3 +37,9 @@ def earlier_best(output_dir: str, metric: str) -> Optional[dict]:
 def new_run_id() -> str:
     """When this run started (UTC), sortable, and a random suffix: unique per run."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + f"-{uuid.uuid4().hex[:8]}"
+
+
+def record_evaluation(output_dir: str, metrics: dict, run_id: str) -> None:
+    """Appends one evaluation, with the run that made it, to `eval_results.txt`."""
+    with open(os.path.join(output_dir, EVAL_RESULTS_FILE), "a") as f:
+        f.write(json.dumps({**metrics, "run": run_id}) + "\n")

@@ -1,0 +1,45 @@
+"""`best/`: the fine-tuned model of the best evaluation, published whole, and where to find one.
+
+Example:
+
+>>> import tempfile
+>>> fine_tuned_dir(tempfile.mkdtemp()) is None
+True
+"""
+
+import json
+import os
+from typing import Optional
+
+import keras
+
+from albert_tf import formats
+from albert_tf.formats.native import KERAS_MODEL_FILE
+from albert_tf.publish import staged_dir
+from albert_tf.run_layout import BEST_DIR, BEST_RESULTS_FILE
+
+
+def save(model, output_dir: str, metrics: dict, tokenizer=None) -> None:
+    """Publishes `model` (with `tokenizer` and `metrics`) as `output_dir/best/`, whole or not at all."""
+    with staged_dir(os.path.join(output_dir, BEST_DIR)) as staging:
+        formats.save(model, staging, tokenizer=tokenizer)  # the model carries its tokenizer
+        with open(os.path.join(staging, BEST_RESULTS_FILE), "w") as f:
+            json.dump(metrics, f, indent=2)
+
+
+def fine_tuned_dir(path: str) -> Optional[str]:
+    """The `best/` that `path` names: a fine-tuning output directory's, or a `best/` given directly."""
+    for candidate in (os.path.join(path, BEST_DIR), path):
+        if os.path.isfile(os.path.join(candidate, KERAS_MODEL_FILE)):
+            return candidate
+    return None
+
+
+def model_file(path: str) -> str:
+    """`best/model.keras` of `path` (see `fine_tuned_dir`); where it would be, when there is none."""
+    found = fine_tuned_dir(path)
+    return os.path.join(found or os.path.join(path, BEST_DIR), KERAS_MODEL_FILE)
+
+
+def load(path: str) -> keras.Model:
+    return formats.load(model_file(path)).model

@@ -1,0 +1,116 @@
+"""What every fine-tuning run is told (the original's flag names), and its step schedule, in one place.
+
+The schedule: an explicit `train_step` wins (with `warmup_step`, else
+`warmup_proportion` of it); without one, the steps come from
+`num_train_epochs` over the training examples, as the original
+run_squad_v{1,2} (`steps_from_epochs`). The runners' defaults differ
+(run_squad: 3 epochs, 10 % warmup; run_classifier and run_race: steps), the
+rule does not.
+
+Example:
+
+>>> settings = FineTuneSettings(output_dir="/tmp/out", train_step=10)
+>>> settings.learning_rate, settings.optimizer
+(5e-05, 'adamw')
+>>> FineTuneSettings(output_dir="/tmp/out", train_step=300, num_train_epochs=3.0, warmup_proportion=0.1).schedule(1000)
+(300, 30)
+"""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from albert_tf.errors import AlbertError
+from albert_tf.range_checks import check_ranges, check_seed
+
+
+class FineTuneError(AlbertError, RuntimeError):
+    """A fine-tuning run that cannot go on; the message says why."""
+
+
+@dataclasses.dataclass
+class FineTuneSettings:
+    """What every fine-tuning runner shares; a runner's own options live on its `Task`."""
+
+    output_dir: str
+    albert_config_file: Optional[str] = None
+    init_checkpoint: Optional[str] = None
+    spm_model_file: Optional[str] = None
+    vocab_file: Optional[str] = None
+    do_lower_case: Optional[bool] = None  # None: the init checkpoint's saved setting, else True
+    do_train: bool = True
+    max_seq_length: int = 512
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    learning_rate: float = 5e-5
+    train_step: Optional[int] = None  # None: from num_train_epochs
+    warmup_step: Optional[int] = None  # None: warmup_proportion of the steps
+    num_train_epochs: Optional[float] = None
+    warmup_proportion: float = 0.0
+    save_checkpoints_steps: int = 1000
+    optimizer: str = "adamw"
+    dropout: float = 0.1
+    seed: int = 12345
+    grad_accum_steps: int = 1  # micro-batches per optimizer step (their gradients averaged)
+    remat: bool = False  # recompute each layer application in the backward pass (activation memory)
+    early_exit: bool = False  # a classifier per layer application (PABEE; the task's `with_early_exit`)
+    verbose: bool = True
+
+    def __post_init__(self):
+        check_ranges(
+            self,
+            FineTuneError,
+            positive=("max_seq_length", "train_batch_size", "eval_batch_size", "learning_rate", "train_step")
+            + ("save_checkpoints_steps", "grad_accum_steps", "num_train_epochs"),
+            non_negative=("warmup_step",),
+            fractions=("warmup_proportion", "dropout"),
+        )
+        check_seed(self, FineTuneError)
+        if self.train_step is None and self.warmup_step is not None:
+            raise FineTuneError("--warmup_step needs --train_step (else use --warmup_proportion)")
+
+    @property
+    def micro_batch_size(self) -> int:
+        """Examples per forward pass: `train_batch_size / grad_accum_steps`."""
+        if self.grad_accum_steps < 1 or self.train_batch_size % self.grad_accum_steps:
+            raise FineTuneError(
+                f"--train_batch_size {self.train_batch_size} must divide by --grad_accum_steps {self.grad_accum_steps}"
+            )
+        return self.train_batch_size // self.grad_accum_steps
+
+    def schedule(self, num_examples: int) -> Tuple[int, int]:
+        """(train steps, warmup steps) for `num_examples` training examples: explicit steps win over epochs."""
+        if self.train_step is not None:
+            warmup = self.warmup_step if self.warmup_step is not None else int(self.train_step * self.warmup_proportion)
+            return self.train_step, warmup
+        if self.num_train_epochs is None:
+            raise FineTuneError("give --train_step or --num_train_epochs")
+        steps, warmup = steps_from_epochs(
+            num_examples, self.train_batch_size, self.num_train_epochs, self.warmup_proportion
+        )
+        if steps < 1:
+            raise FineTuneError(
+                f"{num_examples} training examples / --train_batch_size {self.train_batch_size} "
+                f"× --num_train_epochs {self.num_train_epochs} is less than one step"
+            )
+        return steps, warmup
+
+    def with_schedule(self, num_examples: int) -> "FineTuneSettings":
+        """These settings with `train_step` and `warmup_step` resolved (`schedule`)."""
+        train_step, warmup_step = self.schedule(num_examples)
+        if (train_step, warmup_step) == (self.train_step, self.warmup_step):
+            return self
+        return dataclasses.replace(self, train_step=train_step, warmup_step=warmup_step)
+
+
+def steps_from_epochs(num_examples: int, batch_size: int, epochs: float, warmup_proportion: float) -> Tuple[int, int]:
+    """(train steps, warmup steps) as the original run_squad_v{1,2}.
+
+    `int(len(train_examples) / train_batch_size * num_train_epochs)` and
+    `int(num_train_steps * warmup_proportion)`: the original counts questions
+    (examples), not the windows (features) actually batched.
+
+    >>> steps_from_epochs(87599, 32, 3.0, 0.1)
+    (8212, 821)
+    """
+    steps = int(num_examples / batch_size * epochs)
+    return steps, int(steps * warmup_proportion)

@@ -1,0 +1,118 @@
+"""What a fine-tuning run starts from, resolved once: the model, its config and the tokenizer.
+
+Training starts from `--init_checkpoint` (any format we load; its config
+unless `--albert_config_file` is given) or from a config alone; evaluating
+without training loads the fine-tuned `best/` (this run's, or the one
+`--init_checkpoint` names: a fine-tuning output directory or its `best/`).
+The tokenizer is the flags' vocabulary, else the one saved with the model.
+Every check reads this one value: `--max_seq_length` against the config's
+`max_position_embeddings`, the vocabulary's size against its `vocab_size`.
+"""
+
+import dataclasses
+from typing import Optional
+
+import keras
+
+from albert_tf import formats
+from albert_tf.config import AlbertConfig
+from albert_tf.formats import CheckpointError
+from albert_tf.formats.table import backbone_of
+from albert_tf.models.backbone import AlbertBackbone
+from albert_tf.tasks import best_model
+from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
+from albert_tf.tokenization import Tokenizer, check_vocab_size, resolve_tokenizer
+
+
+@dataclasses.dataclass
+class Start:
+    """The model a run trains or evaluates, resolved once.
+
+    Attributes:
+        config: the architecture (`--albert_config_file`, else the loaded model's).
+        where: what `config` came from, for messages.
+        model: the loaded model (None: a fresh backbone from `config`).
+        tokenizer: the run's tokenizer, its size checked against `config`.
+    """
+
+    config: AlbertConfig
+    where: str
+    model: Optional[keras.Model]
+    tokenizer: Tokenizer
+
+    def backbone(self, remat: bool = False) -> AlbertBackbone:
+        """A backbone of `config` holding the loaded model's weights (a fresh one without a model)."""
+        backbone = AlbertBackbone.from_albert_config(self.config, remat=remat)
+        if self.model is not None:
+            try:
+                backbone.set_weights(backbone_of(self.model).get_weights())
+            except ValueError as error:
+                raise CheckpointError(f"the loaded weights do not fit {self.where}: {error}") from None
+        return backbone
+
+
+def check_max_seq_length(max_seq_length: int, config: AlbertConfig, where: str) -> None:
+    """Fails before any work when `--max_seq_length` exceeds the model's `max_position_embeddings`."""
+    limit = config.max_position_embeddings
+    if max_seq_length > limit:
+        raise FineTuneError(
+            f"--max_seq_length {max_seq_length} exceeds max_position_embeddings = {limit} of {where}: "
+            f"the model has no position embedding beyond {limit}; use --max_seq_length {limit} or less"
+        )
+
+
+def for_training(settings: FineTuneSettings) -> Start:
+    """`--init_checkpoint` (with `--albert_config_file` when given), or a fresh model of the config.
+
+    `--max_seq_length` is checked against the config as soon as it is read.
+    """
+    if settings.init_checkpoint is None:
+        if settings.albert_config_file is None:
+            raise FineTuneError("give --albert_config_file, --init_checkpoint, or both")
+        config = AlbertConfig.from_json_file(settings.albert_config_file)
+        check_max_seq_length(settings.max_seq_length, config, settings.albert_config_file)
+        tokenizer = resolve_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case)
+        check_vocab_size(config.vocab_size, tokenizer, settings.albert_config_file)
+        return Start(config, settings.albert_config_file, None, tokenizer)
+    loaded = _load(settings.init_checkpoint, settings, settings.albert_config_file)
+    if settings.albert_config_file is None:
+        config, where = backbone_of(loaded.model).albert_config, settings.init_checkpoint
+    else:  # the weights were read through this config (formats.load checked the vocabulary against it)
+        config, where = AlbertConfig.from_json_file(settings.albert_config_file), settings.albert_config_file
+    check_max_seq_length(settings.max_seq_length, config, where)
+    return Start(config, where, loaded.model, loaded.tokenizer)
+
+
+def fine_tuned(settings: FineTuneSettings) -> Start:
+    """The fine-tuned model to evaluate: `output_dir`'s `best/`, else the one `--init_checkpoint` names.
+
+    `--max_seq_length` is checked against its config.
+    """
+    found = best_model.fine_tuned_dir(settings.output_dir)
+    if found is None and settings.init_checkpoint is not None:
+        found = best_model.fine_tuned_dir(settings.init_checkpoint)
+        if found is None:
+            raise FineTuneError(
+                f"{best_model.model_file(settings.init_checkpoint)}: no fine-tuned model "
+                "(--init_checkpoint without --do_train names a fine-tuning output directory or its best/)"
+            )
+    if found is None:
+        raise FineTuneError(
+            f"{settings.output_dir}: no fine-tuned model yet; run with --do_train, or give --init_checkpoint "
+            "a fine-tuning output directory"
+        )
+    loaded = _load(best_model.model_file(found), settings)  # a .keras file holds its own config
+    config = backbone_of(loaded.model).albert_config
+    check_max_seq_length(settings.max_seq_length, config, found)
+    return Start(config, found, loaded.model, loaded.tokenizer)
+
+
+def _load(path: str, settings: FineTuneSettings, albert_config_file: Optional[str] = None):
+    loaded = formats.load(
+        path, albert_config_file, settings.spm_model_file, settings.vocab_file, settings.do_lower_case
+    )
+    if loaded.tokenizer is None:
+        raise FineTuneError(
+            f"no vocabulary: give --spm_model_file or --vocab_file and {formats.model_directory(path)} holds none"
+        )
+    return loaded
