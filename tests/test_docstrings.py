@@ -11,6 +11,7 @@ from paths import REPO
 MODULES = [
     "albert_tf.config",
     "albert_tf.formats",
+    "albert_tf.formats.base",
     "albert_tf.formats.loaded",
     "albert_tf.formats.original",
     "albert_tf.formats.native",
