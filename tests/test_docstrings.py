@@ -51,7 +51,7 @@ MODULES = [
     "albert_tf.formats.table",
     "albert_tf.formats.hf",
     "albert_tf.formats.keras_hub",
-    "albert_tf.cli.predict",
+    "albert_tf.inference",
     "albert_tf.preemption",
     "albert_tf.pretraining.worker_faults",
     "albert_tf.pretraining.health",
