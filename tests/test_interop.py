@@ -321,9 +321,10 @@ def test_a_conversion_without_a_vocabulary_says_so(tmp_path):
         (None, r"has model.weights.h5 but no config.json; a keras-hub preset needs both"),
         ('{"registered_name": ', r"config.json: not a readable JSON file \(Expecting value"),
         ("[1, 2]", r"config.json: expected a JSON object, got list"),
+        ("null", r"config.json: expected a JSON object, got NoneType"),
         ('{"name": "x"}', r"config.json: has neither 'registered_name' \(a keras-hub preset\) nor 'model_type'"),
     ],
-    ids=["no-config", "broken-json", "not-an-object", "no-marker"],
+    ids=["no-config", "broken-json", "not-an-object", "null", "no-marker"],
 )
 def test_a_preset_without_or_with_a_broken_config_is_named(tmp_path, config_text, expected):
     directory = tmp_path / "kh"

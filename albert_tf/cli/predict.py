@@ -139,7 +139,7 @@ def check_output_file(output_file: str, input_file: str, model_dir: str, patienc
     suffix = os.path.splitext(output_file)[1].lower()
     if suffix not in (EMBEDDINGS_SUFFIX, *JSON_LINES_SUFFIXES):
         raise PredictError(
-            f"--output_file {output_file}: {suffix or 'no extension'} is not written; name a .npy "
+            f"--output_file {output_file}: {suffix or 'a file without extension'} is not written; name a .npy "
             "(embeddings) or .jsonl (JSON lines) file"
         )
     if patience is not None and suffix == EMBEDDINGS_SUFFIX:

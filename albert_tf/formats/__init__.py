@@ -163,15 +163,19 @@ def save(model, directory: str, format: str = native.NAME, tokenizer=None) -> Li
     original's carry the tokenizer as `spm.model`/`vocab.txt` + `tokenizer.json`,
     the peers' formats as their own tokenizer files (SentencePiece only).
     """
-    if format not in REGISTRY:
-        raise CheckpointError(f"unknown output format {format!r}; one of {', '.join(names())}")
-    REGISTRY[format].save(model, directory, tokenizer)
+    _registered(format).save(model, directory, tokenizer)
     return sorted(os.listdir(directory))
 
 
 def unwritten(model, format: str) -> List[str]:
     """What of `model` `format` cannot hold (said by `convert_checkpoint`, never silent)."""
-    return REGISTRY[format].unwritten(model)
+    return _registered(format).unwritten(model)
+
+
+def _registered(name: str) -> Format:
+    if name not in REGISTRY:
+        raise CheckpointError(f"unknown output format {name!r}; one of {', '.join(names())}")
+    return REGISTRY[name]
 
 
 def _encoder_of(model):

@@ -262,9 +262,10 @@ def is_hf_dir(path: str) -> bool:
         return False
     try:
         with open(config, encoding="utf-8") as f:
-            return "model_type" in json.load(f)
+            values = json.load(f)
     except (OSError, ValueError):
         return False
+    return isinstance(values, dict) and "model_type" in values
 
 
 def read_safetensors(directory: str) -> Dict[str, np.ndarray]:

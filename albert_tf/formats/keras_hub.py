@@ -235,9 +235,10 @@ def is_preset_dir(path: str) -> bool:
         return False
     try:
         with open(config, encoding="utf-8") as f:
-            return "registered_name" in json.load(f)
+            values = json.load(f)
     except (OSError, ValueError):
         return False
+    return isinstance(values, dict) and "registered_name" in values
 
 
 # ---- h5 files ---------------------------------------------------------------------------------
