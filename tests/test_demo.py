@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from albert_tf import demo
+from albert_tf.cli import demo
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

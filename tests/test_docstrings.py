@@ -11,6 +11,7 @@ from paths import REPO
 MODULES = [
     "albert_tf.config",
     "albert_tf.formats",
+    "albert_tf.formats.base",
     "albert_tf.formats.loaded",
     "albert_tf.formats.original",
     "albert_tf.formats.native",
@@ -54,7 +55,7 @@ MODULES = [
     "albert_tf.formats.table",
     "albert_tf.formats.hf",
     "albert_tf.formats.keras_hub",
-    "albert_tf.cli.predict",
+    "albert_tf.inference",
     "albert_tf.preemption",
     "albert_tf.pretraining.worker_faults",
     "albert_tf.pretraining.health",

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from test_early_exit import build, reference_exit
 
-from albert_tf.cli.predict import PredictError, pack, pad_batch, run
+from albert_tf.cli.predict import run
+from albert_tf.inference import PredictError, pack, pad_batch
 from albert_tf.tokenization import SentencePieceTokenizer
 
 from interop_helpers import save_ours

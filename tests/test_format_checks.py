@@ -133,3 +133,35 @@ def test_a_malformed_tokenizer_json_is_one_clear_error(tmp_path, spm, content):
     (directory / "tokenizer.json").write_text(json.dumps(content))
     with pytest.raises(TokenizerError, match="tokenizer.json"):
         formats.load(str(directory))
+
+
+def test_an_extra_tensor_in_our_weights_file_is_refused_and_listed(tmp_path):
+    import h5py
+
+    directory = tmp_path / "model"
+    formats.save(build("backbone"), str(directory))
+    with h5py.File(directory / "backbone.weights.h5", "r+") as f:
+        f.create_dataset("layers/stray_head/vars/0", data=np.zeros((4, 2), np.float32))
+    with pytest.raises(
+        CheckpointError, match=r"holds 1 tensor\(s\) the AlbertBackbone has no place for: layers/stray_head/vars/0$"
+    ):
+        formats.load(str(directory))
+
+
+@pytest.mark.parametrize("damage", ["no-tokenizer-json", "no-vocab-sha256"])
+def test_a_vocabulary_nothing_proves_is_the_models_is_said(tmp_path, spm, damage):
+    directory = tmp_path / "model"
+    formats.save(build("backbone"), str(directory), tokenizer=SentencePieceTokenizer(spm))
+    settings = directory / "tokenizer.json"
+    if damage == "no-tokenizer-json":
+        os.remove(settings)
+        expected = f"{directory}: spm.model has no tokenizer.json beside it; nothing proves it is the vocabulary"
+    else:
+        settings.write_text(
+            json.dumps({k: v for k, v in json.loads(settings.read_text()).items() if k != "vocab_sha256"})
+        )
+        expected = f"{settings}: records no vocab_sha256; nothing proves spm.model is the vocabulary"
+    loaded = formats.load(str(directory))
+    assert loaded.tokenizer is not None
+    assert [note for note in loaded.notes if note.startswith(expected)], loaded.notes
+    assert formats.load(str(directory), spm_model_file=spm).notes == ()  # a vocabulary given by flag: nothing to say

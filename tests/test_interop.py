@@ -243,3 +243,134 @@ def test_cli_converts_and_prints_what_it_wrote(tmp_path, toy_spm):
     assert formats.detect(str(tmp_path / "kh")) == "keras_hub"
     with pytest.raises(CheckpointError, match="--to_original contradicts --output_format=hf"):
         convert(ours, output_dir=str(tmp_path / "x"), to_original=True, output_format="hf")
+
+
+# ---- the Format interface: a new format is one module plus one registration ----------------------
+class ToyFormat(formats.Format):
+    """A format as a newcomer would add it: weights as one .npz, the config beside it, nothing else."""
+
+    name = "toy_npz"
+
+    def claims(self, path):
+        return os.path.isfile(os.path.join(path, "weights.npz"))
+
+    def load(self, path, albert_config_file=None, tokenizer=None, do_lower_case=None):
+        from albert_tf import AlbertBackbone
+
+        backbone = AlbertBackbone.from_albert_config(os.path.join(path, "albert_config.json"))
+        values = np.load(os.path.join(path, "weights.npz"))
+        backbone.set_weights([values[f"w{i}"] for i in range(len(backbone.weights))])
+        return formats.LoadedModel(backbone, path, tokenizer, format=self.name)
+
+    def save(self, model, directory, tokenizer=None):
+        model.albert_config.to_json_file(os.path.join(directory, "albert_config.json"))
+        np.savez(os.path.join(directory, "weights.npz"), **{f"w{i}": w for i, w in enumerate(model.get_weights())})
+
+    def unwritten(self, model):
+        return [] if model is formats.backbone_of(model) else [f"{self.name} holds the encoder only"]
+
+
+def test_a_new_format_is_one_class_and_one_registration(tmp_path, monkeypatch, toy_spm):
+    monkeypatch.setattr(formats, "REGISTRY", dict(formats.REGISTRY))  # the registration ends with the test
+    formats.register(ToyFormat())
+    assert "toy_npz" in formats.names()
+    model, ours = our_dir(tmp_path, "backbone", toy_spm)
+    notes = []
+    convert(ours, output_dir=str(tmp_path / "toy"), output_format="toy_npz", notes=notes)
+    assert formats.detect(str(tmp_path / "toy")) == "toy_npz"
+    assert any("holds no vocabulary" in note for note in notes) is False  # ours had spm.model
+    back = formats.load(str(tmp_path / "toy"), spm_model_file=toy_spm)
+    assert back.format == "toy_npz" and back.tokenizer is not None
+    assert_same_weights(model, back.model)
+    convert(str(tmp_path / "toy"), output_dir=str(tmp_path / "again"))  # and out again, through ours
+    assert_same_weights(model, formats.load(str(tmp_path / "again")).model)
+    assert formats.unwritten(build("pretrainer"), "toy_npz") == ["toy_npz holds the encoder only"]
+    with pytest.raises(ValueError, match="taken"):
+        formats.register(ToyFormat())
+
+
+def test_the_formats_package_never_branches_on_a_format_name():
+    source = (REPO / "albert_tf" / "formats" / "__init__.py").read_text()
+    code = source[source.index('"""', 3) + 3 :]  # the docstring's table names them, the code does not
+    for name in ("hf.", "keras_hub.", "native.NAME", "original.NAME", "run_dir.NAME", '"albert_tf"'):
+        assert f"== {name}" not in code and f"in ({name}" not in code, name
+
+
+def test_a_conversion_without_a_vocabulary_says_so(tmp_path):
+    model = build("pretrainer")
+    os.makedirs(tmp_path / "hf")
+    hf.save_hf_dir(model, str(tmp_path / "hf"))  # no spiece.model
+    notes = []
+    convert(str(tmp_path / "hf"), output_dir=str(tmp_path / "ours"), notes=notes)
+    assert f"{tmp_path / 'hf'}: holds no vocabulary; the model comes without a tokenizer" in notes
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.convert_checkpoint", "--input", str(tmp_path / "hf")]
+        + ["--output_dir", str(tmp_path / "kh"), "--output_format", "keras_hub"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "note: " + f"{tmp_path / 'hf'}: holds no vocabulary" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "config_text, expected",
+    [
+        (None, r"has model.weights.h5 but no config.json; a keras-hub preset needs both"),
+        ('{"registered_name": ', r"config.json: not a readable JSON file \(Expecting value"),
+        ("[1, 2]", r"config.json: expected a JSON object, got list"),
+        ("null", r"config.json: expected a JSON object, got NoneType"),
+        ('{"name": "x"}', r"config.json: has neither 'registered_name' \(a keras-hub preset\) nor 'model_type'"),
+    ],
+    ids=["no-config", "broken-json", "not-an-object", "null", "no-marker"],
+)
+def test_a_preset_without_or_with_a_broken_config_is_named(tmp_path, config_text, expected):
+    directory = tmp_path / "kh"
+    os.makedirs(directory)
+    keras_hub.save_preset(build("backbone"), str(directory))
+    if config_text is None:
+        os.remove(directory / "config.json")
+    else:
+        (directory / "config.json").write_text(config_text)
+    with pytest.raises(formats.ModelFileError, match=expected) as error:
+        formats.load(str(directory))
+    assert "holds no model" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_hf_weights_without_their_config_are_named(tmp_path):
+    directory = tmp_path / "hf"
+    os.makedirs(directory)
+    hf.save_hf_dir(build("backbone"), str(directory))
+    os.remove(directory / "config.json")
+    with pytest.raises(formats.ModelFileError, match="has model.safetensors but no config.json"):
+        formats.load(str(directory))
+
+
+def test_converting_into_a_directory_holding_another_model_is_refused(tmp_path, toy_spm):
+    """Issue 41 defect 6: the old model.keras stayed beside the new weights and predict loaded it."""
+    _, classifier_dir = our_dir(tmp_path, "classifier", toy_spm)
+    _, backbone_dir = our_dir(tmp_path, "backbone", toy_spm)
+    out = tmp_path / "out"
+    convert(classifier_dir, output_dir=str(out))
+    before = sorted(os.listdir(out))
+    with pytest.raises(
+        CheckpointError,
+        match=rf"--output_dir {out}: already holds another model \(albert_tf\); its model.keras would stay",
+    ):
+        convert(backbone_dir, output_dir=str(out))
+    assert sorted(os.listdir(out)) == before  # nothing written
+    assert type(formats.load(str(out)).model).__name__ == "AlbertClassifier"
+    convert(classifier_dir, output_dir=str(out))  # the same conversion again replaces every file: fine
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.convert_checkpoint", "--input", backbone_dir, "--output_dir", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        f"error: --output_dir {out}: already holds another model (albert_tf); its model.keras would stay beside "
+        "the new files and the two would mix. Give a new or empty directory"
+    ]

@@ -8,8 +8,9 @@ import sys
 import numpy as np
 import pytest
 
+from albert_tf.inference import PredictError, fill_mask
 from albert_tf.inputs.packing import encode_with_masks
-from albert_tf.predict import PredictError, fill_mask, run
+from albert_tf.predict import run
 from albert_tf.tokenization import SentencePieceTokenizer
 
 from interop_helpers import build, save_ours, train_toy_spm
@@ -138,3 +139,67 @@ def test_cli_prints_fillers_and_one_line_errors(pretrainer_dir):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == "[MASK] 1:" and len(result.stdout.splitlines()) == 3
+
+
+def test_an_output_file_among_the_models_own_files_is_refused(tmp_path, toy_spm):
+    """Issue 41 defect 7: `--output_file m/model.keras --model_dir m` replaced the model it read."""
+    model_dir = tmp_path / "m"
+    model_dir.mkdir()
+    save_ours(build("classifier"), model_dir, toy_spm)
+    (tmp_path / "in.txt").write_text("a line\n")
+    before = {name: (model_dir / name).read_bytes() for name in os.listdir(model_dir)}
+    for output in (model_dir / "model.keras", model_dir / "emb.npy", model_dir / "sub" / "x.jsonl"):
+        with pytest.raises(PredictError, match=f"--output_file {output} is inside the model directory {model_dir}"):
+            run(str(model_dir), input_file=str(tmp_path / "in.txt"), output_file=str(output), progress=False)
+    keras_file = str(model_dir / "model.keras")  # the .keras file itself as --model_dir
+    for output in (keras_file, str(model_dir / "spm.model"), str(model_dir / "tokenizer.json")):
+        with pytest.raises(PredictError, match="is a file of the model --model_dir .* it would be replaced"):
+            run(keras_file, input_file=str(tmp_path / "in.txt"), output_file=output, progress=False)
+    assert {name: (model_dir / name).read_bytes() for name in os.listdir(model_dir)} == before
+    run(keras_file, input_file=str(tmp_path / "in.txt"), output_file=str(model_dir / "emb.npy"), progress=False)
+    assert np.load(model_dir / "emb.npy").shape == (1, 64)  # beside a model file, not one of its files: fine
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.predict", f"--model_dir={model_dir}", f"--input_file={tmp_path / 'in.txt'}"]
+        + [f"--output_file={model_dir / 'model.keras'}"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        f"error: --output_file {model_dir / 'model.keras'} is inside the model directory {model_dir} that "
+        "--model_dir reads; write it elsewhere"
+    ]
+    assert (model_dir / "model.keras").read_bytes() == before["model.keras"]
+
+
+@pytest.mark.parametrize("name", ["out.csv", "out.tsv", "out", "out.json"])
+def test_an_output_file_extension_that_is_not_written_is_refused(tmp_path, pretrainer_dir, name):
+    """A `.csv` used to receive JSON lines."""
+    _, directory = pretrainer_dir
+    (tmp_path / "in.txt").write_text("a line\n")
+    with pytest.raises(PredictError, match=r"is not written; name a \.npy \(embeddings\) or \.jsonl"):
+        run(directory, input_file=str(tmp_path / "in.txt"), output_file=str(tmp_path / name))
+    assert sorted(os.listdir(tmp_path)) == ["in.txt"]
+
+
+def test_one_call_loads_a_model_directory_and_predicts_on_texts(tmp_path, toy_spm, pretrainer_dir):
+    from albert_tf.inference import Predictor, pack, pad_batch, predict
+
+    model = build("classifier")
+    directory = save_ours(model, tmp_path, toy_spm)
+    texts, texts_b = ["the quick fox", "paris is a city", "dog"], ["the lazy dog", "rome too", "cat"]
+    answers = predict(directory, texts, texts_b, batch_size=2)
+    tokenizer = SentencePieceTokenizer(toy_spm)
+    expected = np.concatenate(
+        [np.asarray(model(pad_batch([pack(tokenizer, a, b, 128)]))["logits"]) for a, b in zip(texts, texts_b)]
+    )
+    np.testing.assert_allclose(answers["logits"], expected, atol=1e-5)
+    assert answers["labels"].tolist() == expected.argmax(-1).tolist()
+    np.testing.assert_allclose(answers["probabilities"].sum(-1), 1, atol=1e-5)
+    _, mlm_directory = pretrainer_dir
+    predictor = Predictor.load(mlm_directory, max_seq_length=32)
+    assert predictor.predict(texts)["embeddings"].shape == (3, 64)  # not a classifier: its embeddings
+    assert len(predictor.fill_mask("the [MASK] fox", top_k=2)[0]) == 2
+    with pytest.raises(PredictError, match="3 texts but 1 second segments"):
+        predict(directory, texts, texts_b[:1])

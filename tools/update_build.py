@@ -13,7 +13,6 @@ import re
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 BUILD = REPO / "BUILD"
-DATA_PREP_CLIS = ("create_pretraining_data", "train_sentencepiece", "build_wordpiece_vocab")
 CLI_MODULES = {"export": "export_model"}  # binary name -> module in albert_tf/cli/ where they differ
 
 
@@ -36,8 +35,7 @@ def replace_srcs(text, name, paths):
 def main():
     text = BUILD.read_text()
     text = replace_srcs(text, "albert_tf", files("albert_tf/**/*.py"))
-    data_prep = [p for p in files("data_prep/*.py") if pathlib.Path(p).stem not in DATA_PREP_CLIS]
-    text = replace_srcs(text, "data_prep", data_prep)
+    text = replace_srcs(text, "data_prep", files("data_prep/**/*.py"))  # its `__main__` doors included
     support = [p for p in files("tests/*.py") if not pathlib.Path(p).name.startswith("test_")]
     text = replace_srcs(text, "test_support", support)
     text = replace_srcs(text, "bench_peers", files("bench/peers/*.py"))

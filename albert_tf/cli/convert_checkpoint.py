@@ -11,7 +11,9 @@ default output is our model directory: `albert_config.json` and
 `pretrainer.weights.h5` / `backbone.weights.h5` (`model.keras` for a task
 model) plus the vocabulary as `spm.model`. `--to_original` is
 `--output_format original` (`<dir>/model.ckpt` in Google's layout). Nothing is
-written to `--output_dir` unless it all succeeds.
+written to `--output_dir` unless it all succeeds, and a model already there
+is replaced only when every one of its files is (a mix would load as the old one).
+What the output cannot hold, or the input lacked, is said as `note:` lines.
 """
 
 import os
@@ -20,13 +22,12 @@ from absl import flags
 
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.run_record import write_settings
+from albert_tf.cli.run_record import SETTINGS_FILE, write_settings
 from albert_tf.config import AlbertConfig
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_files
 
 FLAGS = flags.FLAGS
-OUTPUT_FORMATS = formats.OUTPUT_FORMATS
 
 
 def define_flags():
@@ -34,7 +35,7 @@ def define_flags():
     flags.DEFINE_string("input", None, "What to convert: TF1 checkpoint, our model dir, HF dir or keras-hub preset.")
     flags.DEFINE_string("albert_config_file", None, "albert_config.json of a TF1 checkpoint (default: beside it).")
     flags.DEFINE_string("output_dir", None, "Directory to write the converted model to.")
-    flags.DEFINE_enum("output_format", None, OUTPUT_FORMATS, "Format to write (default albert_tf).")
+    flags.DEFINE_enum("output_format", None, formats.names(), "Format to write (default albert_tf).")
     flags.DEFINE_bool("to_original", False, "Same as --output_format=original.")
     flags.DEFINE_string("spm_model_file", None, "SentencePiece model to ship (default: the one found with the input).")
     flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt to ship instead (default: the one found).")
@@ -60,25 +61,44 @@ def convert(
         config_path: `albert_config.json` for a TF1 checkpoint or our weights.
         output_dir: where to write; created, files replaced only on success.
         to_original: the old flag, same as `output_format="original"`.
-        output_format: one of `OUTPUT_FORMATS` (default `albert_tf`).
+        output_format: a registered format's name (`albert_tf.formats.names()`; default `albert_tf`).
         spm_model_file / vocab_file / do_lower_case: the tokenizer to ship instead of the one found.
-        notes: a list that receives what was zero-filled or left out.
+        notes: a list that receives what was zero-filled, left out or cannot be checked.
+
+    Raises:
+        CheckpointError: `output_dir` holds another model whose files would stay (nothing is written).
     """
     if to_original and output_format not in (None, "original"):
         raise formats.CheckpointError(f"--to_original contradicts --output_format={output_format}")
     output_format = output_format or ("original" if to_original else "albert_tf")
-    if output_format not in OUTPUT_FORMATS:
-        raise formats.CheckpointError(f"unknown output format {output_format!r}; one of {', '.join(OUTPUT_FORMATS)}")
+    if output_format not in formats.names():
+        raise formats.CheckpointError(f"unknown output format {output_format!r}; one of {', '.join(formats.names())}")
     if config_path is not None:
         AlbertConfig.from_json_file(config_path)  # a bad config is the first error reported
     notes = [] if notes is None else notes
     loaded = formats.load(input_path, config_path, spm_model_file, vocab_file, do_lower_case)
-    notes += [f"{input_path}: has no {name}: set to zeros" for name in loaded.zero_filled]
+    notes += list(loaded.notes)
     notes += formats.unwritten(loaded.model, output_format)
     with OutputDirLock(output_dir), staged_files(output_dir) as staging:
         formats.save(loaded.model, staging, output_format, loaded.tokenizer)
+        refuse_to_mix(output_dir, os.listdir(staging))
         written = [os.path.join(output_dir, name) for name in sorted(os.listdir(staging))]
     return written
+
+
+def refuse_to_mix(output_dir: str, new_names) -> None:
+    """Replacing a model there is fine only if every file of it is replaced: a mix loads as the old one."""
+    held = formats.detect(output_dir)
+    if held is None:
+        return
+    kept = sorted(set(os.listdir(output_dir)) - set(new_names) - {SETTINGS_FILE})
+    kept = [name for name in kept if not name.startswith(".")]  # the lock, the staging directory
+    if kept:
+        shown = ", ".join(kept[:6]) + (", …" if len(kept) > 6 else "")
+        raise formats.CheckpointError(
+            f"--output_dir {output_dir}: already holds another model ({held}); its {shown} would stay "
+            "beside the new files and the two would mix. Give a new or empty directory"
+        )
 
 
 def main(argv):

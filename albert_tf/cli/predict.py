@@ -11,134 +11,36 @@ classifier prints its class probabilities (`--text_b` for pairs; a
 one-output regression model prints its score); a bare encoder prints the
 pooled embedding. With `--input_file`: the pooled embedding of every line
 (batched, with a progress bar) into `--output_file`, `.npy` (float32
-`[lines, hidden]`) or JSON lines (`{"text": ..., "embedding": [...]}`).
+`[lines, hidden]`) or `.jsonl` JSON lines (`{"text": ..., "embedding": [...]}`);
+other extensions are refused, and so is a path among the model's own files.
 
 A classifier fine-tuned with `--early_exit` answers at full depth unless
-`--patience` is given: then each row stops once `patience` consecutive
-internal classifiers agree (for regression, each score within `--threshold`
-of the one before), as the export's `serve_early_exit`
-(`albert_tf.models.early_exit.PatientInference`), and the output says how
-many layers it used. With `--input_file`, `--patience` classifies every line
-into JSON lines (`{"text", "probabilities", "label" | "score", "layers_used"}`).
-Tokenization and packing are those of training and serving
-(`albert_tf.tokenization`, `albert_tf.inputs.packing`).
-
-Example:
-
->>> rows = [([2, 7, 3], [0, 0, 0]), ([2, 3], [0, 0])]
->>> batch = pad_batch(rows)
->>> batch["input_ids"].tolist(), batch["input_mask"].tolist()
-([[2, 7, 3], [2, 3, 0]], [[1, 1, 1], [1, 1, 0]])
+`--patience` is given (`albert_tf.inference` has the rule); the output says
+how many layers it used. With `--input_file`, `--patience` classifies every
+line into JSON lines (`{"text", "probabilities", "label" | "score", "layers_used"}`).
+The prediction itself is `albert_tf.inference.Predictor`'s; this module reads
+the flags and writes the answers.
 """
 
 import json
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+import sys
+from typing import List
 
-import keras
 import numpy as np
 from absl import flags
 
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
-from albert_tf.errors import AlbertError
 from albert_tf.file_safety import same_file
-from albert_tf.inputs.packing import encode_with_masks, pack_segments
-from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
-from albert_tf.tokenization import TokenizerError
+from albert_tf.formats.native import CONFIG_FILE
+from albert_tf.inference import MASK_TEXT, PredictError, Predictor, check_early_exit_request, is_classifier
+from albert_tf.models.pretrainer import AlbertPretrainer
+from albert_tf.tokenization import TOKENIZER_FILE, TokenizerError, WordPieceTokenizer
 
-MASK_TEXT = "[MASK]"
-
-
-class PredictError(AlbertError, ValueError):
-    """A request predict cannot serve; the message says why."""
-
-
-def pad_batch(rows: Sequence[Tuple[List[int], List[int]]]) -> Dict[str, np.ndarray]:
-    """(input_ids, segment_ids) rows → int32 arrays padded with 0 to the longest row."""
-    length = max(len(ids) for ids, _ in rows)
-    batch = {name: np.zeros((len(rows), length), np.int32) for name in ("input_ids", "input_mask", "segment_ids")}
-    for row, (ids, segments) in enumerate(rows):
-        batch["input_ids"][row, : len(ids)] = ids
-        batch["input_mask"][row, : len(ids)] = 1
-        batch["segment_ids"][row, : len(ids)] = segments
-    return batch
-
-
-def pack(tokenizer, text: str, text_b: Optional[str], max_seq_length: int, with_masks: bool = False):
-    """`[CLS] a [SEP] (b [SEP])` as training packs it; `[MASK]` in the text is the mask id if asked."""
-    # Each segment's first max_seq_length ids: all packing keeps, from bounded work.
-    if with_masks:
-        encode = lambda t: encode_with_masks(tokenizer, t, MASK_TEXT, max_seq_length)  # noqa: E731
-    else:
-        encode = lambda t: tokenizer.encode(t, max_ids=max_seq_length)  # noqa: E731
-    ids_b = encode(text_b) if text_b is not None else None
-    return pack_segments(encode(text), ids_b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
-
-
-def fill_mask(
-    model, tokenizer, text: str, text_b: Optional[str] = None, top_k: int = 5, max_seq_length: int = 128
-) -> List[List[Tuple[str, float]]]:
-    """For each `[MASK]`, the `top_k` (piece, probability) of an `AlbertPretrainer`."""
-    ids, segments = pack(tokenizer, text, text_b, max_seq_length, with_masks=True)
-    positions = [i for i, token in enumerate(ids) if token == tokenizer.mask_id]
-    if not positions:
-        raise PredictError(f"no {MASK_TEXT} in the text (within the first {max_seq_length} pieces)")
-    batch = pad_batch([(ids, segments)])
-    batch["masked_lm_positions"] = np.array([positions], np.int32)
-    logits = np.asarray(model(batch)["mlm_logits"])[0]
-    probabilities = _softmax(logits)
-    results = []
-    for row in probabilities:
-        best = np.argsort(-row, kind="stable")[:top_k]
-        pieces = tokenizer.convert_ids_to_tokens(best)
-        results.append([(piece, float(row[i])) for piece, i in zip(pieces, best)])
-    return results
-
-
-def classify(model, tokenizer, text: str, text_b: Optional[str] = None, max_seq_length: int = 128):
-    """Class probabilities of an `AlbertClassifier` (the raw score for a 1-output regression)."""
-    batch = pad_batch([pack(tokenizer, text, text_b, max_seq_length)])
-    logits = np.asarray(model(batch)["logits"])[0]
-    return logits if logits.shape[-1] == 1 else _softmax(logits)
-
-
-def check_early_exit_request(model, patience: Optional[int], threshold: Optional[float]) -> None:
-    """`--patience`/`--threshold` fit `model` (the export's `serve_early_exit` semantics), or a `PredictError`."""
-    if patience is None:
-        if threshold is not None:
-            raise PredictError("--threshold needs --patience (it is the regression rule of early exit)")
-        return
-    if not isinstance(model, AlbertEarlyExitClassifier):
-        raise PredictError(
-            f"--patience: the model ({type(model).__name__}) has no internal classifiers; "
-            "fine-tune it with run_classifier --early_exit to exit early"
-        )
-    if not 1 <= patience <= model.num_exits:
-        raise PredictError(
-            f"--patience {patience}: must be in [1, {model.num_exits}] "
-            f"(the model's {model.num_exits} layer applications; {model.num_exits} is full depth)"
-        )
-    if not model.is_regression and threshold is not None:
-        raise PredictError(
-            "--threshold: the model classifies (agreement is the same label); the threshold is for regression"
-        )
-    if model.is_regression:
-        if threshold is None:
-            raise PredictError(
-                "--patience on a regression model needs --threshold (the largest change between "
-                "consecutive scores that still counts as agreeing)"
-            )
-        if not threshold >= 0 or threshold == float("inf"):
-            raise PredictError(f"--threshold {threshold}: must be a finite number ≥ 0")
-
-
-def classify_early_exit(inference: PatientInference, rows, patience: int, threshold: Optional[float]):
-    """Packed rows (`pack`) → (probabilities, or scores for regression, `[rows, C]`; layers used `[rows]`)."""
-    outputs = inference(pad_batch(rows), patience=patience, threshold=threshold or 0.0)
-    logits = np.asarray(outputs["logits"])
-    values = logits if inference.is_regression else _softmax(logits)
-    return values, np.asarray(outputs["layers_used"])
+EMBEDDINGS_SUFFIX = ".npy"
+JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
+FILES_READ_BESIDE = (CONFIG_FILE, TOKENIZER_FILE, WordPieceTokenizer.asset_name)  # and any *.model (SentencePiece)
 
 
 def _answer_lines(values: np.ndarray) -> List[str]:
@@ -147,76 +49,29 @@ def _answer_lines(values: np.ndarray) -> List[str]:
     return [f"class {i}: {p:.4f}" for i, p in enumerate(values)]
 
 
-def packed_chunks(tokenizer, texts: Sequence[str], batch_size: int, max_seq_length: int, source: str):
-    """Yields `(start, texts, packed rows)` per batch; a text the tokenizer refuses names `source:line`."""
-    for start in range(0, len(texts), batch_size):
-        chunk = texts[start : start + batch_size]
-        rows = []
-        for number, text in enumerate(chunk, start=start + 1):
-            try:
-                rows.append(pack(tokenizer, text, None, max_seq_length))
-            except TokenizerError as error:
-                raise PredictError(f"{source}:{number}: {error}") from None
-        yield start, chunk, rows
-
-
-def write_early_exit_predictions(
-    model, tokenizer, texts, path, patience, threshold, batch_size, max_seq_length, progress, source
-) -> List[str]:
-    """Every line classified with early exit, one JSON line each (written aside, then renamed)."""
-    inference = PatientInference(model)
-    bar = keras.utils.Progbar(len(texts), unit_name="line") if progress else None
-    records = []
-    for _, chunk, rows in packed_chunks(tokenizer, texts, batch_size, max_seq_length, source):
-        values, layers = classify_early_exit(inference, rows, patience, threshold)
-        for text, row, used in zip(chunk, values, layers):
-            record = {"text": text}
-            if model.is_regression:
-                record["score"] = float(row[0])
-            else:
-                record["probabilities"] = [round(float(p), 6) for p in row]
-                record["label"] = int(row.argmax())
-            record["layers_used"] = int(used)
-            records.append(record)
-        if bar is not None:
-            bar.add(len(chunk))
-    _write_json_lines(path, records)
-    average = sum(r["layers_used"] for r in records) / max(len(records), 1)
-    return [f"wrote {path} ({len(records)} lines, {average:.2f} of {model.num_exits} layers on average)"]
-
-
-def embed(
-    model,
-    tokenizer,
-    texts: Sequence[str],
-    batch_size: int = 32,
-    max_seq_length: int = 128,
-    progress: bool = False,
-    source: str = "line",
-) -> np.ndarray:
-    """Pooled outputs `[len(texts), hidden]` (float32) of any model's encoder, in batches.
-
-    A text the tokenizer refuses is a `PredictError` naming `source:line`.
-    """
-    backbone = getattr(model, "backbone", model)
-    out = np.zeros((len(texts), backbone.albert_config.hidden_size), np.float32)
-    bar = keras.utils.Progbar(len(texts), unit_name="line") if progress else None
-    for start, chunk, rows in packed_chunks(tokenizer, texts, batch_size, max_seq_length, source):
-        batch = pad_batch(rows)
-        out[start : start + len(chunk)] = np.asarray(backbone(batch)["pooled_output"], np.float32)
-        if bar is not None:
-            bar.add(len(chunk))
-    return out
-
-
-def write_embeddings(path: str, texts: Sequence[str], vectors: np.ndarray) -> str:
-    """`.npy` or JSON lines (any other suffix), written aside then renamed into place."""
-    if path.endswith(".npy"):
+def write_embeddings(path: str, texts, vectors: np.ndarray) -> str:
+    """`.npy` or JSON lines, written aside then renamed into place."""
+    if path.endswith(EMBEDDINGS_SUFFIX):
         _write_aside(path, "wb", lambda f: np.save(f, vectors))
     else:
         records = ({"text": text, "embedding": [float(v) for v in vector]} for text, vector in zip(texts, vectors))
         _write_json_lines(path, records)
     return path
+
+
+def early_exit_records(texts, answers) -> List[dict]:
+    """One record a line: the text, its probabilities and label (or score), the layers it used."""
+    records = []
+    for number, text in enumerate(texts):
+        record = {"text": text}
+        if "scores" in answers:
+            record["score"] = float(answers["scores"][number])
+        else:
+            record["probabilities"] = [round(float(p), 6) for p in answers["probabilities"][number]]
+            record["label"] = int(answers["labels"][number])
+        record["layers_used"] = int(answers["layers_used"][number])
+        records.append(record)
+    return records
 
 
 def _write_json_lines(path: str, records) -> None:
@@ -237,11 +92,6 @@ def _write_aside(path: str, mode: str, write) -> None:
             os.remove(partial)
 
 
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = np.exp(logits - logits.max(-1, keepdims=True))
-    return shifted / shifted.sum(-1, keepdims=True)
-
-
 def read_lines(path: str) -> List[str]:
     """Lines of a text file (invalid UTF-8 replaced), line breaks dropped, empty lines kept."""
     try:
@@ -249,6 +99,51 @@ def read_lines(path: str) -> List[str]:
             return [line.rstrip("\r\n") for line in f]
     except OSError as error:
         raise PredictError(f"--input_file {path}: cannot be read ({error.strerror or error})") from None
+
+
+def _inside(path: str, directory: str) -> bool:
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
+    return os.path.commonpath([path, directory]) == directory
+
+
+def refuse_writing_into_the_model(output_file: str, model_dir: str) -> None:
+    """The output may not replace or sit among the files of the model read (its directory, or its file)."""
+    if not os.path.exists(model_dir) and not os.path.exists(model_dir + ".index"):
+        return  # loading says what is missing
+    resolved = formats.model_directory(model_dir)
+    if os.path.isdir(model_dir):
+        if _inside(output_file, resolved):
+            raise PredictError(
+                f"--output_file {output_file} is inside the model directory {resolved} that --model_dir reads; "
+                "write it elsewhere"
+            )
+        return
+    # A model file (.keras, .weights.h5, a TF1 prefix): its shards and the files read beside it.
+    model_file, target = os.path.realpath(model_dir), os.path.realpath(output_file)
+    beside = os.path.dirname(target) == os.path.dirname(model_file) and (
+        os.path.basename(target) in FILES_READ_BESIDE or target.endswith(".model")
+    )
+    if target == model_file or target.startswith(model_file + ".") or beside:
+        raise PredictError(
+            f"--output_file {output_file} is a file of the model --model_dir {model_dir} reads: it would be replaced"
+        )
+
+
+def check_output_file(output_file: str, input_file: str, model_dir: str, patience) -> None:
+    """Every problem with `--output_file` before the model is loaded."""
+    if os.path.isdir(output_file):
+        raise PredictError(f"--output_file {output_file} is a directory; name a .npy or .jsonl file")
+    if same_file(output_file, input_file):
+        raise PredictError(f"--output_file {output_file} is --input_file {input_file}: it would be overwritten")
+    refuse_writing_into_the_model(output_file, model_dir)
+    suffix = os.path.splitext(output_file)[1].lower()
+    if suffix not in (EMBEDDINGS_SUFFIX, *JSON_LINES_SUFFIXES):
+        raise PredictError(
+            f"--output_file {output_file}: {suffix or 'a file without extension'} is not written; name a .npy "
+            "(embeddings) or .jsonl (JSON lines) file"
+        )
+    if patience is not None and suffix == EMBEDDINGS_SUFFIX:
+        raise PredictError(f"--output_file {output_file}: --patience writes JSON lines; name a .jsonl file")
 
 
 def run(
@@ -268,64 +163,59 @@ def run(
     patience=None,
     threshold=None,
 ) -> List[str]:
-    """Does what the flags ask; returns the lines to print."""
+    """Does what the flags ask; returns the lines to print (loading's notes go to stderr)."""
     if (text is None) == (input_file is None):
         raise PredictError("give exactly one of --text and --input_file")
     if input_file is not None and not output_file:
         raise PredictError("--input_file needs --output_file (.npy, or .jsonl for JSON lines)")
-    if input_file is not None and os.path.isdir(output_file):
-        raise PredictError(f"--output_file {output_file} is a directory; name a .npy or .jsonl file")
-    if input_file is not None and same_file(output_file, input_file):
-        raise PredictError(f"--output_file {output_file} is --input_file {input_file}: it would be overwritten")
+    if input_file is not None:
+        check_output_file(output_file, input_file, model_dir, patience)
     if top_k < 1 or batch_size < 1 or max_seq_length < 3:
         raise PredictError("--top_k and --batch_size must be ≥ 1, --max_seq_length ≥ 3")
-    if patience is not None and input_file is not None and output_file.endswith(".npy"):
-        raise PredictError(f"--output_file {output_file}: --patience writes JSON lines; name a .jsonl file")
-    loaded = formats.load(model_dir, albert_config_file, spm_model_file, vocab_file, do_lower_case)
-    if loaded.tokenizer is None:
-        raise TokenizerError(
-            f"{model_dir}: no vocabulary beside the model (spm.model, spiece.model, "
-            "assets/tokenizer/vocabulary.spm or vocab.txt); pass --spm_model_file or --vocab_file"
-        )
-    tokenizer = loaded.tokenizer
-    model = loaded.model
-    limit = getattr(model, "backbone", model).albert_config.max_position_embeddings
-    if max_seq_length > limit:
-        raise PredictError(f"--max_seq_length {max_seq_length} exceeds the model's max_position_embeddings={limit}")
-    check_early_exit_request(model, patience, threshold)
+    predictor = Predictor.load(model_dir, max_seq_length, spm_model_file, vocab_file, albert_config_file, do_lower_case)
+    for note in predictor.notes:
+        print(f"note: {note}", file=sys.stderr)
+    check_early_exit_request(predictor.model, patience, threshold)
     if input_file is None:
         try:
-            if patience is not None:
-                row = pack(tokenizer, text, text_b, max_seq_length)
-                values, layers = classify_early_exit(PatientInference(model), [row], patience, threshold)
-                return _answer_lines(values[0]) + [f"layers used: {int(layers[0])} of {model.num_exits}"]
-            return _predict_text(model, tokenizer, text, text_b, top_k, max_seq_length)
+            return _predict_text(predictor, text, text_b, top_k, patience, threshold)
         except TokenizerError as error:
             raise PredictError(f"--text/--text_b: {error}") from None
     texts = read_lines(input_file)
     if patience is not None:
-        return write_early_exit_predictions(
-            model, tokenizer, texts, output_file, patience, threshold, batch_size, max_seq_length, progress, input_file
+        answers = predictor.predict(
+            texts, batch_size=batch_size, patience=patience, threshold=threshold, progress=progress, source=input_file
         )
-    vectors = embed(model, tokenizer, texts, batch_size, max_seq_length, progress, source=input_file)
+        records = early_exit_records(texts, answers)
+        _write_json_lines(output_file, records)
+        average = sum(r["layers_used"] for r in records) / max(len(records), 1)
+        exits = predictor.model.num_exits
+        return [f"wrote {output_file} ({len(records)} lines, {average:.2f} of {exits} layers on average)"]
+    vectors = predictor.embed(texts, batch_size=batch_size, progress=progress, source=input_file)
     return [f"wrote {write_embeddings(output_file, texts, vectors)} ({len(texts)} × {vectors.shape[1]})"]
 
 
-def _predict_text(model, tokenizer, text, text_b, top_k, max_seq_length) -> List[str]:
-    kind = type(model).__name__
-    if kind == "AlbertPretrainer":
+def _predict_text(predictor: Predictor, text, text_b, top_k, patience, threshold) -> List[str]:
+    model = predictor.model
+    texts_b = None if text_b is None else [text_b]
+    if patience is not None:
+        answers = predictor.predict([text], texts_b, patience=patience, threshold=threshold, source="--text")
+        values = answers["logits"][0] if "scores" in answers else answers["probabilities"][0]
+        return _answer_lines(values) + [f"layers used: {int(answers['layers_used'][0])} of {model.num_exits}"]
+    if isinstance(model, AlbertPretrainer):
         lines = []
-        for index, candidates in enumerate(fill_mask(model, tokenizer, text, text_b, top_k, max_seq_length)):
+        for index, candidates in enumerate(predictor.fill_mask(text, text_b, top_k)):
             lines.append(f"{MASK_TEXT} {index + 1}:")
             lines += [f"  {piece:<20} {probability:.4f}" for piece, probability in candidates]
         return lines
-    if kind == "AlbertClassifier" or isinstance(model, AlbertEarlyExitClassifier):  # early exit: full depth
-        return _answer_lines(classify(model, tokenizer, text, text_b, max_seq_length))
-    if kind == "AlbertBackbone":
-        vector = embed(model, tokenizer, [text], 1, max_seq_length, source="--text")[0]
+    if is_classifier(model):  # early exit: full depth
+        answers = predictor.predict([text], texts_b, source="--text")
+        return _answer_lines(answers["logits"][0] if "scores" in answers else answers["probabilities"][0])
+    if model is formats.backbone_of(model):
+        vector = predictor.embed([text], batch_size=1, source="--text")[0]
         return [json.dumps([round(float(v), 6) for v in vector])]
     raise PredictError(
-        f"{kind}: --text works with pretraining (MLM) models, classifiers and encoders; "
+        f"{type(model).__name__}: --text works with pretraining (MLM) models, classifiers and encoders; "
         "for this model use --input_file for embeddings"
     )
 

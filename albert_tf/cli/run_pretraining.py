@@ -6,7 +6,7 @@
         --train_batch_size 4096 --num_train_steps 125000 --num_warmup_steps 3125 \
         --learning_rate 0.00176 --optimizer lamb [--strategy mirrored|multi_worker|tpu]
 
-    python -m albert_tf.run_pretraining      # the built-in demo (albert_tf.demo)
+    python -m albert_tf.run_pretraining      # the built-in demo (albert_tf.cli.demo)
 
 Flag names and defaults are the original's where it has them. Running the
 same command again resumes from the last checkpoint in `--output_dir`. At the
@@ -18,7 +18,8 @@ import json
 
 from absl import flags
 
-from albert_tf import demo, preemption
+from albert_tf import preemption
+from albert_tf.cli import demo
 from albert_tf.cli.app import our_flags, run_cli
 from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags
 from albert_tf.cli.run_record import write_settings

@@ -1,18 +1,24 @@
-"""Every model format albert_tf reads and writes, behind three calls: `detect`, `load`, `save`.
+"""Every model format albert_tf reads and writes, behind four calls: `detect`, `load`, `save`, `load_weights`.
 
 | format | what is on disk | module |
 |---|---|---|
 | `albert_tf` | our model directory: `albert_config.json` + `*.weights.h5` or `model.keras` + tokenizer | `native` |
-| `run_dir` | a `run_pretraining` / fine-tuning output directory (its `final/`, else `best/`) | `run_dir` |
 | `original` | Google's TF1 checkpoint (prefix or directory), `albert_config.json` beside it | `original` |
 | `hf` | an HF transformers directory (`config.json` + `model.safetensors`) | `hf` |
 | `keras_hub` | a keras-hub preset directory (`config.json` + `model.weights.h5`) | `keras_hub` |
 
-The foreign formats go through one name-table engine (`table`), which checks
-every value it loads (float, finite, plausible magnitude) whatever the format.
-`load_weights` fills an existing model from any of them (warm starts, growing
-`num_hidden_groups` from group 0). Training state (optimizer slots, step,
-data position) is no model format: it stays with `albert_tf.pretraining.run_state`.
+Each is a `base.Format` registered below; these calls loop over the
+registered formats and never name one. A `run_pretraining` / fine-tuning
+output directory is read as the model it published (its `final/`, else
+`best/`: `run_dir.resolve`). The foreign formats go through one name-table
+engine (`table`), which checks every value it loads (float, finite,
+plausible magnitude) whatever the format. `load_weights` fills an existing
+model from any of them (warm starts, growing `num_hidden_groups` from group
+0). Training state (optimizer slots, step, data position) is no model
+format: it stays with `albert_tf.pretraining.run_state`.
+
+A new format is one module with a `base.Format` subclass and one
+`register(...)` line here (tests/test_interop.py registers a toy one).
 
 Example:
 
@@ -28,9 +34,10 @@ Example:
 """
 
 import os
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from albert_tf.formats import hf, keras_hub, native, original, run_dir
+from albert_tf.formats.base import Format
 from albert_tf.formats.loaded import LoadedModel, ModelFileError
 from albert_tf.formats.table import CheckpointError, LoadReport, NoHeadsError, backbone_of
 from albert_tf.models import (  # noqa: F401  (registers the task models that a .keras file may hold)
@@ -43,37 +50,57 @@ from albert_tf.models import (  # noqa: F401  (registers the task models that a 
 )
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
-from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
+from albert_tf.tokenization import check_vocab_size, load_tokenizer
 
 __all__ = [
     "CheckpointError",
+    "Format",
     "LoadReport",
     "LoadedModel",
     "ModelFileError",
-    "OUTPUT_FORMATS",
     "NoHeadsError",
     "backbone_of",
     "detect",
     "load",
     "load_weights",
     "model_directory",
+    "names",
+    "register",
     "save",
     "unwritten",
 ]
 
+REGISTRY: Dict[str, Format] = {}  # name -> format, in detection order
+
+
+def register(format: Format) -> Format:
+    """Adds `format` to what `detect`, `load`, `save` and `--output_format` know; returns it."""
+    if not format.name or format.name in REGISTRY:
+        raise ValueError(f"format name {format.name!r} is empty or taken")
+    REGISTRY[format.name] = format
+    return format
+
+
 # Detection order: the peers' directories are marked by their config.json; ours by its files.
-DETECTION_ORDER = (keras_hub, hf, native, run_dir, original)
-WRITERS = {module.NAME: module for module in (native, original, hf, keras_hub)}
-OUTPUT_FORMATS = tuple(WRITERS)
-PEERS = (hf, keras_hub)
+register(keras_hub.FORMAT)
+register(hf.FORMAT)
+register(native.FORMAT)
+register(original.FORMAT)
+
+
+def names() -> Tuple[str, ...]:
+    """Every registered format's name (what `--output_format` takes)."""
+    return tuple(REGISTRY)
+
+
+def _format_at(path: str) -> Optional[Format]:
+    return next((format for format in REGISTRY.values() if format.claims(path)), None)
 
 
 def detect(path: str) -> Optional[str]:
-    """The name of the format at `path` (see the table above), or None."""
-    for module in DETECTION_ORDER:
-        if module.claims(path):
-            return module.NAME
-    return None
+    """The name of the format at `path` (a run directory: the model it published), or None."""
+    format = _format_at(run_dir.resolve(path))
+    return None if format is None else format.name
 
 
 def _exists(path: str) -> bool:
@@ -83,7 +110,7 @@ def _exists(path: str) -> bool:
 def model_directory(path: str) -> str:
     """The directory whose files go with the model at `path` (vocabulary, config)."""
     if os.path.isdir(path):
-        return run_dir.model_dir(path) or path
+        return run_dir.resolve(path)
     return os.path.dirname(path)
 
 
@@ -96,6 +123,9 @@ def load(
 ) -> LoadedModel:
     """The model at `path`, whatever its format, with the tokenizer saved beside it (or the one given).
 
+    `notes` says what the user should know: tensors set to zeros, no vocabulary,
+    a vocabulary nothing proves is the model's.
+
     Raises:
         ModelFileError: nothing loadable at `path`; the message lists what was expected.
         CheckpointError: weights that do not fit their config, or values that cannot be trusted.
@@ -103,35 +133,27 @@ def load(
     """
     if not _exists(path):
         raise ModelFileError(f"{path}: does not exist")
-    found = detect(path)
-    if found is None:
+    path = run_dir.resolve(path)
+    format = _format_at(path)
+    if format is None:
+        near_misses = (candidate.near_miss(path) for candidate in REGISTRY.values())
+        near_miss = next((problem for problem in near_misses if problem), None)
+        if near_miss:
+            raise ModelFileError(f"{near_miss}; so {path} holds no model")
         raise ModelFileError(
             f"{path}: holds no model. Expected a .keras file, a directory with {native.KERAS_MODEL_FILE}, "
             f"our model directory ({native.CONFIG_FILE} + *.weights.h5), a run_pretraining "
             "output directory (final/ or best/), a TF1 checkpoint (prefix or directory), "
             "an HF transformers directory or a keras-hub preset"
         )
-    if found == run_dir.NAME:
-        return load(run_dir.model_dir(path), albert_config_file, spm_model_file, vocab_file, do_lower_case)
-    zero_filled = ()
-    if found in (hf.NAME, keras_hub.NAME):
-        peer = hf if found == hf.NAME else keras_hub
-        model, report, peer_spm = peer.load(path)
-        zero_filled, source = tuple(report.zero_filled), path
-        if not (spm_model_file or vocab_file) and peer_spm:
-            spm_model_file = peer_spm
-            do_lower_case = peer.lower_case(path) if do_lower_case is None else do_lower_case
-        tokenizer = resolve_tokenizer(spm_model_file, vocab_file, do_lower_case, required=False)
-    else:
-        if found == native.NAME:
-            model, source = native.load(path, albert_config_file)
-        else:
-            model, source = original.load(path, albert_config_file)[0], path
-        directory = path if os.path.isdir(path) else os.path.dirname(path)
-        tokenizer = resolve_tokenizer(spm_model_file, vocab_file, do_lower_case, directory, required=False)
-    if tokenizer is not None:
-        check_vocab_size(backbone_of(model).albert_config.vocab_size, tokenizer, source)
-    return LoadedModel(model, source, tokenizer, zero_filled, found)
+    given = None
+    if spm_model_file or vocab_file:  # given by flag: the one stored with the model is not read
+        given = load_tokenizer(spm_model_file, vocab_file, True if do_lower_case is None else do_lower_case)
+    loaded = format.load(path, albert_config_file, given, do_lower_case)
+    if loaded.tokenizer is None:
+        loaded.notes += (f"{path}: holds no vocabulary; the model comes without a tokenizer",)
+    check_vocab_size(loaded.config.vocab_size, loaded.tokenizer, loaded.source)
+    return loaded
 
 
 def save(model, directory: str, format: str = native.NAME, tokenizer=None) -> List[str]:
@@ -141,20 +163,19 @@ def save(model, directory: str, format: str = native.NAME, tokenizer=None) -> Li
     original's carry the tokenizer as `spm.model`/`vocab.txt` + `tokenizer.json`,
     the peers' formats as their own tokenizer files (SentencePiece only).
     """
-    if format not in WRITERS:
-        raise CheckpointError(f"unknown output format {format!r}; one of {', '.join(OUTPUT_FORMATS)}")
-    if format == original.NAME:
-        original.save(model, directory)
-        if tokenizer is not None:
-            tokenizer.save(directory)
-    else:
-        WRITERS[format].save(model, directory, tokenizer)
+    _registered(format).save(model, directory, tokenizer)
     return sorted(os.listdir(directory))
 
 
 def unwritten(model, format: str) -> List[str]:
     """What of `model` `format` cannot hold (said by `convert_checkpoint`, never silent)."""
-    return WRITERS[format].unwritten(model) if format in (hf.NAME, keras_hub.NAME) else []
+    return _registered(format).unwritten(model)
+
+
+def _registered(name: str) -> Format:
+    if name not in REGISTRY:
+        raise CheckpointError(f"unknown output format {name!r}; one of {', '.join(names())}")
+    return REGISTRY[name]
 
 
 def _encoder_of(model):
@@ -174,17 +195,20 @@ def load_weights(model, path: str, from_group0: bool = False) -> LoadReport:
     """
     if not _exists(path):
         raise CheckpointError(f"{path}: checkpoint does not exist")
-    found = detect(path)
+    path = run_dir.resolve(path)
+    format = _format_at(path)
     backbone = backbone_of(model)
-    if found in (native.NAME, run_dir.NAME) and not from_group0:
-        weights_file, holds_heads = native.find_weights(run_dir.model_dir(path) or path)
-        if weights_file is not None:
-            return native.load_weights_file(model, weights_file, holds_heads)
-    if found == original.NAME or found is None:
+    if format is None:  # the TF1 reader says best what is missing
         source, values = original.read_original_checkpoint(path)
-    else:  # read through its own config, so its groups are its own, not the model's
-        loaded = load(path)
-        source, values = loaded.source, original.original_variables(_encoder_of(loaded.model))
+    else:
+        report = None if from_group0 else format.fill(model, path)
+        if report is not None:
+            return report
+        variables = format.tf1_variables(path)
+        if variables is None:  # read through its own config, so its groups are its own, not the model's
+            loaded = load(path)
+            variables = loaded.source, original.original_variables(_encoder_of(loaded.model))
+        source, values = variables
     if from_group0:
         values = original.fill_missing_groups_from_group0(backbone.albert_config, values)
     if model is not backbone and not any(name.startswith("cls/") for name in values):

@@ -39,6 +39,8 @@ from safetensors.numpy import load_file, save_file
 
 from albert_tf.config import REQUIRED_FIELDS, AlbertConfig, ConfigError
 from albert_tf.confined import path_inside
+from albert_tf.formats.base import Format
+from albert_tf.formats.loaded import LoadedModel
 from albert_tf.formats.table import (
     BACKBONE,
     EYE,
@@ -65,6 +67,7 @@ from albert_tf.models.multiple_choice import AlbertMultipleChoice
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.models.span_qa import AlbertSpanQA
 from albert_tf.models.token_classifier import AlbertTokenClassifier
+from albert_tf.tokenization import SentencePieceTokenizer, load_tokenizer
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -259,9 +262,10 @@ def is_hf_dir(path: str) -> bool:
         return False
     try:
         with open(config, encoding="utf-8") as f:
-            return "model_type" in json.load(f)
+            values = json.load(f)
     except (OSError, ValueError):
         return False
+    return isinstance(values, dict) and "model_type" in values
 
 
 def read_safetensors(directory: str) -> Dict[str, np.ndarray]:
@@ -414,36 +418,57 @@ def save_hf_dir(model, directory: str, spm_model_file: Optional[str] = None) -> 
     return sorted(os.listdir(directory))
 
 
-# ---- the format's interface (albert_tf.formats) ----------------------------------------------
+# ---- the format (albert_tf.formats) -----------------------------------------------------------
 NAME = "hf"
-claims = is_hf_dir
 
 
-def load(path: str):
-    """(our model, LoadReport, the SentencePiece file or None) of an HF directory."""
-    model, report = load_hf_dir(path)
-    return model, report, find_spm(path)
+class HfFormat(Format):
+    """An HF transformers directory (`config.json` with `model_type` + `model.safetensors`)."""
+
+    name = NAME
+
+    def claims(self, path: str) -> bool:
+        return is_hf_dir(path)
+
+    def load(self, path, albert_config_file=None, tokenizer=None, do_lower_case=None) -> LoadedModel:
+        """Our model (its own config: `albert_config_file` is not used) and the SentencePiece model found in it."""
+        del albert_config_file
+        model, report = load_hf_dir(path)
+        notes = [f"{path}: has no {name}: set to zeros" for name in report.zero_filled]
+        spm = find_spm(path)
+        if tokenizer is None and spm is not None:
+            lower = self.lower_case(path) if do_lower_case is None else do_lower_case
+            tokenizer = load_tokenizer(spm_model_file=spm, do_lower_case=lower)
+        return LoadedModel(model, path, tokenizer, tuple(report.zero_filled), NAME, tuple(notes))
+
+    def lower_case(self, path: str) -> bool:
+        """HF's `tokenizer_config.json` `do_lower_case`; True otherwise (the released ALBERTs are uncased)."""
+        config = os.path.join(path, TOKENIZER_CONFIG_FILE)
+        if os.path.isfile(config):
+            try:
+                with open(config, encoding="utf-8") as f:
+                    return bool(json.load(f).get("do_lower_case", True))
+            except (OSError, ValueError, AttributeError):
+                return True
+        return True
+
+    def save(self, model, directory, tokenizer=None) -> None:
+        """The model, and the tokenizer when it is a SentencePiece one (the only kind an HF directory holds)."""
+        spm = tokenizer.model_file if isinstance(tokenizer, SentencePieceTokenizer) else None
+        save_hf_dir(model, directory, spm)
+
+    def near_miss(self, path: str) -> Optional[str]:
+        if os.path.isdir(path) and not os.path.isfile(os.path.join(path, CONFIG_FILE)):
+            candidates = (WEIGHTS_FILE, WEIGHTS_INDEX_FILE, *PICKLE_FILES)
+            weights = [name for name in candidates if os.path.isfile(os.path.join(path, name))]
+            if weights:
+                return f"{path}: has {weights[0]} but no {CONFIG_FILE}; an HF transformers directory needs both"
+        return None
+
+    def unwritten(self, model) -> List[str]:
+        """Tensors of `model` the HF architecture lacks."""
+        architecture = architecture_of(model)
+        return unwritten_notes(f"HF's {architecture}", name_table(backbone_of(model).albert_config, architecture))
 
 
-def lower_case(path: str) -> bool:
-    """HF's `tokenizer_config.json` `do_lower_case`; True otherwise (the released ALBERTs are uncased)."""
-    config = os.path.join(path, TOKENIZER_CONFIG_FILE)
-    if os.path.isfile(config):
-        try:
-            with open(config, encoding="utf-8") as f:
-                return bool(json.load(f).get("do_lower_case", True))
-        except (OSError, ValueError, AttributeError):
-            return True
-    return True
-
-
-def save(model, directory: str, tokenizer=None) -> List[str]:
-    spm = tokenizer.model_file if tokenizer is not None and tokenizer.kind == "sentencepiece" else None
-    return save_hf_dir(model, directory, spm)
-
-
-def unwritten(model) -> List[str]:
-    """What of `model` an HF directory cannot hold (tensors the architecture lacks)."""
-    backbone = backbone_of(model)
-    table = name_table(backbone.albert_config, architecture_of(model))
-    return unwritten_notes(f"HF's {architecture_of(model)}", table)
+FORMAT = HfFormat()

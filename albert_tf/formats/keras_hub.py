@@ -36,6 +36,8 @@ import keras
 import numpy as np
 
 from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf.formats.base import Format, json_object_problem
+from albert_tf.formats.loaded import LoadedModel
 from albert_tf.formats.table import (
     BACKBONE,
     EYE,
@@ -54,6 +56,7 @@ from albert_tf.formats.table import (
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.pretrainer import AlbertPretrainer
+from albert_tf.tokenization import SentencePieceTokenizer, load_tokenizer
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
@@ -232,9 +235,10 @@ def is_preset_dir(path: str) -> bool:
         return False
     try:
         with open(config, encoding="utf-8") as f:
-            return "registered_name" in json.load(f)
+            values = json.load(f)
     except (OSError, ValueError):
         return False
+    return isinstance(values, dict) and "registered_name" in values
 
 
 # ---- h5 files ---------------------------------------------------------------------------------
@@ -495,31 +499,57 @@ def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> 
     return sorted(os.listdir(directory))
 
 
-# ---- the format's interface (albert_tf.formats) ----------------------------------------------
+# ---- the format (albert_tf.formats) -----------------------------------------------------------
 NAME = "keras_hub"
-claims = is_preset_dir
 
 
-def load(path: str):
-    """(our model, LoadReport, the SentencePiece file or None) of a keras-hub preset."""
-    model, report = load_preset(path)
-    return model, report, find_spm(path)
+class KerasHubFormat(Format):
+    """A keras-hub preset directory (`config.json` naming a Keras class + `model.weights.h5`)."""
+
+    name = NAME
+
+    def claims(self, path: str) -> bool:
+        return is_preset_dir(path)
+
+    def load(self, path, albert_config_file=None, tokenizer=None, do_lower_case=None) -> LoadedModel:
+        """Our model (its own config: `albert_config_file` is not used) and the SentencePiece model found in it."""
+        del albert_config_file
+        model, report = load_preset(path)
+        notes = [f"{path}: has no {name}: set to zeros" for name in report.zero_filled]
+        spm = find_spm(path)
+        if tokenizer is None and spm is not None:
+            lower = self.lower_case(path) if do_lower_case is None else do_lower_case
+            tokenizer = load_tokenizer(spm_model_file=spm, do_lower_case=lower)
+        return LoadedModel(model, path, tokenizer, tuple(report.zero_filled), NAME, tuple(notes))
+
+    def lower_case(self, path: str) -> bool:
+        """keras-hub records no lowercasing (it does none), but its weights are Google's uncased models."""
+        del path
+        return True
+
+    def save(self, model, directory, tokenizer=None) -> None:
+        """The model, and the tokenizer when it is a SentencePiece one (the only kind a preset holds)."""
+        spm = tokenizer.model_file if isinstance(tokenizer, SentencePieceTokenizer) else None
+        save_preset(model, directory, spm)
+
+    def near_miss(self, path: str) -> Optional[str]:
+        config = os.path.join(path, CONFIG_FILE)
+        if not os.path.isdir(path):
+            return None
+        if os.path.isfile(config):  # broken JSON is said here, for HF's config.json too
+            return json_object_problem(config) or (
+                f"{config}: has neither 'registered_name' (a keras-hub preset) nor 'model_type' (HF transformers)"
+            )
+        if os.path.isfile(os.path.join(path, WEIGHTS_FILE)):
+            return f"{path}: has {WEIGHTS_FILE} but no {CONFIG_FILE}; a keras-hub preset needs both"
+        return None
+
+    def unwritten(self, model) -> List[str]:
+        """Tensors of `model` keras-hub's task lacks."""
+        task = task_of_model(model)
+        if task is None:
+            return []
+        return unwritten_notes(f"keras-hub's {TASK_CLASS_NAMES[task]}", task_table(task))
 
 
-def lower_case(path: str) -> bool:
-    """keras-hub records no lowercasing (it does none), but its weights are Google's uncased models."""
-    del path
-    return True
-
-
-def save(model, directory: str, tokenizer=None) -> List[str]:
-    spm = tokenizer.model_file if tokenizer is not None and tokenizer.kind == "sentencepiece" else None
-    return save_preset(model, directory, spm)
-
-
-def unwritten(model) -> List[str]:
-    """What of `model` a preset cannot hold (tensors keras-hub's task lacks)."""
-    task = task_of_model(model)
-    if task is None:
-        return []
-    return unwritten_notes(f"keras-hub's {TASK_CLASS_NAMES[task]}", task_table(task))
+FORMAT = KerasHubFormat()

@@ -21,12 +21,13 @@ True
 
 import os
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 
 from albert_tf.config import AlbertConfig
-from albert_tf.formats.loaded import ModelFileError
+from albert_tf.formats.base import Format, tokenizer_beside
+from albert_tf.formats.loaded import LoadedModel, ModelFileError
 from albert_tf.formats.table import (
     HEADS_FIRST,
     HEADS_LAST,
@@ -231,11 +232,6 @@ def read_original_checkpoint(path):
     return prefix, values
 
 
-def claims(path: str) -> bool:
-    """A TF1 checkpoint prefix, or a directory with a `checkpoint` index."""
-    return os.path.exists(path + ".index") or (os.path.isdir(path) and os.path.isfile(os.path.join(path, "checkpoint")))
-
-
 def load_original_checkpoint(model, path, values=None) -> LoadReport:
     """Loads Google's TF1 checkpoint into an AlbertBackbone or AlbertPretrainer (all or nothing).
 
@@ -277,33 +273,54 @@ def write_original_checkpoint(values, prefix):
     return prefix
 
 
-def save(model, directory: str) -> None:
-    """`<directory>/model.ckpt` in Google's layout, its `checkpoint` index and `albert_config.json`."""
-    backbone = backbone_of(model)
-    if not isinstance(model, (AlbertBackbone, AlbertPretrainer)):
-        raise CheckpointError(
-            f"{type(model).__name__}: Google's TF1 layout here covers the encoder and "
-            "the pretraining heads only; convert to albert_tf, hf or keras_hub instead"
+class OriginalFormat(Format):
+    """Google's TF1 checkpoint: a prefix or a directory with a `checkpoint` index, the config beside it."""
+
+    name = NAME
+
+    def claims(self, path: str) -> bool:
+        return os.path.exists(path + ".index") or (
+            os.path.isdir(path) and os.path.isfile(os.path.join(path, "checkpoint"))
         )
-    save_original_checkpoint(model, os.path.join(directory, PREFIX))
-    with open(os.path.join(directory, "checkpoint"), "w") as f:
-        f.write(f'model_checkpoint_path: "{PREFIX}"\n')
-    backbone.albert_config.to_json_file(os.path.join(directory, CONFIG_FILE))
+
+    def load(self, path, albert_config_file=None, tokenizer=None, do_lower_case=None) -> LoadedModel:
+        """Our backbone, or pretrainer when the checkpoint holds the heads."""
+        prefix, values = read_original_checkpoint(path)
+        directory = path if os.path.isdir(path) else os.path.dirname(path)
+        config_file = albert_config_file or os.path.join(directory, CONFIG_FILE)
+        if not os.path.isfile(config_file):
+            raise CheckpointError(
+                f"{path}: a TF1 checkpoint without {CONFIG_FILE} beside it; pass its config with --albert_config_file"
+            )
+        backbone = AlbertBackbone.from_albert_config(config_file)
+        model = AlbertPretrainer(backbone) if MLM_HEAD_VARIABLE in values else backbone
+        load_original_checkpoint(model, prefix, values)
+        notes = []
+        if tokenizer is None:
+            tokenizer, notes = tokenizer_beside(directory, do_lower_case)
+        return LoadedModel(model, path, tokenizer, format=NAME, notes=tuple(notes))
+
+    def save(self, model, directory, tokenizer=None) -> None:
+        """`<directory>/model.ckpt` in Google's layout, its `checkpoint` index, `albert_config.json`
+        and the tokenizer."""
+        backbone = backbone_of(model)
+        if not isinstance(model, (AlbertBackbone, AlbertPretrainer)):
+            raise CheckpointError(
+                f"{type(model).__name__}: Google's TF1 layout here covers the encoder and "
+                "the pretraining heads only; convert to albert_tf, hf or keras_hub instead"
+            )
+        save_original_checkpoint(model, os.path.join(directory, PREFIX))
+        with open(os.path.join(directory, "checkpoint"), "w") as f:
+            f.write(f'model_checkpoint_path: "{PREFIX}"\n')
+        backbone.albert_config.to_json_file(os.path.join(directory, CONFIG_FILE))
+        if tokenizer is not None:
+            tokenizer.save(directory)
+
+    def tf1_variables(self, path):
+        return read_original_checkpoint(path)
 
 
-def load(path: str, albert_config_file: Optional[str] = None):
-    """(our backbone or pretrainer, LoadReport) of a TF1 checkpoint; its config beside it or given."""
-    prefix, values = read_original_checkpoint(path)
-    directory = path if os.path.isdir(path) else os.path.dirname(path)
-    config_file = albert_config_file or os.path.join(directory, CONFIG_FILE)
-    if not os.path.isfile(config_file):
-        raise CheckpointError(
-            f"{path}: a TF1 checkpoint without {CONFIG_FILE} beside it; pass its config with --albert_config_file"
-        )
-    backbone = AlbertBackbone.from_albert_config(config_file)
-    has_heads = MLM_HEAD_VARIABLE in values
-    model = AlbertPretrainer(backbone) if has_heads else backbone
-    return model, load_original_checkpoint(model, prefix, values)
+FORMAT = OriginalFormat()
 
 
 # ---- --init_from_group0: grow G from a checkpoint's group 0 --------------------

@@ -6,10 +6,6 @@ from keras import ops
 from albert_tf.layers.heads import AlbertMaskedLMHead
 from albert_tf.models.backbone import LAYER_NORM_EPSILON, AlbertBackbone  # noqa: F401  (the docstring example)
 
-# The loss lives in pretraining.objective; these names stay importable from here for the peer harness
-# (../shared/peer_bench/ours_albert.py imports them from this module).
-from albert_tf.pretraining.objective import masked_lm_loss, sentence_order_loss  # noqa: F401
-
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertPretrainer(keras.Model):

@@ -1,4 +1,4 @@
-"""Trains ALBERT's SentencePiece vocabulary.
+"""Trains ALBERT's SentencePiece vocabulary (the command: `albert_tf.cli.train_sentencepiece`).
 
     python -m data_prep.train_sentencepiece --input 'corpus/*.txt' \
         --model_prefix vocab/30k-clean --vocab_size 30000
@@ -12,13 +12,10 @@ not grow with the corpus.
 
 import logging
 import os
-import sys
 from typing import Iterable, Optional, Sequence
 
 import sentencepiece as spm
-from absl import flags
 
-from albert_tf.cli.app import run_cli
 from albert_tf.tokenization import (
     ALBERT_USER_DEFINED_SYMBOLS,
     CLS_PIECE,
@@ -27,7 +24,7 @@ from albert_tf.tokenization import (
     SentencePieceTokenizer,
     preprocess_text,
 )
-from data_prep.documents import FORMATS, ReadStats, expand_input_patterns, read_documents
+from data_prep.documents import ReadStats, read_documents
 
 # SentencePiece drops longer sentences; WikiText paragraphs are split first.
 MAX_SENTENCE_BYTES = 1 << 14
@@ -106,46 +103,3 @@ class _Counting:
         for item in self.items:
             self.count += 1
             yield item
-
-
-def define_flags():
-    flags.DEFINE_string("input", None, "Comma-separated text files or globs.", required=True)
-    flags.DEFINE_enum("input_format", "bert", FORMATS, "Layout of the input files.")
-    flags.DEFINE_string("model_prefix", None, "Writes <prefix>.model and <prefix>.vocab.", required=True)
-    flags.DEFINE_integer("vocab_size", 30000, "Pieces in the vocabulary (ALBERT: 30000).")
-    flags.DEFINE_bool("cased", False, "Keep case (the released English models are uncased).")
-    flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training.")
-    flags.DEFINE_float("character_coverage", 0.99995, "As the ALBERT README.")
-    flags.DEFINE_list(
-        "user_defined_symbols", list(ALBERT_USER_DEFINED_SYMBOLS), "Pieces always kept whole (ids 5, 6, ...)."
-    )
-
-
-def main(argv):
-    del argv
-    FLAGS = flags.FLAGS
-    try:
-        paths = expand_input_patterns(FLAGS.input)
-        model_file = train_sentencepiece(
-            corpus_sentences(paths, FLAGS.input_format, lower=not FLAGS.cased),
-            FLAGS.model_prefix,
-            vocab_size=FLAGS.vocab_size,
-            input_sentence_size=FLAGS.input_sentence_size,
-            character_coverage=FLAGS.character_coverage,
-            user_defined_symbols=FLAGS.user_defined_symbols,
-        )
-    except (OSError, ValueError) as error:  # bad input: a message, not a traceback
-        sys.exit(f"error: {error}")
-    print(
-        f"wrote {model_file} and {FLAGS.model_prefix}.vocab "
-        f"({FLAGS.vocab_size} pieces, {'cased' if FLAGS.cased else 'uncased'})"
-    )
-
-
-def cli():
-    """The console-script entry point (`python -m` runs the same)."""
-    run_cli(main, define_flags)
-
-
-if __name__ == "__main__":
-    cli()

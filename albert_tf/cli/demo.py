@@ -1,0 +1,206 @@
+"""The built-in demo: `python -m albert_tf.run_pretraining` with no flags (or `python -m albert_tf.demo [DIR]`).
+
+Everything from text that ships with Python, no download: the documents are
+`pydoc_data.topics` (the language reference) and the docstrings of the
+standard library's modules (read with `ast`, nothing imported). Then, with the
+project's own tools: a SentencePiece vocabulary, SOP + n-gram-masked
+TFRecords (the Beam job), a few minutes of pretraining of `albert_tiny` on the
+CPU, evaluation before and after, and the exports.
+"""
+
+import ast
+import json
+import os
+import shutil
+import sys
+import sysconfig
+import time
+from pydoc_data import topics
+
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.export import export_pretraining_run
+from albert_tf.inputs.shard_reader import resolve_input
+from albert_tf.pretraining.job import pretrain
+from albert_tf.pretraining.loop import PretrainingLoop
+from albert_tf.pretraining.settings import TrainSettings
+from data_prep.documents import split_sentences
+
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # albert_tf/cli/..
+REPO_CONFIGS = os.path.join(CHECKOUT, "configs")
+# `pip install .` puts configs/ under <prefix>/share/albert_tf (pyproject.toml's data-files).
+INSTALLED_CONFIGS = os.path.join(sys.prefix, "share", "albert_tf", "configs")
+DEMO_CONFIG = os.path.join(REPO_CONFIGS if os.path.isdir(REPO_CONFIGS) else INSTALLED_CONFIGS, "albert_tiny.json")
+SEQ_LENGTH = 64
+BATCH_SIZE = 32
+MEASURE_STEPS = 20
+
+
+def _paragraph_sentences(text: str):
+    for paragraph in text.split("\n\n"):
+        yield from split_sentences(paragraph)
+
+
+def demo_documents():
+    """Documents (lists of sentences) from the Python installation, in a fixed order."""
+    for name in sorted(topics.topics):
+        sentences = list(_paragraph_sentences(topics.topics[name]))
+        if len(sentences) > 1:
+            yield sentences
+    stdlib = sysconfig.get_paths()["stdlib"]
+    for root, dirs, files in os.walk(stdlib):
+        dirs[:] = sorted(d for d in dirs if d not in ("test", "tests", "idle_test", "site-packages", "__pycache__"))
+        for file in sorted(files):
+            if not file.endswith(".py"):
+                continue
+            try:
+                with open(os.path.join(root, file), encoding="utf-8") as f:
+                    tree = ast.parse(f.read())
+            except (SyntaxError, UnicodeDecodeError, OSError):
+                continue
+            sentences = []
+            for node in [tree] + [
+                n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            ]:
+                docstring = ast.get_docstring(node)
+                if docstring:
+                    sentences.extend(_paragraph_sentences(docstring))
+            if len(sentences) > 1:
+                yield sentences
+
+
+def write_corpus(path: str) -> dict:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    documents = sentences = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for document in demo_documents():
+            f.write("\n".join(document) + "\n\n")
+            documents += 1
+            sentences += len(document)
+    return {"documents": documents, "sentences": sentences, "bytes": os.path.getsize(path)}
+
+
+def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
+    """Builds the corpus, vocabulary and data, pretrains, evaluates, exports; prints a report."""
+    # Beam logs while it is imported: import it once the CLI has quieted the libraries.
+    from data_prep.pipeline import Settings
+    from data_prep.pipeline import run as create_data
+    from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
+
+    demo_dir = os.path.abspath(demo_dir)
+    say = lambda message: print(f"[demo] {message}", flush=True)  # noqa: E731
+    config = AlbertConfig.from_json_file(DEMO_CONFIG)
+    corpus = os.path.join(demo_dir, "corpus", "python_docs.txt")
+    say(f"1/5 corpus from Python's own documentation -> {corpus}")
+    stats = write_corpus(corpus)
+    say(f"    {stats['documents']} documents, {stats['sentences']} sentences, {stats['bytes'] / 1e6:.1f} MB")
+    say(f"2/5 SentencePiece vocabulary ({config.vocab_size} pieces)")
+    spm_model = train_sentencepiece(
+        corpus_sentences([corpus], "bert", lower=True),
+        os.path.join(demo_dir, "vocab", "spm"),
+        vocab_size=config.vocab_size,
+    )
+    say("3/5 SOP + n-gram-masked TFRecords (Apache Beam, local runner)")
+    data_dir = os.path.join(demo_dir, "data")
+    metadata = create_data(
+        Settings(
+            input_file=corpus,
+            output_dir=data_dir,
+            spm_model_file=spm_model,
+            max_seq_length=SEQ_LENGTH,
+            dupe_factor=2,
+            num_shards=4,
+            overwrite=True,
+        )
+    )
+    say(f"    {metadata['num_instances']} instances")
+    output_dir = os.path.join(demo_dir, "model")
+    train_input = resolve_input(data_dir)
+    steps = _steps_for(minutes, train_input)
+    settings = TrainSettings(
+        output_dir=output_dir,
+        train_batch_size=BATCH_SIZE,
+        max_seq_length=SEQ_LENGTH,
+        max_predictions_per_seq=metadata["max_predictions_per_seq"],
+        num_train_steps=steps,
+        num_warmup_steps=steps // 10,
+        learning_rate=0.01,
+        optimizer="lamb",
+        save_checkpoints_steps=max(steps // 4, 1),
+        keep_checkpoint_max=2,
+        do_eval=True,
+        max_eval_steps=20,
+        eval_batch_size=BATCH_SIZE,
+        log_every_steps=max(steps // 50, 1),
+        eval_at_start=True,
+    )
+    say(f"4/5 pretraining albert_tiny for {steps} steps (batch {BATCH_SIZE} x {SEQ_LENGTH}, LAMB)")
+    start = time.perf_counter()
+    summary = pretrain(settings, DEMO_CONFIG, train_input, spm_model_file=spm_model)
+    summary["outputs"].update(
+        export_pretraining_run(output_dir, version=summary["end_step"], max_seq_length=SEQ_LENGTH)
+    )
+    before, after = summary["eval_start"], summary["eval"]
+    say(
+        "    before training: masked_lm_accuracy {masked_lm_accuracy:.3f}, "
+        "sentence_order_accuracy {sentence_order_accuracy:.3f}".format(**before)
+    )
+    say(
+        "5/5 after {steps} steps ({minutes:.1f} min): masked_lm_accuracy {masked_lm_accuracy:.3f}, "
+        "sentence_order_accuracy {sentence_order_accuracy:.3f}".format(
+            steps=steps, minutes=(time.perf_counter() - start) / 60, **after
+        )
+    )
+    report = {
+        "corpus": corpus,
+        "spm_model": spm_model,
+        "data": data_dir,
+        "model_dir": output_dir,
+        "checkpoints": os.path.join(output_dir, "checkpoints"),
+        "final": summary["outputs"]["final"],
+        "saved_models": [summary["outputs"][k] for k in summary["outputs"] if k.startswith("saved_model")],
+        "tensorboard": f"tensorboard --logdir {os.path.join(output_dir, 'train')}",
+        "before": before,
+        "after": after,
+        "steps": steps,
+    }
+    with open(os.path.join(demo_dir, "demo_report.json"), "w") as f:
+        json.dump(report, f, indent=2)
+    say("done. Everything is under " + demo_dir)
+    for key in ("data", "checkpoints", "final", "saved_models", "tensorboard"):
+        say(f"    {key}: {report[key]}")
+    say(
+        "Next: your own corpus -> python -m data_prep.train_sentencepiece / data_prep.create_pretraining_data, "
+        "then python -m albert_tf.run_pretraining --input_file ... --albert_config_file configs/albert_base_v2.json "
+        "--output_dir ... (see README). Running this demo again resumes its training."
+    )
+    return report
+
+
+def _steps_for(minutes: float, train_input) -> int:
+    """Steps that fit in `minutes` on this machine, from a short timing run (at least 200)."""
+    probe_dir = os.path.join(os.path.dirname(train_input.data.directory), ".timing")
+    settings = TrainSettings(
+        output_dir=probe_dir,
+        train_batch_size=BATCH_SIZE,
+        max_seq_length=SEQ_LENGTH,
+        max_predictions_per_seq=train_input.data.max_predictions_per_seq,
+        num_train_steps=1000,
+        verbose=False,
+    )
+    loop = PretrainingLoop(
+        tf.distribute.get_strategy(), AlbertConfig.from_json_file(DEMO_CONFIG), settings, train_input
+    )
+    per_step = loop.time_steps(MEASURE_STEPS)
+    shutil.rmtree(probe_dir, ignore_errors=True)
+    return max(200, int(minutes * 60 * 0.85 / per_step) // 10 * 10)
+
+
+def cli():
+    """`python -m albert_tf.demo [DIR]` (default `albert_tf_demo`)."""
+    run_demo(sys.argv[1] if len(sys.argv) > 1 else "albert_tf_demo")
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,248 @@
+"""Predicting with any model we can load, from Python: the library behind `python -m albert_tf.predict`.
+
+    from albert_tf.inference import Predictor
+    predictor = Predictor.load("runs/sst2/best")           # any path albert_tf.formats reads
+    predictor.predict(["a fine film", "a dull one"])       # {"logits", "probabilities", "labels"}
+    predictor.predict(["A man plays."], ["Someone plays."])  # pairs
+
+A classifier answers with its logits, probabilities and labels (a one-output
+regression model: logits and `scores`); any other model with the pooled
+embeddings of its encoder (`embeddings`). `fill_mask` gives an MLM model's
+top-k fillers of each `[MASK]`. A classifier fine-tuned with `--early_exit`
+answers at full depth unless `patience` is given: then each row stops once
+`patience` consecutive internal classifiers agree (for regression, each score
+within `threshold` of the one before), as the export's `serve_early_exit`
+(`albert_tf.models.early_exit.PatientInference`). Tokenization and packing are
+those of training and serving (`albert_tf.tokenization`, `albert_tf.inputs.packing`).
+
+Example:
+
+>>> rows = [([2, 7, 3], [0, 0, 0]), ([2, 3], [0, 0])]
+>>> batch = pad_batch(rows)
+>>> batch["input_ids"].tolist(), batch["input_mask"].tolist()
+([[2, 7, 3], [2, 3, 0]], [[1, 1, 1], [1, 1, 0]])
+"""
+
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import keras
+import numpy as np
+
+from albert_tf import formats
+from albert_tf.errors import AlbertError
+from albert_tf.inputs.packing import encode_with_masks, pack_segments
+from albert_tf.models.classifier import AlbertClassifier
+from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
+from albert_tf.models.pretrainer import AlbertPretrainer
+from albert_tf.tokenization import TokenizerError
+
+MASK_TEXT = "[MASK]"
+
+
+class PredictError(AlbertError, ValueError):
+    """A request the model cannot serve; the message says why."""
+
+
+def pad_batch(rows: Sequence[Tuple[List[int], List[int]]]) -> Dict[str, np.ndarray]:
+    """(input_ids, segment_ids) rows → int32 arrays padded with 0 to the longest row."""
+    length = max(len(ids) for ids, _ in rows)
+    batch = {name: np.zeros((len(rows), length), np.int32) for name in ("input_ids", "input_mask", "segment_ids")}
+    for row, (ids, segments) in enumerate(rows):
+        batch["input_ids"][row, : len(ids)] = ids
+        batch["input_mask"][row, : len(ids)] = 1
+        batch["segment_ids"][row, : len(ids)] = segments
+    return batch
+
+
+def pack(tokenizer, text: str, text_b: Optional[str], max_seq_length: int, with_masks: bool = False):
+    """`[CLS] a [SEP] (b [SEP])` as training packs it; `[MASK]` in the text is the mask id if asked."""
+    # Each segment's first max_seq_length ids: all packing keeps, from bounded work.
+    if with_masks:
+        encode = lambda t: encode_with_masks(tokenizer, t, MASK_TEXT, max_seq_length)  # noqa: E731
+    else:
+        encode = lambda t: tokenizer.encode(t, max_ids=max_seq_length)  # noqa: E731
+    ids_b = encode(text_b) if text_b is not None else None
+    return pack_segments(encode(text), ids_b, max_seq_length, tokenizer.cls_id, tokenizer.sep_id)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max(-1, keepdims=True))
+    return shifted / shifted.sum(-1, keepdims=True)
+
+
+def fill_mask(
+    model, tokenizer, text: str, text_b: Optional[str] = None, top_k: int = 5, max_seq_length: int = 128
+) -> List[List[Tuple[str, float]]]:
+    """For each `[MASK]`, the `top_k` (piece, probability) of an `AlbertPretrainer`."""
+    ids, segments = pack(tokenizer, text, text_b, max_seq_length, with_masks=True)
+    positions = [i for i, token in enumerate(ids) if token == tokenizer.mask_id]
+    if not positions:
+        raise PredictError(f"no {MASK_TEXT} in the text (within the first {max_seq_length} pieces)")
+    batch = pad_batch([(ids, segments)])
+    batch["masked_lm_positions"] = np.array([positions], np.int32)
+    probabilities = softmax(np.asarray(model(batch)["mlm_logits"])[0])
+    results = []
+    for row in probabilities:
+        best = np.argsort(-row, kind="stable")[:top_k]
+        pieces = tokenizer.convert_ids_to_tokens(best)
+        results.append([(piece, float(row[i])) for piece, i in zip(pieces, best)])
+    return results
+
+
+def is_classifier(model) -> bool:
+    """A model that answers with class logits (an early-exit one at full depth too)."""
+    return isinstance(model, (AlbertClassifier, AlbertEarlyExitClassifier))
+
+
+def check_early_exit_request(model, patience: Optional[int], threshold: Optional[float]) -> None:
+    """`patience`/`threshold` fit `model` (the export's `serve_early_exit` semantics), or a `PredictError`."""
+    if patience is None:
+        if threshold is not None:
+            raise PredictError("--threshold needs --patience (it is the regression rule of early exit)")
+        return
+    if not isinstance(model, AlbertEarlyExitClassifier):
+        raise PredictError(
+            f"--patience: the model ({type(model).__name__}) has no internal classifiers; "
+            "fine-tune it with run_classifier --early_exit to exit early"
+        )
+    if not 1 <= patience <= model.num_exits:
+        raise PredictError(
+            f"--patience {patience}: must be in [1, {model.num_exits}] "
+            f"(the model's {model.num_exits} layer applications; {model.num_exits} is full depth)"
+        )
+    if not model.is_regression and threshold is not None:
+        raise PredictError(
+            "--threshold: the model classifies (agreement is the same label); the threshold is for regression"
+        )
+    if model.is_regression:
+        if threshold is None:
+            raise PredictError(
+                "--patience on a regression model needs --threshold (the largest change between "
+                "consecutive scores that still counts as agreeing)"
+            )
+        if not threshold >= 0 or threshold == float("inf"):
+            raise PredictError(f"--threshold {threshold}: must be a finite number ≥ 0")
+
+
+def packed_chunks(
+    tokenizer, texts: Sequence[str], texts_b, batch_size: int, max_seq_length: int, source: str
+) -> Iterator[Tuple[int, Sequence[str], list]]:
+    """Yields `(start, texts, packed rows)` per batch; a text the tokenizer refuses names `source:line`."""
+    for start in range(0, len(texts), batch_size):
+        chunk = texts[start : start + batch_size]
+        rows = []
+        for number, text in enumerate(chunk, start=start + 1):
+            try:
+                rows.append(pack(tokenizer, text, None if texts_b is None else texts_b[number - 1], max_seq_length))
+            except TokenizerError as error:
+                raise PredictError(f"{source}:{number}: {error}") from None
+        yield start, chunk, rows
+
+
+class Predictor:
+    """A model and its tokenizer, predicting on lists of texts (and pairs) in batches."""
+
+    def __init__(self, model, tokenizer, max_seq_length: int = 128, notes: tuple = ()):
+        limit = formats.backbone_of(model).albert_config.max_position_embeddings
+        if max_seq_length < 3:
+            raise PredictError("--max_seq_length must be ≥ 3 ([CLS], a piece, [SEP])")
+        if max_seq_length > limit:
+            raise PredictError(f"--max_seq_length {max_seq_length} exceeds the model's max_position_embeddings={limit}")
+        self.model, self.tokenizer, self.max_seq_length = model, tokenizer, max_seq_length
+        self.notes = notes  # what loading said (`albert_tf.formats.LoadedModel.notes`)
+
+    @classmethod
+    def load(
+        cls,
+        path: str,
+        max_seq_length: int = 128,
+        spm_model_file: Optional[str] = None,
+        vocab_file: Optional[str] = None,
+        albert_config_file: Optional[str] = None,
+        do_lower_case: Optional[bool] = None,
+    ) -> "Predictor":
+        """The model at `path` (anything `albert_tf.formats.load` reads) with its own tokenizer or the one given."""
+        loaded = formats.load(path, albert_config_file, spm_model_file, vocab_file, do_lower_case)
+        if loaded.tokenizer is None:
+            raise TokenizerError(
+                f"{path}: no vocabulary beside the model (spm.model, spiece.model, "
+                "assets/tokenizer/vocabulary.spm or vocab.txt); pass --spm_model_file or --vocab_file"
+            )
+        return cls(loaded.model, loaded.tokenizer, max_seq_length, loaded.notes)
+
+    def _batches(self, texts, texts_b, batch_size, progress, source):
+        if texts_b is not None and len(texts_b) != len(texts):
+            raise PredictError(f"{len(texts)} texts but {len(texts_b)} second segments")
+        if batch_size < 1:
+            raise PredictError("--batch_size must be ≥ 1")
+        bar = keras.utils.Progbar(len(texts), unit_name="line") if progress else None
+        for start, chunk, rows in packed_chunks(
+            self.tokenizer, texts, texts_b, batch_size, self.max_seq_length, source
+        ):
+            yield start, chunk, rows
+            if bar is not None:
+                bar.add(len(chunk))
+
+    def embed(self, texts, texts_b=None, batch_size=32, progress=False, source="line") -> np.ndarray:
+        """Pooled outputs `[len(texts), hidden]` (float32) of the model's encoder."""
+        backbone = formats.backbone_of(self.model)
+        out = np.zeros((len(texts), backbone.albert_config.hidden_size), np.float32)
+        for start, chunk, rows in self._batches(texts, texts_b, batch_size, progress, source):
+            out[start : start + len(chunk)] = np.asarray(backbone(pad_batch(rows))["pooled_output"], np.float32)
+        return out
+
+    def predict(
+        self,
+        texts: Sequence[str],
+        texts_b: Optional[Sequence[str]] = None,
+        batch_size: int = 32,
+        patience: Optional[int] = None,
+        threshold: Optional[float] = None,
+        progress: bool = False,
+        source: str = "line",
+    ) -> Dict[str, np.ndarray]:
+        """A classifier's `logits` `[n, C]` with `probabilities` and `labels` (regression: `scores`);
+        any other model's `embeddings` `[n, hidden]`. With `patience` (early exit) also `layers_used`.
+
+        A text the tokenizer refuses is a `PredictError` naming `source:line`.
+        """
+        texts = list(texts)
+        check_early_exit_request(self.model, patience, threshold)
+        if not is_classifier(self.model):
+            return {"embeddings": self.embed(texts, texts_b, batch_size, progress, source)}
+        inference = PatientInference(self.model) if patience is not None else None
+        logits, layers = [], []
+        for _, _, rows in self._batches(texts, texts_b, batch_size, progress, source):
+            if inference is None:
+                logits.append(np.asarray(self.model(pad_batch(rows))["logits"], np.float32))
+            else:
+                outputs = inference(pad_batch(rows), patience=patience, threshold=threshold or 0.0)
+                logits.append(np.asarray(outputs["logits"], np.float32))
+                layers.append(np.asarray(outputs["layers_used"]))
+        num_outputs = self.model.get_config()["num_classes"]
+        result = {"logits": np.concatenate(logits) if logits else np.zeros((0, num_outputs), np.float32)}
+        if num_outputs == 1:
+            result["scores"] = result["logits"][:, 0]
+        else:
+            result["probabilities"] = softmax(result["logits"])
+            result["labels"] = result["logits"].argmax(-1)
+        if inference is not None:
+            result["layers_used"] = np.concatenate(layers) if layers else np.zeros((0,), np.int32)
+        return result
+
+    def fill_mask(self, text: str, text_b: Optional[str] = None, top_k: int = 5) -> List[List[Tuple[str, float]]]:
+        """For each `[MASK]` of an MLM model's input, its `top_k` (piece, probability)."""
+        if not isinstance(self.model, AlbertPretrainer):
+            raise PredictError(f"{type(self.model).__name__}: filling [MASK] needs a pretraining (MLM) model")
+        return fill_mask(self.model, self.tokenizer, text, text_b, top_k, self.max_seq_length)
+
+
+def predict(path: str, texts: Sequence[str], texts_b: Optional[Sequence[str]] = None, **options) -> Dict:
+    """`Predictor.load(path).predict(texts, texts_b)`: one call from a model directory to answers.
+
+    `options` go to `Predictor.load` (`max_seq_length`, `spm_model_file`, ...) or
+    `Predictor.predict` (`batch_size`, `patience`, `threshold`).
+    """
+    load_names = ("max_seq_length", "spm_model_file", "vocab_file", "albert_config_file", "do_lower_case")
+    predictor = Predictor.load(path, **{k: v for k, v in options.items() if k in load_names})
+    return predictor.predict(texts, texts_b, **{k: v for k, v in options.items() if k not in load_names})
