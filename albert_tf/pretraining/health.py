@@ -13,7 +13,8 @@ Lines, all starting with "health: ":
   while the masked-LM loss falls; expected early in joint MLM + SOP training;
 - "sentence order learnt": it left the plateau;
 - a loss spike (a step's loss far above the median of the steps before it) or an accuracy
-  collapse (a window keeps less than half of the best window's gain over chance).
+  collapse (a window keeps less than half of the best window's gain over chance, by more than
+  the windows' sampling noise; never on a sentence task still on its plateau, "not learnt yet").
 
 Example:
 
@@ -210,14 +211,19 @@ class HealthMonitor:
         self.recent_losses.append(loss)
         return divergence
 
-    def window(self, step: int, steps: int, metrics: Dict[str, float]) -> Tuple[List[str], Optional[Divergence]]:
-        """A logging window's metrics (over its `steps` steps, ending at `step`): lines to say, and a collapse."""
+    def window(
+        self, step: int, steps: int, metrics: Dict[str, float], counts: Optional[Dict[str, float]] = None
+    ) -> Tuple[List[str], Optional[Divergence]]:
+        """A logging window's metrics (over its `steps` steps, ending at `step`): lines to say, and a collapse.
+
+        `counts`: how many predictions each accuracy of the window averages (its noise); unknown: none assumed.
+        """
         s = self.settings
         lines = []
         if self.first_window is None:
             self.first_window, self.first_window_step = dict(metrics), step
             self.start_step = step - steps
-        collapse = self._collapse(step, steps, metrics)
+        collapse = self._collapse(step, steps, metrics, counts or {})
         collapse, self.in_collapse = (None if self.in_collapse else collapse), collapse is not None  # once per episode
         self.best_mlm_accuracy = max(self.best_mlm_accuracy, metrics[MLM_ACCURACY])
         self.best_sentence_accuracy = max(self.best_sentence_accuracy, metrics[SENTENCE_ACCURACY])
@@ -263,15 +269,21 @@ class HealthMonitor:
             "Worry only if the data line above warns, or it lasts far longer than the masked-LM progress"
         ]
 
-    def _collapse(self, step: int, steps: int, metrics: Dict[str, float]) -> Optional[Divergence]:
+    def _collapse(
+        self, step: int, steps: int, metrics: Dict[str, float], counts: Dict[str, float]
+    ) -> Optional[Divergence]:
         s = self.settings
-        checks = (
-            (MLM_ACCURACY, self.best_mlm_accuracy, 0.0, s.min_mlm_gain),
-            (SENTENCE_ACCURACY, self.best_sentence_accuracy, self.chance_accuracy, s.min_sentence_gain),
-        )
+        checks = [(MLM_ACCURACY, self.best_mlm_accuracy, 0.0, s.min_mlm_gain)]
+        # A sentence task on its plateau has no gain to lose: its best window was chance plus noise.
+        if self.plateau_since is None or self.sentence_learnt:
+            checks.append((SENTENCE_ACCURACY, self.best_sentence_accuracy, self.chance_accuracy, s.min_sentence_gain))
         for name, best, chance, min_gain in checks:
             best_gain, gain = best - chance, metrics[name] - chance
-            if best_gain >= min_gain and gain < s.collapse_fraction * best_gain:
+            if (
+                best_gain >= min_gain
+                and gain < s.collapse_fraction * best_gain
+                and best - metrics[name] > self._noise(best, counts.get(name))
+            ):
                 return Divergence(
                     "accuracy collapse",
                     step,
@@ -282,6 +294,13 @@ class HealthMonitor:
                     ),
                 )
         return None
+
+    @staticmethod
+    def _noise(accuracy: float, count: Optional[float]) -> float:
+        """3σ of the difference of two windows' accuracies over `count` predictions each (0 when unknown)."""
+        if not count:
+            return 0.0
+        return 3 * math.sqrt(2 * accuracy * (1 - accuracy) / count)
 
     def response(self, divergence: Divergence) -> str:
         """What to do now: "warn", "stop" or "rollback" ("stop" once the rollbacks are spent)."""

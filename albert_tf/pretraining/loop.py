@@ -311,7 +311,8 @@ class PretrainingLoop:
                     with writer.as_default(step=step):
                         for k, v in metrics.items():
                             tf.summary.scalar(k.replace("/", "_per_"), v)
-                lines, collapse = monitor.window(step, window_steps, metrics)
+                counts = {health.MLM_ACCURACY: window["mlm_weight"], health.SENTENCE_ACCURACY: window["sop_count"]}
+                lines, collapse = monitor.window(step, window_steps, metrics, counts)
                 for line in lines:
                     report(line)
                 divergence = divergence or collapse

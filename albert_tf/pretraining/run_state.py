@@ -186,6 +186,11 @@ class CheckpointPolicy:
         self.unconfirmed = None
         return self.latest()
 
+    def newest_before(self, step: int) -> Optional[str]:
+        """The newest kept checkpoint of a step before `step` (the weights before a divergence), or None."""
+        older = [path for path in self.manager.checkpoints if checkpoint_step(path) < step]
+        return older[-1] if older else None
+
     def roll_back(self, before_step: int) -> Optional[str]:
         """Restores the newest checkpoint saved before `before_step` and deletes the newer ones (a diverged
         trajectory); returns its path, or None (nothing changed) when there is none."""
