@@ -125,6 +125,16 @@ def pretrain(
             raise DataError(f"{', '.join(corrupt)}: checksum differs from metadata.json (corrupt or replaced)")
     tokenizer = data_tokenizer(train_input, spm_model_file, vocab_file)
     check_vocab_size(config.vocab_size, tokenizer, albert_config_file)
+    # Before anything is built or written: an absurd config or batch would be killed minutes later.
+    memory_check.check_config_fits(config, albert_config_file, settings.max_seq_length, settings.remat)
+    memory_check.check_batch_fits(
+        config,
+        memory_check.parameter_count(config),
+        settings.train_batch_size // settings.grad_accum_steps // strategy.num_replicas_in_sync,
+        settings.max_seq_length,
+        settings.remat,
+        max_predictions=settings.max_predictions_per_seq,
+    )
     eval_input = None
     if eval_file is not None:
         eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
@@ -140,13 +150,6 @@ def pretrain(
     # A lost worker of a multi-worker run: one line naming it, wherever the others notice (worker_faults).
     with lock, worker_faults.reported_as_lost_worker(strategy, latest):
         loop = PretrainingLoop(strategy, config, settings, train_input, eval_input)
-        memory_check.check_batch_fits(
-            config,
-            loop.model.count_params(),
-            settings.train_batch_size // settings.grad_accum_steps // strategy.num_replicas_in_sync,
-            settings.max_seq_length,
-            settings.remat,
-        )
 
         def say(message: str):
             if loop.chief:
