@@ -363,3 +363,23 @@ def test_data_prep_cuts_over_long_sentences_and_counts_them_per_file(tmp_path):
     assert nospace_cut == nospace[:MAX_SENTENCE_CHARS]
     assert stats.cut_sentences == 2
     assert stats.cut_chars == len(blob) - len(blob_cut) + len(nospace) - MAX_SENTENCE_CHARS
+
+
+@pytest.mark.parametrize(
+    "exprs,says",
+    [
+        ('text_a=["a"', 'error: Expression "["a"" is not a valid python literal.'),
+        ("text_a", 'error: --input_exprs "text_a" format is incorrect.'),
+    ],
+)
+def test_saved_model_cli_bad_expression_is_one_line(tmp_path, exprs, says):
+    run = subprocess.run(
+        [sys.executable, "-m", "albert_tf.saved_model_cli", "run", "--dir", str(tmp_path), "--tag_set", "serve"]
+        + ["--signature_def", "serve_text", "--input_exprs", exprs],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert run.returncode == 1
+    assert len(run.stderr.strip().splitlines()) == 1 and run.stderr.startswith(says), run.stderr
