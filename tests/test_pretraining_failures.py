@@ -176,3 +176,29 @@ def memory_check_config(path):
     from albert_tf.config import AlbertConfig
 
     return AlbertConfig.from_json_file(str(path))
+
+
+def test_a_full_disk_while_checkpointing_names_the_path_and_leaves_no_temp_dir(pretraining_data, tmp_path, monkeypatch):
+    import errno
+
+    import tensorflow as tf
+
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import TrainingError
+
+    def disk_full(manager, checkpoint_number=None, **kwargs):
+        # What TensorFlow leaves when the disk fills mid-save: its staging directory, partly written.
+        staging = os.path.join(manager.directory, f"ckpt-{checkpoint_number}_temp")
+        os.makedirs(staging)
+        open(os.path.join(staging, "part-00000-of-00001.data-00000-of-00001"), "wb").write(b"\0" * 100)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", disk_full)
+    checkpoints = tmp_path / "out" / "checkpoints"
+    with pytest.raises(TrainingError) as caught:
+        pretrain(settings(tmp_path / "out"), pretraining_data["config"], pretraining_data["data"])
+    assert str(caught.value) == (
+        f"{checkpoints / 'ckpt-2'}: saving the checkpoint of step 2 failed ([Errno 28] No space left on device); "
+        "no earlier checkpoint exists; free space (or fix the directory) and run the same command again"
+    )
+    assert not [p for p in os.listdir(checkpoints) if "_temp" in p]
