@@ -12,6 +12,7 @@ from albert_tf.pretraining.health import (
     HealthSettings,
     binary_entropy,
     data_lines,
+    schedule_lines,
     window_label,
 )
 
@@ -247,3 +248,14 @@ def test_a_collapse_is_flagged_once_per_episode_and_a_rollback_starts_a_new_one(
 
 def test_window_labels():
     assert window_label(50) == "last 50 steps" and window_label(1) == "last step"
+
+
+def test_a_warmup_longer_than_the_run_and_an_eval_on_the_training_data_are_said():
+    warm, evaluated = schedule_lines(1500, 3125, do_eval=True, eval_file_given=False)
+    assert warm == (
+        "health: warning: --num_warmup_steps 3125 is longer than --num_train_steps 1500: the learning rate "
+        "never reaches --learning_rate (it ends at 48% of it)"
+    )
+    assert evaluated.startswith("health: warning: --do_eval without --eval_file evaluates on the training shards")
+    assert schedule_lines(1500, 1500, do_eval=True, eval_file_given=True) == []
+    assert schedule_lines(1500, 100, do_eval=False, eval_file_given=False) == []

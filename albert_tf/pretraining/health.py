@@ -94,6 +94,7 @@ class DataFacts:
     instances: Optional[int]
     label_share: Optional[float]  # share of label 1 (swapped for SOP, random next for NSP)
     masked_share: Optional[float]  # masked tokens / non-special tokens
+    sentences_per_document: Optional[float] = None
 
     @classmethod
     def from_metadata(cls, directory: str, metadata: dict) -> "DataFacts":
@@ -107,6 +108,9 @@ class DataFacts:
             instances=instances,
             label_share=label_1 / instances if instances and label_1 is not None else None,
             masked_share=masked / tokens if tokens and masked is not None else None,
+            sentences_per_document=(
+                counts["sentences"] / counts["documents"] if counts.get("documents") and "sentences" in counts else None
+            ),
         )
 
     @property
@@ -143,6 +147,29 @@ def data_lines(facts: DataFacts, sentence_task: str) -> List[str]:
         )
     if facts.masked_share == 0:
         lines.append(f"{PREFIX}warning: no token of the data is masked: the masked-LM loss has no target")
+    if facts.sentences_per_document is not None and facts.sentences_per_document < 1.5:
+        lines.append(
+            f"{PREFIX}warning: the data's documents average {facts.sentences_per_document:.2f} sentences: "
+            f"{sentence_task.upper()} pairs rarely come from two sentences of one document, so the sentence "
+            "task means little (was data_prep's --input_format right?)"
+        )
+    return lines
+
+
+def schedule_lines(num_train_steps: int, num_warmup_steps: int, do_eval: bool, eval_file_given: bool) -> List[str]:
+    """Start-of-run warnings about the flags: a warm-up the run never finishes, an eval on the training data."""
+    lines = []
+    if num_warmup_steps > num_train_steps:
+        lines.append(
+            f"{PREFIX}warning: --num_warmup_steps {num_warmup_steps} is longer than --num_train_steps "
+            f"{num_train_steps}: the learning rate never reaches --learning_rate (it ends at "
+            f"{num_train_steps / num_warmup_steps:.0%} of it)"
+        )
+    if do_eval and not eval_file_given:
+        lines.append(
+            f"{PREFIX}warning: --do_eval without --eval_file evaluates on the training shards: its metrics "
+            "measure fit, not generalisation (pass held-out data as --eval_file)"
+        )
     return lines
 
 
