@@ -15,6 +15,7 @@ Example:
 import dataclasses
 import json
 import os
+import sys
 from typing import Any, Dict, Optional
 
 from albert_tf.errors import AlbertError
@@ -246,3 +247,12 @@ class AlbertConfig:
                 "num_hidden_groups",
                 f"{self.num_hidden_groups} groups exceed num_hidden_layers={self.num_hidden_layers}",
             )
+
+
+def shipped_configs_dir() -> str:
+    """The released configs: the checkout's `configs/`, else where `pip install` put them.
+
+    pyproject.toml's data-files install `configs/*.json` under `<prefix>/share/albert_tf/configs`.
+    """
+    checkout = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+    return checkout if os.path.isdir(checkout) else os.path.join(sys.prefix, "share", "albert_tf", "configs")

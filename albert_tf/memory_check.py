@@ -3,7 +3,10 @@
 Found out otherwise by the kernel's OOM killer a minute or more later. The
 estimate is a lower bound, so it never refuses a batch that fits:
 
-- weights, gradients and Adam's two slots: 16 bytes per parameter;
+- weights, gradients and Adam's two slots: 16 bytes per parameter (`parameter_count`, from the
+  config alone, so an absurd config is refused before anything is built);
+- pretraining's MLM logits over the whole vocabulary and their gradient: 8 bytes per
+  sequence × max_predictions_per_seq × vocab_size;
 - activations per sequence and layer: 34·s·h + 5·a·s² bytes (Korthikanti et al.'s
   count at 2 bytes per value; ours are float32, so the real number is higher:
   `bench/memory.py` measures 117 MB per sequence for albert_base b8 × 128, where
@@ -28,6 +31,55 @@ from albert_tf.errors import AlbertError
 
 class MemoryLimitError(AlbertError, MemoryError):
     """A batch whose lower-bound memory estimate exceeds what this machine has; the message names the flag."""
+
+
+# What the released configs reach (xxlarge): the field furthest beyond it is the one an absurd config names.
+TYPICAL_SIZES = {"num_hidden_layers": 24, "hidden_size": 4096, "num_attention_heads": 64}
+
+
+def parameter_terms(config) -> dict:
+    """{config field: the parameters that grow with it} of a pretrainer (backbone and heads); a lower bound
+    for `sharing` other than `all`, which adds layers of their own."""
+    e, h, i = config.embedding_size, config.hidden_size, config.intermediate_size
+    layers = config.num_hidden_groups * config.inner_group_num
+    return {
+        "vocab_size": config.vocab_size * (e + 1),  # embeddings and the MLM bias
+        "max_position_embeddings": config.max_position_embeddings * e,
+        "type_vocab_size": config.type_vocab_size * e,
+        "embedding_size": 2 * e * h + h + 5 * e,  # projection in, MLM dense out; layer norms
+        "hidden_size": layers * (4 * h * h + 9 * h) + h * h + 3 * h + 2,  # attention, layer norms, pooler, SOP
+        "intermediate_size": layers * (2 * h * i + i),
+    }
+
+
+def parameter_count(config) -> int:
+    """The pretrainer's parameters, counted from the config (11,813,810 for albert_base)."""
+    return sum(parameter_terms(config).values())
+
+
+def check_config_fits(config, source: str, seq: int, remat: bool) -> None:
+    """Raises `MemoryLimitError` naming the config field when its weights, or one sequence's activations,
+    cannot fit the available memory: before building a model that would take minutes and then be killed."""
+    available = _available_without_accelerator()
+    if available is None:
+        return
+    terms = parameter_terms(config)
+    fixed = 16 * sum(terms.values())
+    if fixed > available:
+        field = max(terms, key=terms.get)
+        raise MemoryLimitError(
+            f"{source}: {field} {getattr(config, field):,} makes a model of at least {sum(terms.values()):,} "
+            f"parameters, whose weights, gradients and Adam slots need {_size(fixed)}, but {_size(available)} "
+            "is available"
+        )
+    one_sequence = activation_bytes_per_sequence(config, seq, remat)
+    if fixed + one_sequence > available:
+        field = max(TYPICAL_SIZES, key=lambda name: getattr(config, name) / TYPICAL_SIZES[name])
+        raise MemoryLimitError(
+            f"{source}: {field} {getattr(config, field):,}: one sequence of {seq} tokens needs at least "
+            f"{_size(one_sequence)} of activations (plus {_size(fixed)} of weights, gradients and Adam slots), "
+            f"but {_size(available)} is available"
+        )
 
 
 def activation_bytes_per_sequence(config, seq: int, remat: bool) -> int:
@@ -65,17 +117,29 @@ def _accelerator_visible() -> bool:
     return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
 
 
+def _available_without_accelerator() -> Optional[int]:
+    """The memory to check against: None (nothing checked) with a GPU or TPU, or when unknown."""
+    return None if _accelerator_visible() else available_bytes()
+
+
 def check_batch_fits(
-    config, num_parameters: int, micro_batch: int, seq: int, remat: bool, flag: str = "--train_batch_size"
+    config,
+    num_parameters: int,
+    micro_batch: int,
+    seq: int,
+    remat: bool,
+    flag: str = "--train_batch_size",
+    max_predictions: int = 0,
 ) -> None:
-    """Raises `MemoryLimitError` when even the lower bound for one step exceeds the available memory."""
-    if _accelerator_visible():
-        return
-    available = available_bytes()
+    """Raises `MemoryLimitError` when even the lower bound for one step exceeds the available memory.
+
+    `max_predictions`: pretraining's masked positions per sequence (their logits span the vocabulary).
+    """
+    available = _available_without_accelerator()
     if available is None:
         return
     fixed = 16 * num_parameters
-    per_sequence = activation_bytes_per_sequence(config, seq, remat)
+    per_sequence = activation_bytes_per_sequence(config, seq, remat) + 8 * max_predictions * config.vocab_size
     needed = fixed + micro_batch * per_sequence
     if needed > available:
         fits = max(0, (available - fixed) // per_sequence)

@@ -42,7 +42,9 @@ from typing import List, Optional, Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.runner import create_runner
 
+from albert_tf import preemption
 from albert_tf.errors import AlbertError
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import STAGING_PREFIX, remove_stale_staging
@@ -358,7 +360,10 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
         except DataPrepError:
             raise
         except Exception as error:  # noqa: BLE001  (Beam wraps a worker's OSError in a RuntimeError)
-            cause = _os_error_in(error)
+            if _cause_in(error, preemption.Terminated) is not None:
+                # SIGTERM landed inside a Beam stage, which re-raised it wrapped: unwind as the CLI expects.
+                raise preemption.Terminated() from None
+            cause = _cause_in(error, OSError)
             if cause is None:
                 raise
             why = "no space left on device" if cause.errno == errno.ENOSPC else (cause.strerror or str(cause))
@@ -384,11 +389,11 @@ def _worker_tracebacks_unlogged():
         bundles.setLevel(level)
 
 
-def _os_error_in(error: BaseException) -> Optional[OSError]:
-    """The OSError `error` is, or was raised from (Beam re-raises a worker's as a RuntimeError)."""
+def _cause_in(error: BaseException, kind: type) -> Optional[BaseException]:
+    """The `kind` error `error` is, or was raised from (Beam re-raises a worker's as a RuntimeError)."""
     seen = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, OSError):
+        if isinstance(error, kind):
             return error
         seen.add(id(error))
         error = error.__cause__ or error.__context__
@@ -413,6 +418,11 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
             raise DataPrepError(
                 f"no training instances: the inputs ({settings.input_file}) hold no text "
                 f"that tokenizes to at least two tokens"
+            )
+        if not counts.get("masked_tokens"):
+            raise DataPrepError(
+                f"no token of the {counts['instances']:,} instances was masked (--masked_lm_prob "
+                f"{settings.masked_lm_prob}): the masked-LM loss would have no target; raise --masked_lm_prob"
             )
         shards = counts.pop("shards")
         shard_files = counts.pop("shard_files")
@@ -441,6 +451,18 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
     finally:
         if FileSystems.exists(temp_dir):
             FileSystems.delete([temp_dir])
+
+
+def sentences_per_document_note(counts: dict, task: str) -> str:
+    """A note when the documents average under 1.5 sentences: SOP/NSP pairs then rarely span two
+    sentences of one document (e.g. `--input_format bert` on a file with one sentence a line)."""
+    documents, sentences = counts.get("documents"), counts.get("sentences")
+    if not documents or sentences is None or sentences / documents >= 1.5:
+        return ""
+    return (
+        f"; warning: documents average {sentences / documents:.2f} sentences, so {task.upper()} pairs rarely "
+        "come from two sentences of one document and the sentence task means little (is the input format right?)"
+    )
 
 
 def _publish(settings: Settings, temp_dir: str, existing: List[str], metadata: dict, tokenizer):
@@ -487,6 +509,15 @@ def _joined(args: List[str]) -> List[str]:
 
 def _check_runner_supports(settings: Settings, options: List[str]) -> None:
     """Refuses what a runner is known to get wrong, or cannot start without, before any work."""
+    runners = [a.split("=", 1)[1] for a in options if a.startswith("--runner=")]
+    try:
+        for runner in runners:
+            create_runner(runner)
+    except ValueError:
+        raise DataPrepError(
+            f"--runner {runner}: no such Beam runner (names are case-sensitive: DirectRunner, DaskRunner, "
+            "FlinkRunner, SparkRunner, DataflowRunner, PortableRunner, or a runner class's full path)"
+        ) from None
     dask = f"--runner={DASK_RUNNER}" in options
     if dask and importlib.util.find_spec("distributed") is None:
         raise DataPrepError("--runner DaskRunner needs dask and distributed: pip install 'dask[bag]' distributed")

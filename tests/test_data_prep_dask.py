@@ -140,3 +140,11 @@ def test_dask_runner_refuses_data_that_needs_the_document_count(tmp_path, wikite
     with pytest.raises(DataPrepError, match="--runner DaskRunner cannot make data that draws B segments"):
         run(settings, ["--runner", "DaskRunner", "--dask_client_address=127.0.0.1:1"])
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("runner", ["daskrunner", "NoSuchRunner"])
+def test_an_unknown_runner_is_one_line_before_any_work(tmp_path, runner):
+    settings = Settings(input_file=str(tmp_path / "missing.txt"), output_dir=str(tmp_path / "out"))
+    with pytest.raises(DataPrepError, match=f"^--runner {runner}: no such Beam runner \\(names are case-sensitive"):
+        run(settings, ["--runner", runner])
+    assert not (tmp_path / "out").exists()

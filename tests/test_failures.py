@@ -363,3 +363,42 @@ def test_data_prep_cuts_over_long_sentences_and_counts_them_per_file(tmp_path):
     assert nospace_cut == nospace[:MAX_SENTENCE_CHARS]
     assert stats.cut_sentences == 2
     assert stats.cut_chars == len(blob) - len(blob_cut) + len(nospace) - MAX_SENTENCE_CHARS
+
+
+@pytest.mark.parametrize(
+    "exprs,says",
+    [
+        ('text_a=["a"', 'error: Expression "["a"" is not a valid python literal.'),
+        ("text_a", 'error: --input_exprs "text_a" format is incorrect.'),
+    ],
+)
+def test_saved_model_cli_bad_expression_is_one_line(tmp_path, exprs, says):
+    run = subprocess.run(
+        [sys.executable, "-m", "albert_tf.saved_model_cli", "run", "--dir", str(tmp_path), "--tag_set", "serve"]
+        + ["--signature_def", "serve_text", "--input_exprs", exprs],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert run.returncode == 1
+    assert len(run.stderr.strip().splitlines()) == 1 and run.stderr.startswith(says), run.stderr
+
+
+def test_one_dimensional_ids_are_named_not_blamed_on_the_positions():
+    import tensorflow as tf
+
+    from albert_tf.config import AlbertConfig
+    from albert_tf.export.input_checks import serving_tensors
+
+    config = AlbertConfig.from_json_file(str(CONFIGS / "albert_tiny.json"))
+    request = {
+        "input_ids": tf.constant([2, 50, 3]),
+        "input_mask": tf.ones(3, tf.int32),
+        "segment_ids": tf.zeros(3, tf.int32),
+        "masked_lm_positions": tf.constant([[1]]),
+    }
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"input_ids must be 2-D: \[batch size, sequence length\]"):
+        serving_tensors(request, config)
+    good = {name: value[tf.newaxis] for name, value in request.items() if name != "masked_lm_positions"}
+    assert serving_tensors({**good, "masked_lm_positions": tf.constant([[1]])}, config)["input_ids"].shape == (1, 3)

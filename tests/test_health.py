@@ -6,11 +6,13 @@ import pytest
 
 from albert_tf.pretraining.health import (
     DataFacts,
+    Divergence,
     HealthMonitor,
     HealthSettingError,
     HealthSettings,
     binary_entropy,
     data_lines,
+    schedule_lines,
     window_label,
 )
 
@@ -144,8 +146,9 @@ def test_accuracy_collapse_of_mlm_or_of_a_learnt_sentence_order_is_a_divergence(
     assert "masked_lm_accuracy 0.150 over the last 10 steps, down from a best of 0.400" in divergences[0].message
 
     sentence = HealthMonitor(SETTINGS, "warn")
-    accuracies = (0.5, 0.9, 0.95, 0.6)
-    _, divergences = run_windows(sentence, [metrics(sentence_accuracy=a, mlm_accuracy=0.3) for a in accuracies])
+    learnt = ((0.5, LN2), (0.9, 0.3), (0.95, 0.2), (0.6, LN2))  # a sentence order left its plateau, then lost it
+    windows = [metrics(sentence_accuracy=a, sentence_loss=loss, mlm_accuracy=0.3) for a, loss in learnt]
+    _, divergences = run_windows(sentence, windows)
     assert len(divergences) == 1 and "sentence_order_accuracy 0.600" in divergences[0].message
 
     noisy = HealthMonitor(SETTINGS, "warn")  # gains too small to call a collapse
@@ -153,6 +156,62 @@ def test_accuracy_collapse_of_mlm_or_of_a_learnt_sentence_order_is_a_divergence(
         noisy, [metrics(mlm_accuracy=a, sentence_accuracy=s) for a, s in ((0.04, 0.55), (0.0, 0.45))]
     )
     assert not divergences
+
+
+def test_a_sentence_order_still_at_chance_is_never_a_collapse_however_its_windows_wander():
+    # Issue 41: seven collapse warnings in one run on a sentence accuracy that never left chance.
+    monitor = HealthMonitor(SETTINGS, "warn")
+    wander = (0.5, 0.62, 0.55, 0.48, 0.65, 0.5, 0.44, 0.63, 0.47)
+    windows = [
+        metrics(mlm_loss=6.0 - 0.2 * i, mlm_accuracy=0.1 + 0.01 * i, sentence_accuracy=a) for i, a in enumerate(wander)
+    ]
+    said, divergences = run_windows(monitor, windows)
+    assert not divergences
+    assert not [line for lines in said.values() for line in lines if "collapse" in line]
+
+
+def test_a_drop_within_the_windows_sampling_noise_is_not_a_collapse():
+    windows = [
+        metrics(mlm_accuracy=0.3, sentence_accuracy=a, sentence_loss=loss)
+        for a, loss in ((0.5, LN2), (0.75, 0.5), (0.6, 0.6))
+    ]
+
+    def divergences(count):
+        monitor = HealthMonitor(SETTINGS, "warn")
+        found = []
+        for index, values in enumerate(windows, start=1):
+            counts = {"masked_lm_accuracy": 10 * count, "sentence_order_accuracy": count}
+            found.append(monitor.window(10 * index, 10, values, counts)[1])
+        return [d for d in found if d]
+
+    assert divergences(32) == []  # 0.75 → 0.6 over 32 sentences a window: 3σ of the difference is 0.32
+    (collapse,) = divergences(10_000)  # the same drop over 10,000: far beyond the noise
+    assert "sentence_order_accuracy 0.600" in collapse.message
+
+
+def test_stopping_names_the_checkpoint_from_before_the_divergence_not_the_suspect_newest():
+    from albert_tf.pretraining.divergence import respond_to_divergence
+    from albert_tf.pretraining.run_state import CheckpointPolicy
+    from albert_tf.pretraining.settings import TrainingError
+
+    class KeptCheckpoints:
+        manager = type("Manager", (), {"checkpoints": ["run/ckpt-10", "run/ckpt-20", "run/ckpt-30"]})
+        newest_before = CheckpointPolicy.newest_before
+
+        def latest(self):
+            return "run/ckpt-30"
+
+    spike = Divergence("loss spike", 32, since_step=31, message="loss spike at step 32")
+    collapse = Divergence("accuracy collapse", 40, since_step=30, message="accuracy collapse at step 40")
+    with pytest.raises(TrainingError, match=r"Last checkpoint: run/ckpt-30; resume from it"):
+        respond_to_divergence(None, KeptCheckpoints(), HealthMonitor(SETTINGS, "stop"), spike, print)
+    # The window 30-40 collapsed: ckpt-30 holds weights on the way there.
+    with pytest.raises(TrainingError, match=r"Last checkpoint: run/ckpt-20; resume from it"):
+        respond_to_divergence(None, KeptCheckpoints(), HealthMonitor(SETTINGS, "stop"), collapse, print)
+    spent = HealthMonitor(SETTINGS, "rollback")
+    spent.rollbacks = SETTINGS.max_rollbacks
+    with pytest.raises(TrainingError, match=r"after 2 rollbacks .*Last checkpoint: run/ckpt-20; resume"):
+        respond_to_divergence(None, KeptCheckpoints(), spent, collapse, print)
 
 
 def test_rollbacks_are_bounded_then_the_run_stops():
@@ -189,3 +248,14 @@ def test_a_collapse_is_flagged_once_per_episode_and_a_rollback_starts_a_new_one(
 
 def test_window_labels():
     assert window_label(50) == "last 50 steps" and window_label(1) == "last step"
+
+
+def test_a_warmup_longer_than_the_run_and_an_eval_on_the_training_data_are_said():
+    warm, evaluated = schedule_lines(1500, 3125, do_eval=True, eval_file_given=False)
+    assert warm == (
+        "health: warning: --num_warmup_steps 3125 is longer than --num_train_steps 1500: the learning rate "
+        "never reaches --learning_rate (it ends at 48% of it)"
+    )
+    assert evaluated.startswith("health: warning: --do_eval without --eval_file evaluates on the training shards")
+    assert schedule_lines(1500, 1500, do_eval=True, eval_file_given=True) == []
+    assert schedule_lines(1500, 100, do_eval=False, eval_file_given=False) == []

@@ -1,4 +1,5 @@
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -54,3 +55,38 @@ def test_cli_prints_table_and_json(tmp_path):
     assert rows[0]["sharing"] == "all" and rows[0]["embedding"] == 128
     table = run()
     assert "albert_base_v2" in table and "11,683,584" in table and "11,813,810" in table
+
+
+def test_default_configs_are_the_released_ones_and_an_empty_dir_is_an_error(tmp_path):
+    from albert_tf.cli.param_table import table_rows
+    from albert_tf.config import ConfigError, shipped_configs_dir
+
+    assert os.path.samefile(shipped_configs_dir(), CONFIGS)
+    with pytest.raises(ConfigError, match=f"^--configs_dir {tmp_path}: holds no \\*.json config$"):
+        table_rows(str(tmp_path))
+    with pytest.raises(ConfigError, match="^--configs_dir .*/missing: is not a directory$"):
+        table_rows(str(tmp_path / "missing"))
+    failed = subprocess.run(
+        [sys.executable, "-m", "albert_tf.param_table", f"--configs_dir={tmp_path}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert failed.returncode == 1 and failed.stdout == ""
+    assert failed.stderr.strip() == f"error: --configs_dir {tmp_path}: holds no *.json config"
+
+
+@pytest.mark.slow
+def test_cli_without_flags_counts_the_released_configs_from_any_directory(tmp_path):
+    rows = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "albert_tf.param_table", "--json"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        ).stdout
+    )
+    assert {r["config"] for r in rows} >= {"albert_tiny", "albert_base_v2", "bert_base"}

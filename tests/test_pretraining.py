@@ -413,3 +413,22 @@ def test_best_and_final_carry_the_datas_vocabulary_with_no_flag(pretraining_data
         assert loaded.tokenizer is not None and loaded.tokenizer.model_sha256 == expected, published
     record = json.loads((output_dir / "settings.json").read_text())
     assert record["flags"]["num_train_steps"] == 4 and record["input_sha256"]["input_file"]
+
+
+@pytest.mark.slow
+def test_running_a_finished_run_again_says_it_is_complete_and_exits_0(pretraining_data, tmp_path):
+    output_dir = tmp_path / "run"
+    args = common_args(pretraining_data, output_dir, 2, save_checkpoints_steps=2, export=True, max_seq_length=SEQ)
+    first = cli(args)
+    out, err = first.communicate()
+    assert first.returncode == 0, err
+    exported = json.loads(out[out.index("{") :])["outputs"]
+    again = cli(args)
+    out, err = again.communicate()
+    assert again.returncode == 0, err
+    assert "the run is complete: step 2 of --num_train_steps 2, final model in" in out
+    assert "cumulative over the 0 steps" not in out + err
+    summary = json.loads(out[out.index("{") :])
+    assert summary["already_complete"] and summary["end_step"] == 2
+    assert summary["outputs"] == exported  # the SavedModels of step 2, found rather than exported again
+    assert sorted(os.listdir(output_dir / "saved_model" / "backbone")) == ["2"]

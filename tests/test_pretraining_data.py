@@ -291,3 +291,49 @@ def test_cli_reports_errors_without_traceback(tmp_path, wikitext_spm):
     assert result.returncode != 0
     assert "none*.txt" in result.stderr and "matches no file" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def small_corpus(tmp_path, lines):
+    path = tmp_path / "corpus.txt"
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_a_corpus_that_masks_nothing_is_refused(tmp_path, wikitext_spm):
+    from data_prep.pipeline import DataPrepError, run
+
+    corpus = small_corpus(tmp_path, ["The cat sat on the mat. It was happy there.", "Dogs bark at night.", ""] * 20)
+    settings = make_settings(tmp_path, wikitext_spm, corpus, input_format="bert", masked_lm_prob=0.0)
+    with pytest.raises(DataPrepError, match=r"^no token of the [\d,]+ instances was masked \(--masked_lm_prob 0.0\)"):
+        run(settings)
+    assert not (tmp_path / "out" / "metadata.json").exists()
+
+
+def test_documents_of_one_sentence_are_said_in_the_data_lines():
+    from albert_tf.pretraining.health import DataFacts, data_lines
+    from data_prep.pipeline import sentences_per_document_note
+
+    counts = {"instances": 100, "sop_label_1": 50, "documents": 100, "sentences": 104}
+    note = sentences_per_document_note(counts, "sop")
+    assert note.startswith("; warning: documents average 1.04 sentences, so SOP pairs rarely come from two")
+    assert sentences_per_document_note({**counts, "sentences": 400}, "sop") == ""
+    assert sentences_per_document_note({"instances": 1}, "sop") == ""  # data made before the counts
+    facts = DataFacts.from_metadata("d", {"task": "sop", "counts": counts})
+    assert data_lines(facts, "sop")[-1].startswith("health: warning: the data's documents average 1.04 sentences")
+
+
+def test_sigterm_inside_a_beam_stage_unwinds_as_terminated(tmp_path, wikitext_spm, monkeypatch):
+    from albert_tf import preemption
+    from data_prep import pipeline
+
+    def terminated_in_a_stage(*args, **kwargs):
+        try:
+            raise preemption.Terminated()
+        except preemption.Terminated as signal_in_worker:
+            raise RuntimeError("Beam re-raises what a stage raised") from signal_in_worker
+
+    monkeypatch.setattr(pipeline, "build_pipeline", terminated_in_a_stage)
+    corpus = small_corpus(tmp_path, ["The cat sat on the mat. It was happy there."])
+    with pytest.raises(preemption.Terminated):
+        pipeline.run(make_settings(tmp_path, wikitext_spm, corpus))
+    assert not (tmp_path / "out").exists()  # no staging, no lock: the run created the directory

@@ -115,3 +115,90 @@ def test_an_unreadable_latest_checkpoint_falls_back_to_the_previous_one(pretrain
     assert summary["start_step"] == 2 and summary["end_step"] == 6
     out = capsys.readouterr().out
     assert "resumed from" in out and "ckpt-2 at step 2 (unreadable, skipped: ckpt-4" in out
+
+
+def test_the_mlm_logits_count_in_a_pretraining_batchs_memory(monkeypatch):
+    from albert_tf import memory_check
+    from albert_tf.config import AlbertConfig
+
+    from paths import CONFIGS
+
+    monkeypatch.setattr(memory_check, "available_bytes", lambda: 24 * 2**30)  # this machine
+    config = AlbertConfig.from_json_file(str(CONFIGS / "albert_tiny.json"))
+    count = memory_check.parameter_count(config)
+    # Issue 41: albert_tiny at --train_batch_size 10000 was OOM-killed after 57 s; the logits alone are 12.8 GB.
+    with pytest.raises(memory_check.MemoryLimitError, match=r"^--train_batch_size: 10000 sequences of 128 per step"):
+        memory_check.check_batch_fits(config, count, 10_000, 128, remat=False, max_predictions=20)
+    memory_check.check_batch_fits(config, count, 10_000, 128, remat=False)  # fine-tuning has no MLM logits
+    memory_check.check_batch_fits(config, count, 128, 128, remat=False, max_predictions=20)
+
+
+def test_the_parameter_count_from_a_config_alone_is_the_built_models():
+    from albert_tf.config import AlbertConfig
+    from albert_tf.memory_check import parameter_count
+
+    from paths import CONFIGS
+
+    # test_param_table's counts of the built models (heads included).
+    for name, built in (("albert_base_v2", 11_813_810), ("albert_xxlarge_v1", 223_158_450)):
+        assert parameter_count(AlbertConfig.from_json_file(str(CONFIGS / f"{name}.json"))) == built
+
+
+@pytest.mark.parametrize(
+    "field,value,says",
+    [
+        ("vocab_size", 10**9, r"vocab_size 1,000,000,000 makes a model of at least [\d,]+ parameters"),
+        ("hidden_size", 10**6, r"hidden_size 1,000,000 makes a model of at least [\d,]+ parameters"),
+        ("num_hidden_layers", 10**6, r"num_hidden_layers 1,000,000: one sequence of 64 tokens needs at least"),
+    ],
+)
+def test_an_absurd_config_is_refused_before_anything_is_built(
+    pretraining_data, tmp_path, monkeypatch, field, value, says
+):
+    from albert_tf import memory_check
+    from albert_tf.pretraining.job import pretrain
+
+    monkeypatch.setattr(memory_check, "available_bytes", lambda: 24 * 2**30)
+    config = json.loads(open(pretraining_data["config"]).read()) | {field: value}
+    config_file = tmp_path / "absurd.json"
+    config_file.write_text(json.dumps(config))
+    memory_check_error = memory_check.MemoryLimitError
+    with pytest.raises(memory_check_error, match=f"^{config_file}: {says}.* but 24.0 GiB is available$"):
+        memory_check.check_config_fits(memory_check_config(config_file), str(config_file), SEQ, remat=False)
+    if field == "vocab_size":
+        return  # pretrain refuses it earlier still: the data's vocabulary has 4,000 pieces
+    with pytest.raises(memory_check_error, match=f"^{config_file}: {says}"):
+        pretrain(settings(tmp_path / "out"), str(config_file), pretraining_data["data"])
+    assert not (tmp_path / "out").exists()
+
+
+def memory_check_config(path):
+    from albert_tf.config import AlbertConfig
+
+    return AlbertConfig.from_json_file(str(path))
+
+
+def test_a_full_disk_while_checkpointing_names_the_path_and_leaves_no_temp_dir(pretraining_data, tmp_path, monkeypatch):
+    import errno
+
+    import tensorflow as tf
+
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import TrainingError
+
+    def disk_full(manager, checkpoint_number=None, **kwargs):
+        # What TensorFlow leaves when the disk fills mid-save: its staging directory, partly written.
+        staging = os.path.join(manager.directory, f"ckpt-{checkpoint_number}_temp")
+        os.makedirs(staging)
+        open(os.path.join(staging, "part-00000-of-00001.data-00000-of-00001"), "wb").write(b"\0" * 100)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tf.train.CheckpointManager, "save", disk_full)
+    checkpoints = tmp_path / "out" / "checkpoints"
+    with pytest.raises(TrainingError) as caught:
+        pretrain(settings(tmp_path / "out"), pretraining_data["config"], pretraining_data["data"])
+    assert str(caught.value) == (
+        f"{checkpoints / 'ckpt-2'}: saving the checkpoint of step 2 failed ([Errno 28] No space left on device); "
+        "no earlier checkpoint exists; free space (or fix the directory) and run the same command again"
+    )
+    assert not [p for p in os.listdir(checkpoints) if "_temp" in p]

@@ -16,7 +16,7 @@ from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import settings_from_flags
 from data_prep import documents as documents_lib
 from data_prep.instances import ONE_SENTENCE_CHUNK_MODES
-from data_prep.pipeline import Settings, run
+from data_prep.pipeline import Settings, run, sentences_per_document_note
 
 
 def define_flags():
@@ -71,6 +71,7 @@ def main(argv):
         f"{settings.output_dir} ({counts['documents']} documents, {counts['tokens']} tokens, "
         f"{counts['masked_tokens'] / max(1, counts['non_special_tokens']):.1%} masked, "
         f"{counts['sop_label_1'] / counts['instances']:.1%} label 1)"
+        + sentences_per_document_note(counts, metadata["task"])
     )
 
 

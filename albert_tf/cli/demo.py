@@ -19,7 +19,7 @@ from pydoc_data import topics
 
 import tensorflow as tf
 
-from albert_tf.config import AlbertConfig
+from albert_tf.config import AlbertConfig, shipped_configs_dir
 from albert_tf.export import export_pretraining_run
 from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.job import pretrain
@@ -27,11 +27,7 @@ from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainSettings
 from data_prep.documents import split_sentences
 
-CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # albert_tf/cli/..
-REPO_CONFIGS = os.path.join(CHECKOUT, "configs")
-# `pip install .` puts configs/ under <prefix>/share/albert_tf (pyproject.toml's data-files).
-INSTALLED_CONFIGS = os.path.join(sys.prefix, "share", "albert_tf", "configs")
-DEMO_CONFIG = os.path.join(REPO_CONFIGS if os.path.isdir(REPO_CONFIGS) else INSTALLED_CONFIGS, "albert_tiny.json")
+DEMO_CONFIG = os.path.join(shipped_configs_dir(), "albert_tiny.json")
 SEQ_LENGTH = 64
 BATCH_SIZE = 32
 MEASURE_STEPS = 20

@@ -1,6 +1,8 @@
 """Prints layers/sizes/sharing and parameter counts of every config in configs/.
 
-    python -m albert_tf.param_table [--json] [--configs_dir configs]
+    python -m albert_tf.param_table [--json] [--configs_dir DIR]
+
+`--configs_dir` defaults to the released configs (`albert_tf.config.shipped_configs_dir`).
 
 Counts come from building each model and summing its weights: `backbone` is
 Google's `bert/*` (embeddings, projection, layers, pooler); `with_heads` adds
@@ -10,13 +12,12 @@ the MLM and SOP heads (the MLM decoder is tied, so it adds only its bias).
 import glob
 import json
 import os
-import sys
 
 import keras
 from absl import flags
 
 from albert_tf.cli.app import run_cli
-from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf.config import AlbertConfig, ConfigError, shipped_configs_dir
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 
@@ -28,8 +29,9 @@ def define_flags():
     flags.DEFINE_bool("json", False, "Print JSON instead of a table.")
     flags.DEFINE_string(
         "configs_dir",
-        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs"),
-        "Directory of *.json model configs.",
+        None,
+        "Directory of *.json model configs (default: the released configs, the checkout's configs/ or "
+        "the installed package's share/albert_tf/configs).",
     )
 
 
@@ -48,8 +50,13 @@ def count_parameters(config):
 
 
 def table_rows(configs_dir):
+    """One row per `*.json` in `configs_dir`; raises ConfigError when there is none."""
+    paths = sorted(glob.glob(os.path.join(glob.escape(configs_dir), "*.json")))
+    if not paths:
+        reason = "is not a directory" if not os.path.isdir(configs_dir) else "holds no *.json config"
+        raise ConfigError(f"--configs_dir {configs_dir}: {reason}")
     rows = []
-    for path in sorted(glob.glob(os.path.join(configs_dir, "*.json"))):
+    for path in paths:
         config = AlbertConfig.from_json_file(path)
         row = {
             "config": os.path.splitext(os.path.basename(path))[0],
@@ -85,11 +92,7 @@ def format_table(rows):
 def main(argv):
     del argv
 
-    try:
-        rows = table_rows(FLAGS.configs_dir)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    rows = table_rows(FLAGS.configs_dir or shipped_configs_dir())
     print(json.dumps(rows, indent=2) if FLAGS.json else format_table(rows))
     return 0
 

@@ -15,6 +15,7 @@ the SavedModels (`--noexport` to skip them).
 """
 
 import json
+import os
 
 from absl import flags
 
@@ -25,6 +26,7 @@ from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags
 from albert_tf.cli.run_record import write_settings
 from albert_tf.errors import AlbertError
 from albert_tf.export import export_pretraining_run
+from albert_tf.export.from_run import SAVED_MODEL_DIR
 from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.health import DIVERGENCE_ACTIONS, SENTENCE_TASKS
 from albert_tf.pretraining.job import evaluate_checkpoints, pretrain
@@ -120,6 +122,17 @@ def runs_the_demo() -> bool:
     return not any(flag.present for flag in our_flags() if flag.name not in DEMO_FLAGS)
 
 
+def exported_versions(run_dir: str, step: int, max_seq_length: int) -> dict:
+    """The SavedModels of `step`: exported now, or found from an earlier run of the same command."""
+    existing = {
+        f"saved_model_{kind}": os.path.join(run_dir, SAVED_MODEL_DIR, kind, str(step))
+        for kind in ("backbone", "pretrainer")
+    }
+    if all(os.path.isdir(path) for path in existing.values()):
+        return existing
+    return export_pretraining_run(run_dir, version=step, max_seq_length=max_seq_length)
+
+
 def main(argv):
     del argv
     if runs_the_demo():
@@ -169,9 +182,7 @@ def main(argv):
             preemption.raise_if_requested("training finished and final/ is written; the SavedModels are not")
             # A signal from here on lets the export finish (it publishes whole directories only).
             summary["outputs"].update(
-                export_pretraining_run(
-                    settings.output_dir, version=summary["end_step"], max_seq_length=settings.max_seq_length
-                )
+                exported_versions(settings.output_dir, summary["end_step"], settings.max_seq_length)
             )
     print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=2, default=str))
 

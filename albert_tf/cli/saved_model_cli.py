@@ -8,10 +8,18 @@ TF Serving links them in; this wrapper does the same for the CLI:
         --signature_def serve_text --input_exprs 'text_a=["ALBERT is a lite BERT."]'
 """
 
+import os
 import sys
 
+import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers the ops before the graph is imported
 from tensorflow.python.tools.saved_model_cli import main  # what the `saved_model_cli` script runs
+
+from albert_tf.cli.app import TRACEBACK_ENV, error_line
+
+# What TF's tool raises on bad input: RuntimeError for a malformed --input_exprs (its documented error),
+# ValueError/KeyError for an unknown signature or input, OSError for a missing SavedModel.
+BAD_INPUT_ERRORS = (RuntimeError, ValueError, KeyError, OSError, tf.errors.OpError)
 
 HELP_ARGS = ("--help", "-h", "-?", "--helpshort")
 
@@ -22,7 +30,14 @@ def cli():
         commands = "Commands: show, run, scan (TensorFlow's saved_model_cli; `show --help` lists flags)."
         print(__doc__.strip() + "\n\n" + commands)
         sys.exit(0)
-    sys.exit(main())
+    try:
+        status = main()
+    except BAD_INPUT_ERRORS as error:
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        print(error_line(error).splitlines()[0], file=sys.stderr)
+        sys.exit(1)
+    sys.exit(status)
 
 
 if __name__ == "__main__":

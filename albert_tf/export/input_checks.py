@@ -65,6 +65,10 @@ def serving_tensors(inputs: Dict[str, tf.Tensor], config) -> Dict[str, tf.Tensor
     length_message = (
         f"input_ids: the sequence length must be in [1, max_position_embeddings={config.max_position_embeddings}]"
     )
+    # First: with 1-D ids every later check reads the wrong axis and blames another input.
+    rank_message = "input_ids must be 2-D: [batch size, sequence length] (a single sequence is a batch of 1)"
+    with tf.control_dependencies([tf.debugging.assert_equal(tf.rank(ids), 2, message=rank_message)]):
+        ids = tf.identity(ids)
     checks = [
         tf.debugging.assert_less_equal(tf.shape(ids)[-1], config.max_position_embeddings, message=length_message),
         tf.debugging.assert_greater_equal(tf.shape(ids)[-1], 1, message=length_message),

@@ -51,7 +51,8 @@ def respond_to_divergence(
         report(monitor.warning(divergence))
         return False
     if action == "stop":
-        raise TrainingError(monitor.stop_message(divergence, checkpointer.latest()))
+        # The newest checkpoint may hold the diverging weights: name the one a rollback would restore.
+        raise TrainingError(monitor.stop_message(divergence, checkpointer.newest_before(divergence.since_step)))
     target = checkpointer.roll_back(before_step=divergence.since_step)
     if target is None:
         raise TrainingError(

@@ -13,7 +13,8 @@ Lines, all starting with "health: ":
   while the masked-LM loss falls; expected early in joint MLM + SOP training;
 - "sentence order learnt": it left the plateau;
 - a loss spike (a step's loss far above the median of the steps before it) or an accuracy
-  collapse (a window keeps less than half of the best window's gain over chance).
+  collapse (a window keeps less than half of the best window's gain over chance, by more than
+  the windows' sampling noise; never on a sentence task still on its plateau, "not learnt yet").
 
 Example:
 
@@ -93,6 +94,7 @@ class DataFacts:
     instances: Optional[int]
     label_share: Optional[float]  # share of label 1 (swapped for SOP, random next for NSP)
     masked_share: Optional[float]  # masked tokens / non-special tokens
+    sentences_per_document: Optional[float] = None
 
     @classmethod
     def from_metadata(cls, directory: str, metadata: dict) -> "DataFacts":
@@ -106,6 +108,9 @@ class DataFacts:
             instances=instances,
             label_share=label_1 / instances if instances and label_1 is not None else None,
             masked_share=masked / tokens if tokens and masked is not None else None,
+            sentences_per_document=(
+                counts["sentences"] / counts["documents"] if counts.get("documents") and "sentences" in counts else None
+            ),
         )
 
     @property
@@ -142,6 +147,29 @@ def data_lines(facts: DataFacts, sentence_task: str) -> List[str]:
         )
     if facts.masked_share == 0:
         lines.append(f"{PREFIX}warning: no token of the data is masked: the masked-LM loss has no target")
+    if facts.sentences_per_document is not None and facts.sentences_per_document < 1.5:
+        lines.append(
+            f"{PREFIX}warning: the data's documents average {facts.sentences_per_document:.2f} sentences: "
+            f"{sentence_task.upper()} pairs rarely come from two sentences of one document, so the sentence "
+            "task means little (was data_prep's --input_format right?)"
+        )
+    return lines
+
+
+def schedule_lines(num_train_steps: int, num_warmup_steps: int, do_eval: bool, eval_file_given: bool) -> List[str]:
+    """Start-of-run warnings about the flags: a warm-up the run never finishes, an eval on the training data."""
+    lines = []
+    if num_warmup_steps > num_train_steps:
+        lines.append(
+            f"{PREFIX}warning: --num_warmup_steps {num_warmup_steps} is longer than --num_train_steps "
+            f"{num_train_steps}: the learning rate never reaches --learning_rate (it ends at "
+            f"{num_train_steps / num_warmup_steps:.0%} of it)"
+        )
+    if do_eval and not eval_file_given:
+        lines.append(
+            f"{PREFIX}warning: --do_eval without --eval_file evaluates on the training shards: its metrics "
+            "measure fit, not generalisation (pass held-out data as --eval_file)"
+        )
     return lines
 
 
@@ -210,14 +238,19 @@ class HealthMonitor:
         self.recent_losses.append(loss)
         return divergence
 
-    def window(self, step: int, steps: int, metrics: Dict[str, float]) -> Tuple[List[str], Optional[Divergence]]:
-        """A logging window's metrics (over its `steps` steps, ending at `step`): lines to say, and a collapse."""
+    def window(
+        self, step: int, steps: int, metrics: Dict[str, float], counts: Optional[Dict[str, float]] = None
+    ) -> Tuple[List[str], Optional[Divergence]]:
+        """A logging window's metrics (over its `steps` steps, ending at `step`): lines to say, and a collapse.
+
+        `counts`: how many predictions each accuracy of the window averages (its noise); unknown: none assumed.
+        """
         s = self.settings
         lines = []
         if self.first_window is None:
             self.first_window, self.first_window_step = dict(metrics), step
             self.start_step = step - steps
-        collapse = self._collapse(step, steps, metrics)
+        collapse = self._collapse(step, steps, metrics, counts or {})
         collapse, self.in_collapse = (None if self.in_collapse else collapse), collapse is not None  # once per episode
         self.best_mlm_accuracy = max(self.best_mlm_accuracy, metrics[MLM_ACCURACY])
         self.best_sentence_accuracy = max(self.best_sentence_accuracy, metrics[SENTENCE_ACCURACY])
@@ -263,15 +296,21 @@ class HealthMonitor:
             "Worry only if the data line above warns, or it lasts far longer than the masked-LM progress"
         ]
 
-    def _collapse(self, step: int, steps: int, metrics: Dict[str, float]) -> Optional[Divergence]:
+    def _collapse(
+        self, step: int, steps: int, metrics: Dict[str, float], counts: Dict[str, float]
+    ) -> Optional[Divergence]:
         s = self.settings
-        checks = (
-            (MLM_ACCURACY, self.best_mlm_accuracy, 0.0, s.min_mlm_gain),
-            (SENTENCE_ACCURACY, self.best_sentence_accuracy, self.chance_accuracy, s.min_sentence_gain),
-        )
+        checks = [(MLM_ACCURACY, self.best_mlm_accuracy, 0.0, s.min_mlm_gain)]
+        # A sentence task on its plateau has no gain to lose: its best window was chance plus noise.
+        if self.plateau_since is None or self.sentence_learnt:
+            checks.append((SENTENCE_ACCURACY, self.best_sentence_accuracy, self.chance_accuracy, s.min_sentence_gain))
         for name, best, chance, min_gain in checks:
             best_gain, gain = best - chance, metrics[name] - chance
-            if best_gain >= min_gain and gain < s.collapse_fraction * best_gain:
+            if (
+                best_gain >= min_gain
+                and gain < s.collapse_fraction * best_gain
+                and best - metrics[name] > self._noise(best, counts.get(name))
+            ):
                 return Divergence(
                     "accuracy collapse",
                     step,
@@ -282,6 +321,13 @@ class HealthMonitor:
                     ),
                 )
         return None
+
+    @staticmethod
+    def _noise(accuracy: float, count: Optional[float]) -> float:
+        """3σ of the difference of two windows' accuracies over `count` predictions each (0 when unknown)."""
+        if not count:
+            return 0.0
+        return 3 * math.sqrt(2 * accuracy * (1 - accuracy) / count)
 
     def response(self, divergence: Divergence) -> str:
         """What to do now: "warn", "stop" or "rollback" ("stop" once the rollbacks are spent)."""

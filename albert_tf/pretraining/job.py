@@ -23,7 +23,7 @@ from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.run_state import CheckpointPolicy
 from albert_tf.pretraining.settings import TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import is_chief, make_strategy
-from albert_tf.run_layout import CHECKPOINT_DIR, PRETRAINING_SUMMARY_FILE
+from albert_tf.run_layout import CHECKPOINT_DIR, FINAL_DIR, PRETRAINING_SUMMARY_FILE
 from albert_tf.shard_set import DataError
 from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
 
@@ -57,6 +57,24 @@ def last_window(history: list) -> Optional[dict]:
 def metrics_line(metrics: dict) -> str:
     shown = ("loss", "masked_lm_accuracy", "sentence_order_accuracy")
     return f"{metrics['label']}: " + ", ".join(f"{k} {metrics[k]:.4f}" for k in shown)
+
+
+def finished_run_summary(settings: TrainSettings, step: int, chief: bool) -> Optional[dict]:
+    """The summary of a run that already reached `num_train_steps` and wrote `final/`; else None.
+
+    A run killed between its last checkpoint and `final/` has no summary yet: it goes on and writes both.
+    """
+    final = os.path.join(settings.output_dir, FINAL_DIR)
+    summary_file = os.path.join(settings.output_dir, PRETRAINING_SUMMARY_FILE)
+    if step < settings.num_train_steps or not chief or not os.path.isdir(final) or not os.path.isfile(summary_file):
+        return None
+    with open(summary_file) as f:
+        summary = json.load(f)
+    if summary.get("end_step") != step:
+        return None
+    summary["outputs"] = {"final": final}  # the exports are the caller's, again
+    summary["already_complete"] = True
+    return summary
 
 
 def pretrain(
@@ -106,6 +124,16 @@ def pretrain(
             raise DataError(f"{', '.join(corrupt)}: checksum differs from metadata.json (corrupt or replaced)")
     tokenizer = data_tokenizer(train_input, spm_model_file, vocab_file)
     check_vocab_size(config.vocab_size, tokenizer, albert_config_file)
+    # Before anything is built or written: an absurd config or batch would be killed minutes later.
+    memory_check.check_config_fits(config, albert_config_file, settings.max_seq_length, settings.remat)
+    memory_check.check_batch_fits(
+        config,
+        memory_check.parameter_count(config),
+        settings.train_batch_size // settings.grad_accum_steps // strategy.num_replicas_in_sync,
+        settings.max_seq_length,
+        settings.remat,
+        max_predictions=settings.max_predictions_per_seq,
+    )
     eval_input = None
     if eval_file is not None:
         eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
@@ -121,13 +149,6 @@ def pretrain(
     # A lost worker of a multi-worker run: one line naming it, wherever the others notice (worker_faults).
     with lock, worker_faults.reported_as_lost_worker(strategy, latest):
         loop = PretrainingLoop(strategy, config, settings, train_input, eval_input)
-        memory_check.check_batch_fits(
-            config,
-            loop.model.count_params(),
-            settings.train_batch_size // settings.grad_accum_steps // strategy.num_replicas_in_sync,
-            settings.max_seq_length,
-            settings.remat,
-        )
 
         def say(message: str):
             if loop.chief:
@@ -137,6 +158,13 @@ def pretrain(
 
         policy = CheckpointPolicy(loop, init_checkpoint, say, tokenizer)
         say(policy.restore_or_initialize(config.to_dict()))
+        finished = finished_run_summary(settings, loop.step, loop.chief)
+        if finished is not None:  # the README's "run the same command again" after the run ended
+            say(
+                f"the run is complete: step {loop.step} of --num_train_steps {settings.num_train_steps}, final model "
+                f"in {finished['outputs']['final']}; nothing to do (raise --num_train_steps to train further)"
+            )
+            return finished
         summary = {"start_step": loop.step}
         if settings.eval_at_start:
             summary["eval_start"] = loop.evaluate()
@@ -151,7 +179,8 @@ def pretrain(
         summary["end_step"] = loop.step
         summary["train_last_window"] = last_window(summary["history"])
         summary["train_cumulative"] = loop.run_metrics()
-        say(metrics_line(summary["train_cumulative"]))
+        if loop.run_steps:
+            say(metrics_line(summary["train_cumulative"]))
         summary["replicas"] = loop.strategy.num_replicas_in_sync
         summary["weights_sha256"] = loop.weights_fingerprint()
         if settings.do_eval:

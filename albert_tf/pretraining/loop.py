@@ -241,7 +241,9 @@ class PretrainingLoop:
             say(f"already at step {self.step} ≥ --num_train_steps {s.num_train_steps}: nothing to train")
         facts = health.DataFacts.from_metadata(self.train_input.data.directory, self.train_input.data.metadata)
         monitor = health.HealthMonitor(s.health, s.on_divergence, facts)
-        for line in health.data_lines(facts, s.sentence_task):
+        eval_file_given = self.eval_input is not self.train_input
+        schedule = health.schedule_lines(s.num_train_steps, s.num_warmup_steps, s.do_eval, eval_file_given)
+        for line in health.data_lines(facts, s.sentence_task) + schedule:
             health_report(say, writer, lambda: self.step)(line)
         report = health_report(say, writer, lambda: self.step, below_bar=s.verbose and self.chief)
         # Every value on the bar is the last window's (Keras' Progbar would average the others since step 0).
@@ -311,7 +313,8 @@ class PretrainingLoop:
                     with writer.as_default(step=step):
                         for k, v in metrics.items():
                             tf.summary.scalar(k.replace("/", "_per_"), v)
-                lines, collapse = monitor.window(step, window_steps, metrics)
+                counts = {health.MLM_ACCURACY: window["mlm_weight"], health.SENTENCE_ACCURACY: window["sop_count"]}
+                lines, collapse = monitor.window(step, window_steps, metrics, counts)
                 for line in lines:
                     report(line)
                 divergence = divergence or collapse

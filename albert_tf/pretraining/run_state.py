@@ -12,6 +12,7 @@ same command again resumes from it; a fresh run may warm-start from
 (config + weights + vocabulary), published whole (`albert_tf.publish`).
 """
 
+import glob
 import json
 import os
 import shutil
@@ -158,9 +159,19 @@ class CheckpointPolicy:
         try:
             self.unconfirmed = self.manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as error:
+            path = os.path.join(self._checkpoint_dir_for_this_task(), f"ckpt-{step}")
+            # TensorFlow writes into `<path>_temp/` first; a failed save leaves it (and fills the disk).
+            for leftover in tf.io.gfile.glob(glob.escape(path) + "_temp*"):
+                if tf.io.gfile.isdir(leftover):
+                    tf.io.gfile.rmtree(leftover)
+                else:
+                    tf.io.gfile.remove(leftover)
+            previous = self.latest()
+            kept = f"the previous checkpoint {previous} is intact" if previous else "no earlier checkpoint exists"
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise TrainingError(
-                f"saving the checkpoint of step {step} failed ({type(error).__name__}: {error}); "
-                f"the previous checkpoint {self.latest()} is intact"
+                f"{path}: saving the checkpoint of step {step} failed ({reason}); {kept}; free space (or fix "
+                "the directory) and run the same command again"
             ) from None
         if evaluate and self.settings.do_eval and step != self.settings.num_train_steps:
             self.evaluate_and_keep_best()
@@ -183,6 +194,11 @@ class CheckpointPolicy:
                     os.remove(state)
         self.unconfirmed = None
         return self.latest()
+
+    def newest_before(self, step: int) -> Optional[str]:
+        """The newest kept checkpoint of a step before `step` (the weights before a divergence), or None."""
+        older = [path for path in self.manager.checkpoints if checkpoint_step(path) < step]
+        return older[-1] if older else None
 
     def roll_back(self, before_step: int) -> Optional[str]:
         """Restores the newest checkpoint saved before `before_step` and deletes the newer ones (a diverged
