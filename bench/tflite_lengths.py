@@ -2,10 +2,11 @@
 
     python bench/tflite_lengths.py --work /tmp/tflite_lengths --output bench/results/tflite_lengths.json
 
-albert_base shapes (configs/albert_base.json), random weights, a 2-class
+albert_base shapes (configs/albert_base_v2.json), random weights, a 2-class
 classifier head; float32 and dynamic-range int8. The request is the
 median-length SST-2 dev sentence, tokenised by a 30k SentencePiece model trained
-here on WikiText-2 and SST-2 train (cached in --work). Each variant is exported
+here on the text the data directory holds (cached in --work; fewer pieces if the
+text cannot hold 30k, recorded). Each variant is exported
 twice: as `export_tflite` writes it (any length up to 128) and with a fixed
 `[1, 128]` signature (the files before issue 39). Timed: the fixed file on the
 sentence padded to 128, the any-length file at the sentence's own length and
@@ -37,17 +38,32 @@ def sst2_sentences(data_dir, split):
 
 
 def spm_model(work, data_dir):
-    """A 30k SentencePiece model on WikiText-2 (valid, test) and SST-2 train, trained once into `work`."""
+    """(path, vocabulary size) of a SentencePiece model on WikiText-2 (valid, test), SST-2 train, SQuAD dev
+    contexts and RACE dev articles, trained once into `work`: 30k pieces, or the most this text supports."""
+    import glob
+
     from albert_tf.tokenization import preprocess_text
     from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
 
-    path = os.path.join(work, "spm30k.model")
-    if not os.path.exists(path):
-        wiki = [os.path.join(data_dir, "wikitext2", name) for name in ("valid.txt", "test.txt")]
-        sentences = list(corpus_sentences(wiki, "wikitext", lower=True))
-        sentences += [preprocess_text(s, lower=True) for s in sst2_sentences(data_dir, "train")]
-        train_sentencepiece(sentences, os.path.join(work, "spm30k"), vocab_size=30000)
-    return path
+    for vocab_size in (30000, 24000, 20000, 16000):
+        path = os.path.join(work, f"spm{vocab_size}.model")
+        if os.path.exists(path):
+            return path, vocab_size
+    wiki = [os.path.join(data_dir, "wikitext2", name) for name in ("valid.txt", "test.txt")]
+    sentences = list(corpus_sentences(wiki, "wikitext", lower=True))
+    texts = sst2_sentences(data_dir, "train")
+    with open(os.path.join(data_dir, "squad_v1.1", "dev-v1.1.json"), encoding="utf-8") as f:
+        texts += [p["context"] for a in json.load(f)["data"] for p in a["paragraphs"]]
+    for name in glob.glob(os.path.join(data_dir, "race", "dev", "*", "*.txt")):
+        with open(name, encoding="utf-8") as f:
+            texts.append(json.load(f)["article"])
+    sentences += [preprocess_text(line, lower=True) for text in texts for line in text.split("\n") if line.strip()]
+    for vocab_size in (30000, 24000, 20000, 16000):  # the text may not hold 30k pieces
+        try:
+            return train_sentencepiece(sentences, os.path.join(work, f"spm{vocab_size}"), vocab_size), vocab_size
+        except ValueError:
+            continue
+    raise SystemExit("no SentencePiece model of 16k pieces or more trains on this text")
 
 
 def median_request(spm_path, data_dir):
@@ -105,7 +121,7 @@ def main(argv=None):
     parser.add_argument(
         "--data_dir", default=os.environ.get("ALBERT_TF_DATA", os.path.join(REPO, "..", "shared", "data"))
     )
-    parser.add_argument("--config", default=os.path.join(REPO, "configs", "albert_base.json"))
+    parser.add_argument("--config", default=os.path.join(REPO, "configs", "albert_base_v2.json"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=3)
@@ -114,7 +130,8 @@ def main(argv=None):
 
     from ai_edge_litert.interpreter import Interpreter
 
-    sentence, ids, median_length = median_request(spm_model(args.work, args.data_dir), args.data_dir)
+    spm_path, vocab_size = spm_model(args.work, args.data_dir)
+    sentence, ids, median_length = median_request(spm_path, args.data_dir)
     files = export(args.work, args.config)
     cases = {
         "fixed_128": lambda quantize: (files[(quantize, "fixed")], MAX_SEQ),
@@ -151,6 +168,7 @@ def main(argv=None):
         "threads": args.threads,
         "repeats_per_round": args.repeats,
         "rounds": args.rounds,
+        "spm_vocab_size": vocab_size,
         "sentence": sentence,
         "sentence_pieces_with_cls_sep": len(ids),
         "median_dev_length": median_length,
