@@ -51,10 +51,10 @@ from albert_tf.export.input_checks import (
 from albert_tf.export.signatures import TOKEN_INPUTS, ServingEndpoints
 from albert_tf.export.tflite import (
     file_input_shapes,
+    finished_flatbuffer,
     max_seq_length_of,
     tflite_input_signature,
     verify_lengths,
-    with_max_seq_length,
 )
 from albert_tf.export.verify import VERIFY_TEXTS, reference_text_inputs
 from albert_tf.formats.table import backbone_of
@@ -240,7 +240,7 @@ def export_early_exit_tflite(model, output_dir: str, max_seq_length: int = 128) 
         try:
             converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=[SIGNATURE])
             converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-            flatbuffer = with_max_seq_length(converter.convert(), max_seq_length)
+            flatbuffer = finished_flatbuffer(converter.convert(), max_seq_length)
         except Exception as error:  # noqa: BLE001  (the converter's ConverterError lives in private modules)
             raise ExportError(f"early-exit TFLite conversion failed: {str(error).splitlines()[0]}") from None
         shutil.rmtree(saved)

@@ -75,12 +75,22 @@ def tflite_input_signature(model):
     return [specs]
 
 
-def with_max_seq_length(flatbuffer: bytes, max_seq_length: int) -> bytes:
-    """`flatbuffer` with its `max_seq_length` recorded as metadata (read back by `max_seq_length_of`)."""
+def finished_flatbuffer(flatbuffer: bytes, max_seq_length: int) -> bytes:
+    """`flatbuffer` with its `max_seq_length` recorded (`max_seq_length_of`), intermediate tensors unnamed.
+
+    The dynamic length adds shape arithmetic between the ops; their tensors' names
+    (long Keras scopes, ~2% of a tiny file) serve no app: the inputs and outputs
+    keep theirs (apps look them up).
+    """
     import flatbuffers
     from ai_edge_litert import schema_py_generated as schema
 
     model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    for graph in model.subgraphs:
+        named = set(graph.inputs) | set(graph.outputs)
+        for index, tensor in enumerate(graph.tensors):
+            if index not in named:
+                tensor.name = None
     buffer = schema.BufferT()
     buffer.data = np.frombuffer(str(max_seq_length).encode(), np.uint8)
     model.buffers.append(buffer)
@@ -166,7 +176,7 @@ def convert_to_tflite(
             flatbuffer = quantize_full_integer(converter, samples, **full_integer_options)
         else:
             flatbuffer = converter.convert()
-    return with_max_seq_length(flatbuffer, max_seq_length)
+    return finished_flatbuffer(flatbuffer, max_seq_length)
 
 
 def tokenizer_test_vectors(python_tokenizer, max_seq_length: int) -> List[Dict]:
