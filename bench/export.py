@@ -102,7 +102,7 @@ def build(args, work, facts=None):
             continue
         start = time.perf_counter()
         if quantize in ("full_int8", INT8_ELEMENTWISE):
-            signature = tflite_input_signature(model, args.seq, 20)
+            signature = tflite_input_signature(model)
             samples = [random_inputs(model, 1, args.seq, seed=seed) for seed in range(args.calibration_samples)]
             for seed, sample in enumerate(samples):  # padded tails of several lengths, as real text has
                 sample["input_mask"][:] = np.arange(args.seq) < args.seq - seed * args.seq // (2 * len(samples))
@@ -110,7 +110,7 @@ def build(args, work, facts=None):
             if quantize == INT8_ELEMENTWISE:
                 options["float_ops"] = LAYER_NORM_STATISTICS + ("SOFTMAX", "BATCH_MATMUL")
             path = os.path.join(work, "tflite", TFLITE_NAMES.get(quantize, f"albert_{quantize}.tflite"))
-            flatbuffer = convert_to_tflite(model, signature, "full_int8", samples, **options)
+            flatbuffer = convert_to_tflite(model, signature, "full_int8", args.seq, samples, **options)
             pathlib.Path(path).write_bytes(flatbuffer)
         else:
             path = export_tflite(model, os.path.join(work, "tflite"), quantize, max_seq_length=args.seq)

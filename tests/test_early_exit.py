@@ -460,3 +460,123 @@ def test_a_saved_early_exit_model_loads_in_a_fresh_process(tmp_path):
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["AlbertEarlyExitClassifier"]
+
+
+# ---- issue 41 defects 1 and 2: patience outside [1, L], and the early-exit TFLite file's input guard ----
+BAD_PATIENCES = [0, -1, -(2**31), 5]
+
+
+@pytest.fixture(scope="module")
+def early_exit_exports(tmp_path_factory):
+    """An early-exit model with its SavedModel and its early-exit TFLite file (max_seq_length 16)."""
+    from albert_tf.export import export_saved_model
+    from albert_tf.export.patience_signatures import export_early_exit_tflite
+
+    model = build()
+    base = tmp_path_factory.mktemp("early_exit_exports")
+    saved = export_saved_model(model, str(base / "serving"), version=1, warmup=False)
+    tflite = export_early_exit_tflite(model, str(base / "tflite"), max_seq_length=16)
+    return model, saved, tflite
+
+
+def one_row(seq=16, seed=11):
+    return {k: v[1:2] for k, v in inputs(batch=2, seq=seq, seed=seed).items()}
+
+
+@pytest.mark.parametrize("patience", BAD_PATIENCES)
+def test_patience_outside_one_to_the_layer_count_is_refused_everywhere(early_exit_exports, patience):
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter
+
+    from albert_tf.export.input_checks import ServingInputError
+    from albert_tf.export.patience_signatures import SIGNATURE, run_early_exit_tflite
+
+    model, saved, tflite = early_exit_exports
+    x = one_row()
+    message = r"patience: must be a scalar in \[1, 4\] \(4 layer applications; 4 is full depth\)"
+    signature = tf.saved_model.load(saved).signatures[SIGNATURE]
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        signature(**{k: tf.constant(v) for k, v in x.items()}, patience=tf.constant(patience), threshold=0.0)
+    # The file alone (an app's interpreter) refuses it with GATHER's bounds check; our runner names it.
+    runner = Interpreter(model_path=tflite).get_signature_runner(SIGNATURE)
+    with pytest.raises(RuntimeError, match="gather index out of bounds"):
+        runner(**x, patience=np.array(patience, "int32"), threshold=np.array(0.0, "float32"))
+    with pytest.raises(ServingInputError, match=message):
+        run_early_exit_tflite(tflite, x, patience)
+    with pytest.raises(ValueError, match=r"must be in \[1, 4\]"):
+        PatientInference(model)(x, patience=patience)
+
+
+def test_a_vector_patience_or_threshold_is_refused(early_exit_exports):
+    import tensorflow as tf
+
+    from albert_tf.export.input_checks import ServingInputError
+    from albert_tf.export.patience_signatures import SIGNATURE, run_early_exit_tflite
+
+    model, saved, tflite = early_exit_exports
+    x = inputs(batch=2, seq=16, seed=11)
+    signature = tf.saved_model.load(saved).signatures[SIGNATURE]
+    request = {k: tf.constant(v) for k, v in x.items()}
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"patience: must be a scalar in \[1, 4\]"):
+        signature(**request, patience=tf.constant([1, 4]), threshold=tf.constant(0.0))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="threshold: must be a scalar"):
+        signature(**request, patience=tf.constant(2), threshold=tf.constant([0.0, 0.1]))
+    # A scalar still answers as the Keras model does.
+    got = signature(**request, patience=tf.constant(2), threshold=tf.constant(0.0))
+    np.testing.assert_array_equal(got["layers_used"], PatientInference(model)(x, patience=2)["layers_used"])
+    with pytest.raises(ServingInputError, match=r"patience: must be a scalar in \[1, 4\].*got \[1, 4\]"):
+        run_early_exit_tflite(tflite, one_row(), np.array([1, 4], "int32"))
+
+
+@pytest.mark.parametrize(
+    "name,value,message",
+    [
+        ("input_ids", -1, r"input_ids: -1 at \[0, 3\] is outside \[0, 8000\)"),
+        ("input_ids", 8000, r"input_ids: 8000 at \[0, 3\] is outside \[0, 8000\)"),
+        ("input_mask", 2, r"input_mask: 2 at \[0, 3\] is outside \[0, 2\)"),
+        ("segment_ids", -1, r"segment_ids: -1 at \[0, 3\] is outside \[0, 2\)"),
+        ("segment_ids", 2, r"segment_ids: 2 at \[0, 3\] is outside \[0, 2\)"),
+    ],
+)
+def test_early_exit_tflite_refuses_values_out_of_range(early_exit_exports, name, value, message):
+    from ai_edge_litert.interpreter import Interpreter
+
+    from albert_tf.export.input_checks import ServingInputError
+    from albert_tf.export.patience_signatures import SIGNATURE, run_early_exit_tflite
+
+    model, _, tflite = early_exit_exports
+    x = one_row()
+    bad = {k: v.copy() for k, v in x.items()}
+    bad[name][0, 3] = value
+    runner = Interpreter(model_path=tflite).get_signature_runner(SIGNATURE)
+    scalars = {"patience": np.array(2, "int32"), "threshold": np.array(0.0, "float32")}
+    with pytest.raises(RuntimeError, match="gather index out of bounds"):
+        runner(**bad, **scalars)
+    with pytest.raises(ServingInputError, match=message):
+        run_early_exit_tflite(tflite, bad, 2)
+    # Valid values are unchanged by the guard.
+    expected = PatientInference(model)(x, patience=2)["logits"]
+    np.testing.assert_allclose(runner(**x, **scalars)["logits"], expected, atol=1e-4)
+
+
+def test_early_exit_tflite_takes_any_length_up_to_its_max_and_refuses_longer(early_exit_exports):
+    from ai_edge_litert.interpreter import Interpreter
+
+    from albert_tf.export.input_checks import ServingInputError
+    from albert_tf.export.patience_signatures import SIGNATURE, run_early_exit_tflite
+
+    model, _, tflite = early_exit_exports
+    inference = PatientInference(model)
+    for seq in (3, 5, 9, 16):
+        x = one_row(seq, seed=seq)
+        for patience in (1, 2, 4):
+            expected = inference(x, patience=patience)
+            got = run_early_exit_tflite(tflite, x, patience)
+            np.testing.assert_array_equal(got["layers_used"], expected["layers_used"])
+            np.testing.assert_allclose(got["logits"], expected["logits"], atol=1e-4)
+    too_long = one_row(17)
+    with pytest.raises(ServingInputError, match=r"input_ids: sequence length 17, but the file takes 1 to max_seq_l"):
+        run_early_exit_tflite(tflite, too_long, 2)
+    runner = Interpreter(model_path=tflite).get_signature_runner(SIGNATURE)
+    with pytest.raises(RuntimeError, match="gather index out of bounds"):
+        runner(**too_long, patience=np.array(2, "int32"), threshold=np.array(0.0, "float32"))

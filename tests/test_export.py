@@ -281,10 +281,19 @@ def test_tflite_variants_builtin_shared_and_accurate(real_data, pretraining_data
     # Per masked position: float32's lead of its top-1 over its runner-up, and what each int8
     # file's top-1 costs in float32 logits (0 where they agree).
     leads, costs = [], {"dynamic_int8": [], "full_int8": []}
+    # The same at each example's real length (the files take any length up to 64): no padding computed.
+    trimmed_costs = {"dynamic_int8": [], "full_int8": []}
+    lengths = set()
     max_diff = 0.0
     for inputs, weights in masked_batches(pretraining_data, 40):
         expected = model(inputs, training=False)
         outputs = {q: run_tflite(f, inputs) for q, f in files.items()}
+        length = int(inputs["input_mask"].sum())
+        lengths.add(length)
+        trimmed = {k: v if k == "masked_lm_positions" else v[:, :length] for k, v in inputs.items()}
+        trimmed_outputs = {q: run_tflite(f, trimmed) for q, f in files.items()}
+        trimmed_diff = np.abs(trimmed_outputs["none"]["mlm_logits"] - np.asarray(expected["mlm_logits"])).max()
+        max_diff = max(max_diff, trimmed_diff)
         for name in ("mlm_logits", "sop_logits"):
             max_diff = max(max_diff, np.abs(outputs["none"][name] - np.asarray(expected[name])).max())
             assert outputs["full_int8"][name].dtype == np.float32  # the float file's signature
@@ -295,6 +304,8 @@ def test_tflite_variants_builtin_shared_and_accurate(real_data, pretraining_data
         for q in costs:
             chosen = np.argmax(outputs[q]["mlm_logits"], -1)[weights > 0]
             costs[q].extend(logits.max(-1) - np.take_along_axis(logits, chosen[:, None], -1)[:, 0])
+            chosen = np.argmax(trimmed_outputs[q]["mlm_logits"], -1)[weights > 0]
+            trimmed_costs[q].extend(logits.max(-1) - np.take_along_axis(logits, chosen[:, None], -1)[:, 0])
         assert (np.argmax(outputs["float16"]["mlm_logits"], -1)[weights > 0] == reference).mean() > 0.9
     assert max_diff < 1e-4
     # int8 changes the top-1 only between near-ties of float32's (the tiny model's MLM is unsure:
@@ -305,6 +316,11 @@ def test_tflite_variants_builtin_shared_and_accurate(real_data, pretraining_data
         cost = np.array(cost)
         assert (cost[clear] == 0).mean() >= 0.99, (q, (cost[clear] == 0).mean())
         assert cost.max() < 0.25 and (cost == 0).mean() >= 0.93, (q, cost.max(), (cost == 0).mean())
+    for q, cost in trimmed_costs.items():
+        cost = np.array(cost)
+        assert (cost[clear] == 0).mean() >= 0.99, (q, "real length", (cost[clear] == 0).mean())
+        assert cost.max() < 0.25 and (cost == 0).mean() >= 0.93, (q, "real length", cost.max(), (cost == 0).mean())
+    assert len(lengths) > 3, lengths  # the real lengths differ
 
 
 @pytest.mark.slow

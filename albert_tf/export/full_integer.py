@@ -19,6 +19,11 @@ int8 with them. What stays float32 (`FLOAT_OPS`, by op kind), and why:
 - the signature: int32 ids in and float32 outputs out (dequantized), so the
   file is a drop-in for the float32 one.
 
+The file takes any sequence length up to `max_seq_length`, as the float one:
+its activation ranges are fixed at calibration (samples padded to
+`max_seq_length`, the padding masked), and a shorter input only has fewer rows
+in the same ranges (the agreement is tested at each example's real length).
+
 Ops are kept float with the converter's selective quantization
 (`tf.lite.experimental.QuantizationDebugger`, `denylisted_ops`): builtin ops only.
 """

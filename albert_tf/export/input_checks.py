@@ -17,8 +17,14 @@ How each format refuses:
   is turned into an index past the end of a table the model gathers from, and the
   interpreter's GATHER refuses it ("gather index out of bounds"); that message
   names no input, so `check_tflite_inputs` checks the same on the Python side
-  before invoking (`run_tflite` does), naming the input. Batch and length are fixed
-  in the file ([1, max_seq_length]).
+  before invoking (`run_tflite` does), naming the input. The batch is 1; the
+  sequence length is any in [1, max_seq_length] (a length past the file's
+  `max_seq_length` makes every id an index past the vocabulary: refused too).
+
+Early exit's `patience` must be a scalar in [1, num_exits] (`num_exits` is full
+depth), everywhere: `predict --patience`, the SavedModel's early-exit signatures
+(`serving_patience`) and the early-exit TFLite file (`tflite_patience`, GATHER
+from a table of the valid values; `check_patience` names it in Python).
 
 Example:
 
@@ -26,13 +32,13 @@ Example:
 >>> from albert_tf.config import AlbertConfig
 >>> config = AlbertConfig(vocab_size=100)
 >>> ids = np.array([[2, -7, 3]], "int32")
->>> check_tflite_inputs({"input_ids": ids}, config, {"input_ids": (1, 3)})
+>>> check_tflite_inputs({"input_ids": ids}, config, {"input_ids": (1, -1)}, max_seq_length=8)
 Traceback (most recent call last):
 ...
 albert_tf.export.input_checks.ServingInputError: input_ids: -7 at [0, 1] is outside [0, 100)
 """
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -104,39 +110,91 @@ def serving_tensors(inputs: Dict[str, tf.Tensor], config) -> Dict[str, tf.Tensor
         return {name: tf.identity(value) for name, value in inputs.items()}
 
 
-def tflite_tensors(inputs: Dict[str, tf.Tensor], config) -> Dict[str, tf.Tensor]:
+def tflite_tensors(inputs: Dict[str, tf.Tensor], config, max_seq_length: int) -> Dict[str, tf.Tensor]:
     """`inputs` with every out-of-range value made an index the model's GATHER refuses.
 
     Values already in range are unchanged (bitwise the same outputs). Only
     negative values need it for ids, segments and positions: past the end, the
     model's own gathers refuse them already. The mask is no index: it goes
-    through a gather from [0, 1].
+    through a gather from [0, 1]. A sequence longer than `max_seq_length` has
+    every id moved past the vocabulary.
     """
     result = dict(inputs)
     sequence_length = tf.shape(inputs["input_ids"])[-1]
+    too_long = sequence_length > max_seq_length
     for name, (_, high) in value_ranges(config, sequence_length).items():
         if name not in inputs or name == "input_mask":
             continue
         value = inputs[name]
-        result[name] = tf.where(value < 0, tf.cast(high, value.dtype), value)
+        out_of_range = value < 0
+        if name == "input_ids":
+            out_of_range = tf.logical_or(out_of_range, too_long)
+        result[name] = tf.where(out_of_range, tf.cast(high, value.dtype), value)
     if "input_mask" in inputs:
         result["input_mask"] = tf.gather(tf.constant([0, 1], inputs["input_mask"].dtype), inputs["input_mask"])
     return result
 
 
-def check_tflite_inputs(inputs: Dict[str, np.ndarray], config, shapes: Dict[str, Tuple[int, ...]]) -> None:
-    """Raises `ServingInputError` naming the input whose names, shape or values the file cannot take."""
+def patience_message(num_exits: int) -> str:
+    return f"patience: must be a scalar in [1, {num_exits}] ({num_exits} layer applications; {num_exits} is full depth)"
+
+
+def serving_patience(patience: tf.Tensor, num_exits: int) -> tf.Tensor:
+    """`patience` (any shape in the signature) as a scalar, after assertions naming it (SavedModel)."""
+    message = patience_message(num_exits)
+    checks = [tf.debugging.assert_rank(patience, 0, message=message)]
+    with tf.control_dependencies(checks):
+        scalar = tf.reshape(patience, [])
+        checks += [
+            tf.debugging.assert_greater_equal(scalar, 1, message=message),
+            tf.debugging.assert_less_equal(scalar, num_exits, message=message),
+        ]
+    with tf.control_dependencies(checks):
+        return tf.identity(scalar)
+
+
+def tflite_patience(patience: tf.Tensor, num_exits: int) -> tf.Tensor:
+    """`patience`, gathered from [1, num_exits]: any other value is an index GATHER refuses (TFLite)."""
+    return tf.gather(tf.range(1, num_exits + 1, dtype=patience.dtype), tf.reshape(patience, []) - 1)
+
+
+def check_patience(patience, num_exits: int) -> None:
+    """Raises `ServingInputError` unless `patience` is an integer scalar in [1, num_exits]."""
+    value = np.asarray(patience)
+    if value.ndim != 0 or not np.issubdtype(value.dtype, np.integer) or not 1 <= int(value) <= num_exits:
+        raise ServingInputError(f"{patience_message(num_exits)}, got {value.tolist()!r}")
+
+
+def check_tflite_inputs(
+    inputs: Dict[str, np.ndarray], config, shapes: Dict[str, Tuple[int, ...]], max_seq_length: Optional[int] = None
+) -> None:
+    """Raises `ServingInputError` naming the input whose names, shape or values the file cannot take.
+
+    `shapes` are the file's (-1: any size, the sequence length); `max_seq_length`
+    (the file's, None: `shapes` fix it) bounds the sequence length.
+    """
     missing = sorted(set(shapes) - set(inputs))
     unknown = sorted(set(inputs) - set(shapes))
     if missing or unknown:
         raise ServingInputError(f"inputs: expected {sorted(shapes)}, missing {missing}, unknown {unknown}")
     for name, shape in shapes.items():
         value = np.asarray(inputs[name])
-        if tuple(value.shape) != tuple(shape):
-            raise ServingInputError(f"{name}: shape {tuple(value.shape)}, but the file takes {tuple(shape)}")
+        wanted = tuple(got if want == -1 else want for want, got in zip(shape, value.shape))
+        if value.ndim != len(shape) or tuple(value.shape) != wanted:
+            wanted = tuple(shape) if value.ndim != len(shape) else wanted
+            raise ServingInputError(f"{name}: shape {tuple(value.shape)}, but the file takes {wanted}")
         if not np.issubdtype(value.dtype, np.integer):
             raise ServingInputError(f"{name}: dtype {value.dtype}, expected integers")
-    sequence_length = shapes["input_ids"][-1]
+    ids_shape = np.shape(inputs["input_ids"])
+    for name in SAME_SHAPE_AS_IDS:
+        if name in inputs and np.shape(inputs[name]) != ids_shape:
+            raise ServingInputError(f"{name}: shape {np.shape(inputs[name])}, but input_ids has {ids_shape}")
+    sequence_length = ids_shape[-1]
+    longest = max_seq_length if max_seq_length is not None else shapes["input_ids"][-1]
+    if not 1 <= sequence_length <= longest:
+        raise ServingInputError(
+            f"input_ids: sequence length {sequence_length}, but the file takes 1 to max_seq_length={longest}"
+        )
     for name, (low, high) in value_ranges(config, sequence_length).items():
         if name in inputs:
             value = np.asarray(inputs[name])

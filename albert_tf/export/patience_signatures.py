@@ -2,10 +2,12 @@
 
 Inputs: the model's ids (`input_ids`, `input_mask`, `segment_ids` int32 `[B, S]`;
 `[B, C, S]` for multiple choice),
-`patience` (int32 scalar: how many consecutive classifiers must agree; the
-number of layers gives the full-depth answer) and `threshold` (float32
-scalar, regression only: the largest change between consecutive scores that
-still counts as agreeing). Outputs: `logits` (each row's answer),
+`patience` (int32 scalar in [1, L]: how many consecutive classifiers must
+agree; L, the number of layer applications, gives the full-depth answer;
+anything else, a vector included, is refused as `predict --patience` refuses
+it: `albert_tf.export.input_checks.serving_patience`) and `threshold`
+(float32 scalar, regression only: the largest change between consecutive
+scores that still counts as agreeing). Outputs: `logits` (each row's answer),
 `layers_used` (int32 `[B]`), and for classification `probabilities` and
 `label`. Bad ids are refused as `serving_default` refuses them
 (`albert_tf.export.input_checks`). The layers run in a while loop that stops once every row has
@@ -18,9 +20,12 @@ also return the packed ids.
 full-depth answer.
 
 `export_early_exit_tflite` writes the same signature to a TFLite file (batch
-1, builtin ops only: the loop is TFLite's WHILE; layers that do not share one
-weight set gather theirs from stacked constants, GATHER), beside the
-full-depth file `albert_tf.export.tflite` writes.
+1, any sequence length up to `max_seq_length`, builtin ops only: the loop is
+TFLite's WHILE; layers that do not share one weight set gather theirs from
+stacked constants, GATHER), beside the full-depth file `albert_tf.export.tflite`
+writes. The file refuses bad ids, a length past `max_seq_length` and a
+patience outside [1, L] as the other TFLite files refuse bad ids (GATHER's
+bounds check); `run_early_exit_tflite` names the input first.
 """
 
 import os
@@ -32,10 +37,25 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.config import AlbertConfig
 from albert_tf.export.common import ExportError, compare_outputs, random_inputs
-from albert_tf.export.input_checks import serving_tensors
+from albert_tf.export.input_checks import (
+    ServingInputError,
+    check_patience,
+    check_tflite_inputs,
+    serving_patience,
+    serving_tensors,
+    tflite_patience,
+    tflite_tensors,
+)
 from albert_tf.export.signatures import TOKEN_INPUTS, ServingEndpoints
-from albert_tf.export.tflite import tflite_input_signature
+from albert_tf.export.tflite import (
+    file_input_shapes,
+    finished_flatbuffer,
+    max_seq_length_of,
+    tflite_input_signature,
+    verify_lengths,
+)
 from albert_tf.export.verify import VERIFY_TEXTS, reference_text_inputs
 from albert_tf.formats.table import backbone_of
 from albert_tf.locking import OutputDirLock
@@ -48,8 +68,12 @@ TEXT_PAIR_SIGNATURE = "serve_early_exit_text_pair"
 SIGNATURES = (SIGNATURE, TEXT_SIGNATURE, TEXT_PAIR_SIGNATURE)
 EARLY_EXIT_MODELS = (AlbertEarlyExitClassifier, AlbertEarlyExitMultipleChoice)
 TFLITE_NAME = "albert_early_exit_float32.tflite"
-PATIENCE_SPEC = tf.TensorSpec([], tf.int32, name="patience")
-THRESHOLD_SPEC = tf.TensorSpec([], tf.float32, name="threshold")
+# Any shape in the SavedModel (its assertions refuse all but a scalar; a [] placeholder is not checked
+# at run time by a C++ server, so a vector would be taken); scalars in the TFLite file.
+PATIENCE_SPEC = tf.TensorSpec(None, tf.int32, name="patience")
+THRESHOLD_SPEC = tf.TensorSpec(None, tf.float32, name="threshold")
+TFLITE_PATIENCE_SPEC = tf.TensorSpec([], tf.int32, name="patience")
+TFLITE_THRESHOLD_SPEC = tf.TensorSpec([], tf.float32, name="threshold")
 
 
 class EarlyExitEndpoints(ServingEndpoints):
@@ -79,6 +103,10 @@ class EarlyExitEndpoints(ServingEndpoints):
         )
 
     def _early_exit_outputs(self, inputs, patience, threshold):
+        patience = serving_patience(patience, self.inference.num_exits)
+        scalar = tf.debugging.assert_rank(threshold, 0, message="threshold: must be a scalar")
+        with tf.control_dependencies([scalar]):
+            threshold = tf.reshape(threshold, [])
         outputs = self.inference(inputs, patience=patience, threshold=threshold)
         if not self.inference.is_regression:
             outputs["probabilities"] = tf.nn.softmax(outputs["logits"], axis=-1)
@@ -177,8 +205,10 @@ def check_early_exit_model(model):
 def export_early_exit_tflite(model, output_dir: str, max_seq_length: int = 128) -> str:
     """Writes `output_dir/albert_early_exit_float32.tflite` (signature `serve_early_exit`); returns its path.
 
-    Inputs `[1, max_seq_length]` ids, `patience` and `threshold`; checked
-    against `PatientInference` on the Keras model at every patience.
+    Inputs `[1, S]` ids (any S up to `max_seq_length`), `patience` and
+    `threshold`; checked against `PatientInference` on the Keras model at every
+    patience and several lengths. `albert_config.json` goes beside it
+    (`run_early_exit_tflite` reads the value ranges there).
     """
     check_early_exit_model(model)
     config = backbone_of(model).albert_config
@@ -190,12 +220,18 @@ def export_early_exit_tflite(model, output_dir: str, max_seq_length: int = 128) 
     # Layers with different weights: one loop body with the application's weights gathered from stacks
     # (the converter leaves weights read inside a per-layer switch as variables, which no builtin reads).
     inference = PatientInference(model, gather_weights=True)
-    ids_spec = tflite_input_signature(model, max_seq_length, 0)[0]
+
+    def guarded(inputs, patience, threshold):
+        # Bad ids, a length past max_seq_length and a patience outside [1, L] become GATHER indices it refuses.
+        return inference(
+            tflite_tensors(inputs, config, max_seq_length),
+            patience=tflite_patience(patience, model.num_exits),
+            threshold=threshold,
+        )
+
     archive = keras.export.ExportArchive()
     archive.add_endpoint(
-        SIGNATURE,
-        lambda inputs, patience, threshold: inference(inputs, patience=patience, threshold=threshold),
-        [ids_spec, PATIENCE_SPEC, THRESHOLD_SPEC],
+        SIGNATURE, guarded, [tflite_input_signature(model)[0], TFLITE_PATIENCE_SPEC, TFLITE_THRESHOLD_SPEC]
     )
     with OutputDirLock(output_dir), staged_files(output_dir) as staging:
         # Through a SavedModel: converting the traced function directly loses the weights read in the loop.
@@ -204,35 +240,50 @@ def export_early_exit_tflite(model, output_dir: str, max_seq_length: int = 128) 
         try:
             converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=[SIGNATURE])
             converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-            flatbuffer = converter.convert()
+            flatbuffer = finished_flatbuffer(converter.convert(), max_seq_length)
         except Exception as error:  # noqa: BLE001  (the converter's ConverterError lives in private modules)
             raise ExportError(f"early-exit TFLite conversion failed: {str(error).splitlines()[0]}") from None
         shutil.rmtree(saved)
         staged = os.path.join(staging, TFLITE_NAME)
         with open(staged, "wb") as f:
             f.write(flatbuffer)
-        verify_tflite(model, staged, max_seq_length)
+        config.to_json_file(os.path.join(staging, "albert_config.json"))
+        verify_tflite(model, staged, max_seq_length, config)
     return os.path.join(output_dir, TFLITE_NAME)
 
 
-def run_early_exit_tflite(model_file: str, inputs: dict, patience: int, threshold: float = 0.0) -> dict:
-    """Runs a file's `serve_early_exit` on one row (LiteRT's interpreter)."""
+def run_early_exit_tflite(model_file: str, inputs: dict, patience: int, threshold: float = 0.0, config=None) -> dict:
+    """Runs a file's `serve_early_exit` on one row (LiteRT's interpreter) at the inputs' length.
+
+    Checked first as `albert_tf.export.run_tflite` checks (names, shapes, value
+    ranges, the length, against `config` or the `albert_config.json` beside the
+    file) and `patience` a scalar in [1, L], naming the input.
+    """
     from ai_edge_litert.interpreter import Interpreter  # the runtime loads only to run a file
 
+    if config is None:
+        config = AlbertConfig.from_json_file(
+            os.path.join(os.path.dirname(os.path.abspath(model_file)), "albert_config.json")
+        )
     runner = Interpreter(model_path=model_file).get_signature_runner(SIGNATURE)
-    return runner(
-        **{name: inputs[name] for name in TOKEN_INPUTS},
-        patience=np.array(patience, "int32"),
-        threshold=np.array(threshold, "float32"),
-    )
+    shapes = {name: shape for name, shape in file_input_shapes(runner).items() if name in TOKEN_INPUTS}
+    request = {name: inputs[name] for name in TOKEN_INPUTS if name in inputs}
+    check_tflite_inputs(request, config, shapes, max_seq_length_of(model_file))
+    check_patience(patience, config.num_hidden_layers * config.inner_group_num)
+    if np.ndim(threshold) != 0:
+        raise ServingInputError(f"threshold: must be a scalar, got {np.asarray(threshold).tolist()!r}")
+    return runner(**request, patience=np.array(patience, "int32"), threshold=np.array(threshold, "float32"))
 
 
-def verify_tflite(model, path: str, max_seq_length: int):
+def verify_tflite(model, path: str, max_seq_length: int, config):
     inference = PatientInference(model)
-    inputs = random_inputs(model, 1, max_seq_length)
-    for patience in range(1, model.num_exits + 1):
-        expected = inference(inputs, patience=patience, threshold=0.01)
-        got = run_early_exit_tflite(path, inputs, patience, 0.01)
-        if not np.array_equal(np.asarray(expected["layers_used"]), got["layers_used"]):
-            raise ExportError(f"{path}: layers_used differs from the Keras model at patience {patience}")
-        compare_outputs({"logits": expected["logits"]}, got, 1e-4, f"{path} patience {patience}")
+    for length in verify_lengths(max_seq_length):
+        inputs = random_inputs(model, 1, length)
+        for patience in range(1, model.num_exits + 1):
+            expected = inference(inputs, patience=patience, threshold=0.01)
+            got = run_early_exit_tflite(path, inputs, patience, 0.01, config)
+            if not np.array_equal(np.asarray(expected["layers_used"]), got["layers_used"]):
+                raise ExportError(
+                    f"{path}: layers_used differs from the Keras model at patience {patience}, length {length}"
+                )
+            compare_outputs({"logits": expected["logits"]}, got, 1e-4, f"{path} patience {patience} length {length}")

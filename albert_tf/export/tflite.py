@@ -1,9 +1,13 @@
 """TFLite files for phones: float32, float16, dynamic-range int8 or full-integer int8, builtin ops only.
 
-`<output_dir>/albert_<variant>.tflite`, inputs of shape [1, max_seq_length];
-beside it the config, the vocabulary and `tokenizer_test_vectors.json` (texts
-with the ids the app's tokenizer must produce: TFLite has no op for ALBERT's
-NFKD preprocessing, so apps tokenise). Written aside, checked against the
+`<output_dir>/albert_<variant>.tflite`, inputs of shape [1, S] for any
+sequence length S in [1, max_seq_length] (a dynamic dimension: an app resizes
+the inputs to its text's length, `resize_tensor_input` then `allocate_tensors`,
+and pays for no padding); the file records its `max_seq_length` (metadata
+`MAX_SEQ_LENGTH_METADATA`) and refuses longer inputs. Beside it the config,
+the vocabulary and `tokenizer_test_vectors.json` (texts with the ids the
+app's tokenizer must produce: TFLite has no op for ALBERT's NFKD
+preprocessing, so apps tokenise). Written aside, checked against the
 Keras model, then moved into place. Out-of-range ids, segments, mask values
 or positions are refused (`albert_tf.export.input_checks`): in the file by
 GATHER's bounds check, and by `run_tflite` before invoking, naming the input.
@@ -12,7 +16,7 @@ GATHER's bounds check, and by `run_tflite` before invoking, naming the input.
 import json
 import os
 import tempfile
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import keras
 import numpy as np
@@ -26,7 +30,7 @@ from albert_tf.export.common import (
     random_inputs,
 )
 from albert_tf.export.full_integer import quantize_full_integer
-from albert_tf.export.input_checks import MLM_POSITIONS, check_tflite_inputs, tflite_tensors
+from albert_tf.export.input_checks import check_tflite_inputs, tflite_tensors
 from albert_tf.export.representative import DEFAULT_SAMPLES, read_texts, representative_samples
 from albert_tf.formats.table import backbone_of
 from albert_tf.inputs.packing import pack_segments
@@ -50,6 +54,7 @@ TEST_VECTOR_TEXTS = (
     "emoji 🙂 and symbols ©®™",
     "",
 )
+MAX_SEQ_LENGTH_METADATA = "albert_tf.max_seq_length"
 
 
 def converter_options(quantize: str) -> Dict:
@@ -61,21 +66,70 @@ def converter_options(quantize: str) -> Dict:
     return options
 
 
-def tflite_input_signature(model, max_seq_length: int, max_predictions_per_seq: int):
-    """Batch 1, fixed lengths (what phone delegates want)."""
+def tflite_input_signature(model):
+    """Batch 1, any sequence length (and any number of masked positions): `[1, None]`, `[1, C, None]`."""
     specs = {}
     for name, tensor in model.input.items():
-        last = max_predictions_per_seq if name == MLM_POSITIONS else max_seq_length
-        specs[name] = tf.TensorSpec([1] + list(tensor.shape[1:-1]) + [last], tf.int32, name=name)
+        specs[name] = tf.TensorSpec([1] + list(tensor.shape[1:-1]) + [None], tf.int32, name=name)
     return [specs]
 
 
+def finished_flatbuffer(flatbuffer: bytes, max_seq_length: int) -> bytes:
+    """`flatbuffer` with its `max_seq_length` recorded (`max_seq_length_of`), intermediate tensors unnamed.
+
+    The dynamic length adds shape arithmetic between the ops; their tensors' names
+    (long Keras scopes, ~2% of a tiny file) serve no app: the inputs and outputs
+    keep theirs (apps look them up).
+    """
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    for graph in model.subgraphs:
+        named = set(graph.inputs) | set(graph.outputs)
+        for index, tensor in enumerate(graph.tensors):
+            if index not in named:
+                tensor.name = None
+    buffer = schema.BufferT()
+    buffer.data = np.frombuffer(str(max_seq_length).encode(), np.uint8)
+    model.buffers.append(buffer)
+    entry = schema.MetadataT()
+    entry.name = MAX_SEQ_LENGTH_METADATA
+    entry.buffer = len(model.buffers) - 1
+    model.metadata = list(model.metadata or []) + [entry]
+    builder = flatbuffers.Builder(len(flatbuffer) + 1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def max_seq_length_of(model_file: str) -> Optional[int]:
+    """The `max_seq_length` a .tflite file was exported for (None: a file without the record)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    with open(model_file, "rb") as f:
+        model = schema.Model.GetRootAs(f.read(), 0)
+    for i in range(model.MetadataLength()):
+        entry = model.Metadata(i)
+        if entry.Name().decode() == MAX_SEQ_LENGTH_METADATA:
+            return int(model.Buffers(entry.Buffer()).DataAsNumpy().tobytes())
+    return None
+
+
+def file_input_shapes(runner) -> Dict[str, Tuple[int, ...]]:
+    """{input: shape} of a signature runner's inputs, -1 where the file takes any size."""
+    details = runner.get_input_details()
+    return {name: tuple(int(d) for d in detail["shape_signature"]) for name, detail in details.items()}
+
+
 def run_tflite(model_file: str, inputs: Dict[str, np.ndarray], config=None) -> Dict[str, np.ndarray]:
-    """Runs a .tflite file's `serving_default` signature (LiteRT's interpreter).
+    """Runs a .tflite file's `serving_default` signature (LiteRT's interpreter) at the inputs' length.
 
     The inputs are checked first (`check_tflite_inputs`: names, shapes, value
-    ranges), against `config` or the `albert_config.json` beside the file: the
-    file itself refuses bad values only with GATHER's "index out of bounds".
+    ranges, a length up to the file's `max_seq_length`), against `config` or the
+    `albert_config.json` beside the file: the file itself refuses bad values only
+    with GATHER's "index out of bounds". LiteRT's signature runner resizes the
+    inputs to the request's shape and allocates the tensors on every call
+    (`resize_tensor_input`, `allocate_tensors`).
     """
     from ai_edge_litert.interpreter import Interpreter  # the runtime loads only to run a file
 
@@ -84,12 +138,13 @@ def run_tflite(model_file: str, inputs: Dict[str, np.ndarray], config=None) -> D
             os.path.join(os.path.dirname(os.path.abspath(model_file)), "albert_config.json")
         )
     runner = Interpreter(model_path=model_file).get_signature_runner("serving_default")
-    shapes = {name: tuple(int(d) for d in detail["shape"]) for name, detail in runner.get_input_details().items()}
-    check_tflite_inputs(inputs, config, shapes)
+    check_tflite_inputs(inputs, config, file_input_shapes(runner), max_seq_length_of(model_file))
     return runner(**inputs)
 
 
-def convert_to_tflite(model, input_signature, quantize: str, samples=None, **full_integer_options) -> bytes:
+def convert_to_tflite(
+    model, input_signature, quantize: str, max_seq_length: int, samples=None, **full_integer_options
+) -> bytes:
     """The model's call, behind `tflite_tensors` (bad values refused in-graph), as TFLite bytes.
 
     Keras' own `export(format="litert")` path (ExportArchive, then the SavedModel
@@ -100,7 +155,7 @@ def convert_to_tflite(model, input_signature, quantize: str, samples=None, **ful
     config = backbone_of(model).albert_config
 
     def guarded(inputs):
-        return model(tflite_tensors(inputs, config), training=False)
+        return model(tflite_tensors(inputs, config, max_seq_length), training=False)
 
     with tempfile.TemporaryDirectory() as saved_model_dir:
         archive = keras.export.ExportArchive()
@@ -117,8 +172,10 @@ def convert_to_tflite(model, input_signature, quantize: str, samples=None, **ful
         if quantize == "full_int8":
             if not samples:
                 raise ExportError("--quantize full_int8: needs representative samples to calibrate on")
-            return quantize_full_integer(converter, samples, **full_integer_options)
-        return converter.convert()
+            flatbuffer = quantize_full_integer(converter, samples, **full_integer_options)
+        else:
+            flatbuffer = converter.convert()
+    return finished_flatbuffer(flatbuffer, max_seq_length)
 
 
 def tokenizer_test_vectors(python_tokenizer, max_seq_length: int) -> List[Dict]:
@@ -172,7 +229,7 @@ def export_tflite(
     if max_predictions_per_seq < 1 or max_predictions_per_seq > max_seq_length:
         raise ExportError(f"--max_predictions_per_seq {max_predictions_per_seq}: must be in [1, --max_seq_length]")
     tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
-    signature = tflite_input_signature(model, max_seq_length, max_predictions_per_seq)
+    signature = tflite_input_signature(model)
     samples = None
     if representative_data and quantize != "full_int8":
         raise ExportError(f"--representative_data: only --quantize full_int8 calibrates (got --quantize {quantize})")
@@ -183,30 +240,31 @@ def export_tflite(
         samples = representative_samples(texts, tokenizer, list(signature[0]), max_seq_length, max_predictions_per_seq)
     with OutputDirLock(output_dir):
         remove_stale_staging(output_dir)
-        path = _write(model, output_dir, quantize, signature, samples, tokenizer, config)
+        path = _write(model, output_dir, quantize, signature, max_seq_length, samples, tokenizer, config)
     return path
 
 
-def _write(model, output_dir, quantize, signature, samples, tokenizer, config) -> str:
-    max_seq_length = signature[0]["input_ids"].shape[-1]
+def verify_lengths(max_seq_length: int) -> List[int]:
+    """The sequence lengths an export is checked at: short, middle and full."""
+    return sorted({min(5, max_seq_length), max(3, max_seq_length // 3), max_seq_length})
+
+
+def _write(model, output_dir, quantize, signature, max_seq_length, samples, tokenizer, config) -> str:
     with staged_files(output_dir) as staging:
         staged = os.path.join(staging, TFLITE_NAMES[quantize])
         try:
-            flatbuffer = convert_to_tflite(model, signature, quantize, samples)
+            flatbuffer = convert_to_tflite(model, signature, quantize, max_seq_length, samples)
         except Exception as error:  # noqa: BLE001  (the converter's ConverterError lives in private modules)
             raise ExportError(f"TFLite conversion failed: {str(error).splitlines()[0]}") from None
         with open(staged, "wb") as f:
             f.write(flatbuffer)
-        max_predictions_per_seq = signature[0][MLM_POSITIONS].shape[-1] if MLM_POSITIONS in signature[0] else 3
-        inputs = {
-            name: np.resize(value, signature[0][name].shape)
-            for name, value in random_inputs(model, 1, max_seq_length, max_predictions_per_seq).items()
-        }
-        got = run_tflite(staged, inputs, config)
-        if quantize == "none":
-            compare_outputs(model(inputs, training=False), got, 1e-4, staged)
-        elif not all(np.isfinite(v).all() for v in got.values()):
-            raise ExportError(f"{staged}: non-finite outputs")
+        for length in verify_lengths(max_seq_length):
+            inputs = random_inputs(model, 1, length, min(3, length - 1))
+            got = run_tflite(staged, inputs, config)
+            if quantize == "none":
+                compare_outputs(model(inputs, training=False), got, 1e-4, f"{staged} at length {length}")
+            elif not all(np.isfinite(v).all() for v in got.values()):
+                raise ExportError(f"{staged}: non-finite outputs at length {length}")
         config.to_json_file(os.path.join(staging, "albert_config.json"))
         if tokenizer is not None:
             tokenizer.save(staging)

@@ -9,7 +9,8 @@ and stops once every row of the batch has exited: a row exits when
 score within `threshold` of the one before), keeping that layer's answer.
 
 Our `patience` counts the agreeing classifiers: `patience=1` exits after the
-first layer, `patience=L` always runs all L (the full-depth answer). The
+first layer, `patience=L` always runs all L (the full-depth answer); it must
+be in [1, L] (0 is no "all layers" as in HF: refused, as everywhere). The
 paper's (and HF's) patience `t` counts the unchanged predictions after the
 first, so it is our `t + 1`.
 """
@@ -336,6 +337,9 @@ class PatientInference(keras.layers.Layer):
         return ops.equal(verdict, previous)
 
     def call(self, inputs, patience, threshold=0.0):
+        if isinstance(patience, int) and not 1 <= patience <= self.num_exits:
+            # The rule of every entry point (predict, the exported signatures): [1, L], L is full depth.
+            raise ValueError(f"patience {patience}: must be in [1, {self.num_exits}]")
         backbone = self.classifier.backbone
         inputs = self.classifier.rows_of(inputs)
         input_mask = inputs["input_mask"]
