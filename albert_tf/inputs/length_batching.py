@@ -29,6 +29,8 @@ Example:
 ([3, 2], (16, 32, 40))
 """
 
+import inspect
+import weakref
 from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import keras
@@ -200,6 +202,11 @@ def eval_batches(
         yield rows, _cut({name: np.asarray(value)[rows] for name, value in features.items()}, names, width)
 
 
+# model -> {input signature: its traced function}: repeated evaluations (every
+# save_checkpoints_steps) reuse one trace, as Keras' own predict_function does.
+_TRACED = weakref.WeakKeyDictionary()
+
+
 def _inference_function(model, features, names) -> Callable:
     """`model(batch, training=False)` traced once for any batch size and sequence length."""
     signature = {}
@@ -209,9 +216,28 @@ def _inference_function(model, features, names) -> Callable:
         if name in names:
             shape[-1] = None
         signature[name] = tf.TensorSpec(shape, tf.as_dtype(value.dtype), name=name)
-    if isinstance(model, keras.Model):
-        return tf.function(lambda batch: model(batch, training=False), input_signature=[signature])
-    return tf.function(lambda batch: model(batch), input_signature=[signature])
+    key = tuple(sorted((name, tuple(spec.shape.as_list()), spec.dtype.name) for name, spec in signature.items()))
+    try:
+        traced = _TRACED.setdefault(model, {})
+    except TypeError:  # not weakly referenceable: trace for this call only
+        traced = {}
+    if key not in traced:
+        # A weak reference: the cache entry must not keep its own key (the model) alive.
+        reference = _reference(model)
+        if isinstance(model, keras.Model):
+            traced[key] = tf.function(
+                lambda batch: reference()(batch, training=False), input_signature=[signature], autograph=False
+            )
+        else:
+            traced[key] = tf.function(lambda batch: reference()(batch), input_signature=[signature], autograph=False)
+    return traced[key]
+
+
+def _reference(model):
+    try:
+        return weakref.WeakMethod(model) if inspect.ismethod(model) else weakref.ref(model)
+    except TypeError:
+        return lambda: model
 
 
 def predict_in_order(
