@@ -320,7 +320,7 @@ def test_tflite_variants_builtin_shared_and_accurate(real_data, pretraining_data
         cost = np.array(cost)
         assert (cost[clear] == 0).mean() >= 0.99, (q, "real length", (cost[clear] == 0).mean())
         assert cost.max() < 0.25 and (cost == 0).mean() >= 0.93, (q, "real length", cost.max(), (cost == 0).mean())
-    assert len(lengths) > 3, lengths  # the real lengths differ
+    assert len(lengths) >= 3, lengths  # the real lengths differ
 
 
 @pytest.mark.slow
