@@ -18,7 +18,7 @@ from absl import flags
 
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
-from albert_tf.cli.run_record import write_settings
+from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
 from albert_tf.finetuning import FineTuneSettings
 from albert_tf.tasks import depth_weighted, race, runner
@@ -78,7 +78,7 @@ def main(argv):
         raise AlbertError("--high_only and --middle_only exclude each other")
     levels = ("high",) if FLAGS.high_only else ("middle",) if FLAGS.middle_only else race.LEVELS
     settings = settings_from_flags(RaceSettings, levels=levels)
-    write_settings(settings.output_dir)
+    record_settings(settings.output_dir)  # written once the run holds the lock
     runner.print_summary(run(settings))
 
 

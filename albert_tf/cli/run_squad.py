@@ -31,7 +31,7 @@ from absl import flags
 from albert_tf import finetuning
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
-from albert_tf.cli.run_record import write_settings
+from albert_tf.cli.run_record import record_settings
 from albert_tf.finetuning import FineTuneSettings
 from albert_tf.tasks import runner, squad
 
@@ -113,7 +113,7 @@ def main(argv):
     for name in ("train_step", "warmup_step"):  # replaced from the epochs once the training set is read
         schedule.setdefault(name, getattr(SquadSettings, name))
     settings = settings_from_flags(SquadSettings, **schedule)
-    write_settings(settings.output_dir)
+    record_settings(settings.output_dir)  # written once the run holds the lock
     runner.print_summary(run(settings))
 
 
