@@ -221,10 +221,10 @@ def test_export_records_its_command_and_the_vocabulary_and_survives_a_device_lin
     from albert_tf.tokenization import SentencePieceTokenizer
 
     tokenizer = SentencePieceTokenizer(wikitext_spm)
+    config = json.loads((CONFIGS / "albert_tiny.json").read_text()) | {"vocab_size": tokenizer.vocab_size}
+    (tmp_path / "config.json").write_text(json.dumps(config))
     model_dir = tmp_path / "model"
-    formats.save(
-        AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), str(model_dir), tokenizer=tokenizer
-    )
+    formats.save(AlbertBackbone.from_albert_config(str(tmp_path / "config.json")), str(model_dir), tokenizer=tokenizer)
     (model_dir / "zero").symlink_to("/dev/zero")
     out = tmp_path / "served"
     result = run_module(
