@@ -413,6 +413,7 @@ def test_best_and_final_carry_the_datas_vocabulary_with_no_flag(pretraining_data
         assert loaded.tokenizer is not None and loaded.tokenizer.model_sha256 == expected, published
     record = json.loads((output_dir / "settings.json").read_text())
     assert record["flags"]["num_train_steps"] == 4 and record["input_sha256"]["input_file"]
+    assert record["vocabulary_sha256"] == expected  # the data's vocabulary, not null
 
 
 @pytest.mark.slow
