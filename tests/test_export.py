@@ -364,7 +364,7 @@ def test_tokenizer_test_vectors_match_the_in_graph_tokenizer(pretrained, tmp_pat
     import json
 
     from albert_tf.export import tokenizer_test_vectors
-    from albert_tf.tf_tokenization import TFSentencePieceTokenizer
+    from albert_tf.tokenization.tf_sentencepiece import TFSentencePieceTokenizer
 
     tokenizer = python_tokenizer(pretrained)
     vectors = tokenizer_test_vectors(tokenizer, MAX_SEQ)

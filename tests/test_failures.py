@@ -325,8 +325,8 @@ def long_run_texts(lines):
 def test_long_runs_and_the_word_budget_never_change_surviving_ids(real_data, wikitext_spm):
     import tensorflow as tf
 
-    from albert_tf.tf_tokenization import TFSentencePieceTokenizer
     from albert_tf.tokenization import SentencePieceTokenizer, encode_pieces
+    from albert_tf.tokenization.tf_sentencepiece import TFSentencePieceTokenizer
 
     lines = [
         l.strip()

@@ -80,25 +80,24 @@ def known_module(name):
 
 
 def _module_imports(path, name):
-    """Modules of ours that `path` (module `name`) imports when it is imported (function bodies excepted)."""
+    """Modules of ours that `path` (module `name`) imports anywhere, function bodies included.
+
+    A function-level import still makes a cycle (it only runs later), so the graph sees every one.
+    """
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.parse(path.read_text()).body:
-        statements = [node] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
-        if isinstance(node, (ast.If, ast.Try)):
-            statements = [n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))]
-        for statement in statements:
-            if isinstance(statement, ast.Import):
-                found |= {alias.name for alias in statement.names}
-            else:
-                base = statement.module or ""
-                if statement.level:
-                    base = ".".join(package.split(".")[: len(package.split(".")) - statement.level + 1] + [base])
-                # `from package import submodule` loads the submodule; `from package import name`, the package.
-                submodules = {f"{base}.{alias.name}" for alias in statement.names}
-                found |= submodules
-                if not all(known_module(m) for m in submodules):
-                    found.add(base)
+    for statement in ast.walk(ast.parse(path.read_text())):
+        if isinstance(statement, ast.Import):
+            found |= {alias.name for alias in statement.names}
+        elif isinstance(statement, ast.ImportFrom):
+            base = statement.module or ""
+            if statement.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - statement.level + 1] + [base])
+            # `from package import submodule` loads the submodule; `from package import name`, the package.
+            submodules = {f"{base}.{alias.name}" for alias in statement.names}
+            found |= submodules
+            if not all(known_module(m) for m in submodules):
+                found.add(base)
     return found
 
 

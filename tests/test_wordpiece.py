@@ -93,8 +93,8 @@ def test_bad_vocab_files_and_flags_are_clear_errors(tmp_path):
 def test_tf_twin_gives_identical_ids(wordpiece_vocab, wordpiece_corpus, do_lower_case):
     import tensorflow as tf
 
-    from albert_tf.tf_tokenization import TFWordPieceTokenizer, tf_tokenizer_for
-    from albert_tf.tokenization import WordPieceTokenizer
+    from albert_tf.tokenization import WordPieceTokenizer, tf_tokenizer_for
+    from albert_tf.tokenization.tf_wordpiece import TFWordPieceTokenizer
 
     python = WordPieceTokenizer(wordpiece_vocab, do_lower_case=do_lower_case)
     graph = tf_tokenizer_for(python)

@@ -30,6 +30,7 @@ from albert_tf.export.warmup import write_warmup_requests
 from albert_tf.formats.table import backbone_of
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_dir
+from albert_tf.tokenization import tf_tokenizer_for
 
 SERVING_CONFIG = "serving_config.json"
 
@@ -113,7 +114,7 @@ def export_saved_model(
 
 def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup, jit_compile, precision):
     config = backbone_of(model).albert_config
-    in_graph = vocab_tokenizer.to_tf() if vocab_tokenizer is not None else None
+    in_graph = tf_tokenizer_for(vocab_tokenizer) if vocab_tokenizer is not None else None
     special_ids = vocab_tokenizer.special_ids if vocab_tokenizer is not None else None
     with staged_dir(os.path.join(export_base, str(version))) as staging:
         endpoints = patience_signatures.endpoints_class(model)(
