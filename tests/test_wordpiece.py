@@ -235,9 +235,7 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
         save_checkpoints_steps=3,
         verbose=False,
     )
-    summary = pretrain(
-        settings, str(tmp_path / "albert_config.json"), str(tmp_path / "data"), vocab_file=wordpiece_vocab
-    )
+    summary = pretrain(settings, str(tmp_path / "albert_config.json"), str(tmp_path / "data"), tokenizer=tokenizer)
     summary["outputs"].update(export_pretraining_run(settings.output_dir, version=3, max_seq_length=64))
     served = tf.saved_model.load(summary["outputs"]["saved_model_pretrainer"])
     assert "vocab.txt" in os.listdir(os.path.join(summary["outputs"]["saved_model_pretrainer"], "assets"))
@@ -286,7 +284,10 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     assert loaded.vocab_file.endswith("vocab.txt") and loaded.spm_model_file is None
     assert loaded.model.backbone.albert_config.hidden_act == "relu"
     path = export_saved_model(
-        loaded.model, str(tmp_path / "export"), vocab_file=loaded.vocab_file, do_lower_case=False, max_seq_length=64
+        loaded.model,
+        str(tmp_path / "export"),
+        tokenizer=WordPieceTokenizer(loaded.vocab_file, do_lower_case=False),
+        max_seq_length=64,
     )
     classifier = tf.saved_model.load(path).signatures["serve_text"]
     review = rows[-1][0]
