@@ -142,6 +142,7 @@ def pretrained_tiny(tmp_path_factory, pretraining_data):
     """
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.tokenization import SentencePieceTokenizer
 
     def build(output_dir):
         settings = TrainSettings(
@@ -156,7 +157,8 @@ def pretrained_tiny(tmp_path_factory, pretraining_data):
             log_every_steps=100,
             verbose=False,
         )
-        pretrain(settings, pretraining_data["config"], pretraining_data["data"], spm_model_file=pretraining_data["spm"])
+        tokenizer = SentencePieceTokenizer(pretraining_data["spm"])
+        pretrain(settings, pretraining_data["config"], pretraining_data["data"], tokenizer=tokenizer)
         return str(output_dir)
 
     return pathlib.Path(built_once(tmp_path_factory, "pretrained_tiny", build))

@@ -44,7 +44,7 @@ def test_bf16_saved_model_agrees_with_the_float32_model_on_sst2_dev(real_data, s
     features = glue.encode_examples(examples, SentencePieceTokenizer(loaded.spm_model_file), 64)
     expected = loaded.model.predict(features, batch_size=128, verbose=0)["logits"]
     path = export_saved_model(
-        loaded.model, str(tmp_path / "serving"), spm_model_file=loaded.spm_model_file, max_seq_length=64,
+        loaded.model, str(tmp_path / "serving"), tokenizer=loaded.tokenizer, max_seq_length=64,
         precision="bfloat16",
     )  # fmt: skip
     served = tf.saved_model.load(path).signatures["serving_default"](**{k: tf.constant(v) for k, v in features.items()})

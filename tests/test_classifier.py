@@ -204,7 +204,7 @@ def test_fine_tuned_classifier_exports_and_int8_agrees_on_sst2_dev(real_data, ss
         ]
     )
     assert (got == expected).mean() >= 0.99
-    path = export_saved_model(model, str(tmp_path / "serving"), spm_model_file=loaded.spm_model_file, max_seq_length=64)
+    path = export_saved_model(model, str(tmp_path / "serving"), tokenizer=loaded.tokenizer, max_seq_length=64)
     served = tf.saved_model.load(path).signatures["serve_text"](text_a=tf.constant([e.text_a for e in examples[:32]]))
     assert served["label"].numpy().tolist() == expected[:32].tolist()
     np.testing.assert_allclose(served["probabilities"].numpy().sum(-1), 1.0, atol=1e-5)

@@ -6,9 +6,10 @@ import random
 import numpy as np
 import pytest
 
+from albert_tf.tokenization import is_start_piece
 from data_prep import documents
 from data_prep.instances import InstanceBuilder, InstanceOptions, truncate_seq_pair
-from data_prep.masking import MaskingOptions, NgramMasker, is_start_piece
+from data_prep.masking import MaskingOptions, NgramMasker
 from data_prep.tfrecord import encode_example, write_record
 
 PIECES = [

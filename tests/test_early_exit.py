@@ -378,7 +378,9 @@ def test_text_signatures_and_warmup_requests_of_an_early_exit_export(tmp_path, w
     from albert_tf.tokenization import SentencePieceTokenizer
 
     model = build(num_classes=2, vocab_size=4000)
-    path = export_saved_model(model, str(tmp_path / "serving"), version=1, spm_model_file=wikitext_spm)
+    path = export_saved_model(
+        model, str(tmp_path / "serving"), version=1, tokenizer=SentencePieceTokenizer(wikitext_spm)
+    )
     loaded = tf.saved_model.load(path)
     assert set(SIGNATURES) <= set(loaded.signatures)
     tokenizer = SentencePieceTokenizer(wikitext_spm)

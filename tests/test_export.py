@@ -41,10 +41,10 @@ def exports(tmp_path_factory, pretrained):
     model = pretrained.model
     return {
         "pretrainer": export_saved_model(
-            model, str(base / "pretrainer"), spm_model_file=pretrained.spm_model_file, max_seq_length=MAX_SEQ
+            model, str(base / "pretrainer"), tokenizer=python_tokenizer(pretrained), max_seq_length=MAX_SEQ
         ),
         "backbone": export_saved_model(
-            model.backbone, str(base / "backbone"), spm_model_file=pretrained.spm_model_file, max_seq_length=MAX_SEQ
+            model.backbone, str(base / "backbone"), tokenizer=python_tokenizer(pretrained), max_seq_length=MAX_SEQ
         ),
     }
 
@@ -258,7 +258,7 @@ def test_tflite_variants_builtin_shared_and_accurate(real_data, pretraining_data
             str(tmp_path),
             q,
             max_seq_length=64,
-            spm_model_file=pretrained.spm_model_file,
+            tokenizer=python_tokenizer(pretrained),
             **(representative if q == "full_int8" else {}),
         )
         for q in ("none", "float16", "dynamic_int8", "full_int8")
@@ -346,7 +346,7 @@ def test_full_int8_needs_readable_representative_text(real_data, pretrained, pre
         ),
     ):
         with pytest.raises(RepresentativeDataError, match=message):
-            export_tflite(model, str(output), "full_int8", spm_model_file=pretrained.spm_model_file, **kwargs)
+            export_tflite(model, str(output), "full_int8", tokenizer=python_tokenizer(pretrained), **kwargs)
         assert not output.exists()  # refused before anything is written
     with pytest.raises(ExportError, match="only --quantize full_int8 calibrates"):
         export_tflite(model, str(output), "dynamic_int8", representative_data=str(tmp_path / "blank.txt"))
@@ -380,7 +380,7 @@ def test_tokenizer_test_vectors_match_the_in_graph_tokenizer(pretrained, tmp_pat
     import json
 
     from albert_tf.export import tokenizer_test_vectors
-    from albert_tf.tf_tokenization import TFSentencePieceTokenizer
+    from albert_tf.tokenization.tf_sentencepiece import TFSentencePieceTokenizer
 
     tokenizer = python_tokenizer(pretrained)
     vectors = tokenizer_test_vectors(tokenizer, MAX_SEQ)
@@ -409,14 +409,7 @@ def test_failed_export_leaves_nothing_and_cli_errors_are_clear(pretrained, pretr
     assert os.path.isfile(os.path.join(first, "saved_model.pb"))
     with pytest.raises(export.ExportError, match="max_position_embeddings"):
         export.export_saved_model(pretrained.model.backbone, str(base), max_seq_length=4096)
-    from albert_tf.tokenization import TokenizerError
-
-    missing = str(tmp_path / "missing.model")
-    for write in (export.export_saved_model, export.export_tflite):
-        with pytest.raises(TokenizerError, match=r"--spm_model_file .*missing.model: cannot be read"):
-            write(pretrained.model.backbone, str(tmp_path / "unwritten"), spm_model_file=missing)
-        assert not (tmp_path / "unwritten").exists()
-
+    missing = str(tmp_path / "missing.model")  # the CLI resolves the vocabulary flag before anything is written
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     for args, message in (
         (
@@ -436,6 +429,14 @@ def test_failed_export_leaves_nothing_and_cli_errors_are_clear(pretrained, pretr
                 "1000",
             ],
             "max_position_embeddings",
+        ),
+        *(
+            (
+                ["--model_dir", str(pretrained_tiny), "--output_dir", str(tmp_path / "x"), "--format", fmt]
+                + ["--spm_model_file", missing],
+                f"--spm_model_file {missing}: cannot be read",
+            )
+            for fmt in ("saved_model", "tflite")
         ),
     ):
         result = subprocess.run(

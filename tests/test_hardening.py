@@ -541,9 +541,9 @@ def test_serve_text_refuses_a_text_over_the_limit_and_keeps_serving(toy_spm, tmp
     from albert_tf.tokenization import MAX_SEGMENTED_CHARS, SentencePieceTokenizer
 
     backbone = toy_backbone()
-    path = export_saved_model(backbone, str(tmp_path / "served"), spm_model_file=toy_spm, max_seq_length=16)
-    serve = tf.saved_model.load(path).signatures["serve_text"]
     tokenizer = SentencePieceTokenizer(toy_spm)
+    path = export_saved_model(backbone, str(tmp_path / "served"), tokenizer=tokenizer, max_seq_length=16)
+    serve = tf.saved_model.load(path).signatures["serve_text"]
     with pytest.raises(tf.errors.InvalidArgumentError, match="a text has more than 1,000,000 characters to segment"):
         serve(text_a=tf.constant(["fine", "x" * (MAX_SEGMENTED_CHARS + 1)]))
     too_much = "the texts of the request \\(text_a, or text_b\\) have more than 1,000,000 characters to segment in all"

@@ -173,6 +173,7 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
     from albert_tf.export import export_pretraining_run
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.tokenization import SentencePieceTokenizer
 
     settings = TrainSettings(
         output_dir=str(tmp_path),
@@ -188,7 +189,7 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
         settings,
         pretraining_data["config"],
         pretraining_data["data"],
-        spm_model_file=pretraining_data["spm"],
+        tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
         strategy_name="mirrored",
     )
     summary["outputs"].update(export_pretraining_run(str(tmp_path), version=4, max_seq_length=SEQ))
@@ -221,7 +222,7 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     from albert_tf.inputs.shard_reader import DataError
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainingError, TrainSettings
-    from albert_tf.tokenization import TokenizerError
+    from albert_tf.tokenization import SentencePieceTokenizer, TokenizerError, resolve_tokenizer
 
     settings = TrainSettings(
         output_dir=str(tmp_path / "out"), train_batch_size=8, max_seq_length=SEQ, num_train_steps=2, verbose=False
@@ -231,13 +232,12 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     other_length = TrainSettings(output_dir=str(tmp_path / "out"), max_seq_length=128, num_train_steps=2)
     with pytest.raises(DataError, match=r"sequence length 64 \(--max_seq_length is 128\)"):
         pretrain(other_length, pretraining_data["config"], pretraining_data["data"])
+    # The CLI resolves --spm_model_file into the tokenizer `pretrain` takes.
     with pytest.raises(TokenizerError, match=r"--spm_model_file .*missing.model: cannot be read \(No such file"):
-        pretrain(
-            settings,
-            pretraining_data["config"],
-            pretraining_data["data"],
-            spm_model_file=str(tmp_path / "missing.model"),
-        )
+        resolve_tokenizer(files={"spm_model_file": str(tmp_path / "missing.model")}, required=False)
+    cased = SentencePieceTokenizer(pretraining_data["spm"], do_lower_case=False)
+    with pytest.raises(DataError, match="do_lower_case is False but the data was made with do_lower_case True"):
+        pretrain(settings, pretraining_data["config"], pretraining_data["data"], tokenizer=cased)
     with pytest.raises(DataError, match=r"vocabulary of 4000 pieces \(the config's vocab_size is 8000\)"):
         pretrain(settings, str(CONFIGS / "albert_tiny.json"), pretraining_data["data"])
     small = json.loads(open(pretraining_data["config"]).read())

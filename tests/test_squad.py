@@ -215,11 +215,16 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
     if version == "2.0":
         from albert_tf.export import export_saved_model
         from albert_tf.models.span_qa_answerability import AlbertSpanQAv2
+        from albert_tf.tokenization import SentencePieceTokenizer
 
         assert isinstance(best, AlbertSpanQAv2)
         # The fine-tuned head exports (the export verifies its signatures against Keras).
         export_saved_model(
-            best, str(tmp_path / "served"), spm_model_file=pretraining_data["spm"], max_seq_length=96, warmup=False
+            best,
+            str(tmp_path / "served"),
+            tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
+            max_seq_length=96,
+            warmup=False,
         )
         null_odds = json.load(open(tmp_path / "out" / "null_odds.json"))
         assert set(null_odds) == set(predictions)

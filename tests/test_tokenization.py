@@ -62,7 +62,7 @@ def test_digit_comma_resplit_as_the_original(wikitext_spm):
 def test_tf_text_twin_gives_identical_ids_on_wikitext(wikitext_spm, real_data):
     import tensorflow as tf
 
-    from albert_tf.tf_tokenization import TFSentencePieceTokenizer
+    from albert_tf.tokenization.tf_sentencepiece import TFSentencePieceTokenizer
 
     tok = SentencePieceTokenizer(wikitext_spm)
     twin = TFSentencePieceTokenizer(tok.model_proto)
@@ -81,7 +81,7 @@ def test_tf_text_twin_gives_identical_ids_on_wikitext(wikitext_spm, real_data):
 def test_tf_text_twin_gives_identical_ids_on_korean(korean_spm, korean_reviews):
     import tensorflow as tf
 
-    from albert_tf.tf_tokenization import TFSentencePieceTokenizer
+    from albert_tf.tokenization.tf_sentencepiece import TFSentencePieceTokenizer
 
     tok = SentencePieceTokenizer(korean_spm)
     twin = TFSentencePieceTokenizer(tok.model_proto)

@@ -22,7 +22,7 @@ from absl import flags
 from albert_tf import preemption
 from albert_tf.cli import demo
 from albert_tf.cli.app import our_flags, run_cli
-from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags
+from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags, vocabulary_flag_values
 from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
 from albert_tf.export import export_pretraining_run
@@ -32,6 +32,7 @@ from albert_tf.pretraining.health import DIVERGENCE_ACTIONS, SENTENCE_TASKS
 from albert_tf.pretraining.job import data_tokenizer, evaluate_checkpoints, pretrain
 from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES, TrainSettings
 from albert_tf.pretraining.strategy import make_strategy
+from albert_tf.tokenization import resolve_tokenizer
 
 FLAGS = flags.FLAGS
 
@@ -178,8 +179,9 @@ def main(argv):
             data_input,
             eval_file=FLAGS.eval_file,
             init_checkpoint=FLAGS.init_checkpoint,
-            spm_model_file=FLAGS.spm_model_file,
-            vocab_file=FLAGS.vocab_file,
+            tokenizer=resolve_tokenizer(
+                files=vocabulary_flag_values(), do_lower_case=data_input.data.do_lower_case, required=False
+            ),
             strategy=strategy,
         )
         if FLAGS.export and summary["outputs"]:
