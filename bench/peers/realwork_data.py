@@ -73,7 +73,7 @@ def spm_path():
         unk_id=1,
         bos_id=-1,
         eos_id=-1,
-        user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        control_symbols=["[CLS]", "[SEP]", "[MASK]"],  # as ALBERT's spm.model
         input_sentence_size=2_000_000,
         shuffle_input_sentence=True,
         num_threads=2,
