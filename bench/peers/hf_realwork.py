@@ -31,6 +31,7 @@ p.add_argument("--batch", type=int, default=32)
 p.add_argument("--steps", type=int, default=10)
 p.add_argument("--warmup", type=int, default=3)
 p.add_argument("--threads", type=int, default=2)
+p.add_argument("--limit", type=int, default=0, help="classify: the first N dev texts only (0: all 872)")
 p.add_argument("--tag", default="")
 p.add_argument("--precision", default="float32")
 args, _ = p.parse_known_args()
@@ -101,6 +102,7 @@ def finetune():
         dataloader_num_workers=0,
         seed=0,
     )
+
     class Pad:  # the default collator pads with a tokenizer; ours has pad id 0
         def __call__(self, feats):
             n = max(len(f["input_ids"]) for f in feats)
@@ -174,7 +176,7 @@ def engine():
 
 def classify():
     sp = rd.processor()
-    rows = rd.load("SST-2", "dev")
+    rows = rd.load("SST-2", "dev")[: args.limit or None]
     infer = engine()
     chunks = [rows[s : s + args.batch] for s in range(0, len(rows), args.batch)]
 

@@ -39,6 +39,7 @@ p.add_argument("--warmup", type=int, default=3)
 p.add_argument("--threads", type=int, default=2, help="intra-op threads")
 p.add_argument("--inter", type=int, default=2, help="inter-op threads (TF's default on 2 cores is 2)")
 p.add_argument("--config", default=os.path.join(REPO, "configs", "albert_base_v2.json"))
+p.add_argument("--limit", type=int, default=0, help="classify: the first N dev texts only (0: all 872)")
 p.add_argument("--tag", default="")
 p.add_argument("--precision", default="float32")
 args, _ = p.parse_known_args()
@@ -139,7 +140,7 @@ def export_savedmodel():
 
 def classify():
     sp = rd.processor()
-    rows = rd.load("SST-2", "dev")
+    rows = rd.load("SST-2", "dev")[: args.limit or None]
     texts = [r[0] for r in rows]
     chunks = [range(s, min(s + args.batch, len(texts))) for s in range(0, len(texts), args.batch)]
     if args.engine == "keras":

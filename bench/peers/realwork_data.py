@@ -164,6 +164,7 @@ class Meter:
             fields,
             wall_s=round(wall, 3),
             cpu_use=round((cpu1 - self.cpu0) / wall, 2) if wall > 0 else None,
+            timed_cpu_util=round((cpu1 - self.cpu0) / wall, 2) if wall > 0 else None,
             loadavg=[round(x, 2) for x in os.getloadavg()],
         )
 
