@@ -49,7 +49,7 @@ MAX_LEN = 128
 def build_model(num_labels=2):
     torch.manual_seed(0)
     cfg = AlbertConfig(
-        vocab_size=30000,
+        vocab_size=rd.vocab_size(),
         embedding_size=128,
         hidden_size=768,
         num_hidden_layers=12,

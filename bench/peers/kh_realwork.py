@@ -44,7 +44,7 @@ def build():
     tokenizer = keras_hub.models.AlbertTokenizer(proto=rd.spm_path())
     pre = keras_hub.models.AlbertTextClassifierPreprocessor(tokenizer, sequence_length=args.sequence_length)
     backbone = keras_hub.models.AlbertBackbone(
-        vocabulary_size=30000,
+        vocabulary_size=rd.vocab_size(),
         num_layers=12,
         num_heads=12,
         num_groups=1,

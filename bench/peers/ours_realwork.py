@@ -15,6 +15,7 @@ albert_base shapes, random weights (seed 0), 2 threads. Prints `RESULT {json}` w
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -60,7 +61,12 @@ MAX_LEN = 128
 
 def build_model(num_classes=2):
     keras.utils.set_random_seed(0)
-    backbone = AlbertBackbone.from_albert_config(args.config)
+    config = json.load(open(args.config))
+    config["vocab_size"] = rd.vocab_size()
+    path = os.path.join(rd.OUT, "albert_base_spm.json")
+    with open(path, "w") as f:
+        json.dump(config, f)
+    backbone = AlbertBackbone.from_albert_config(path)
     return AlbertClassifier(backbone, num_classes)
 
 

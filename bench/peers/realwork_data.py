@@ -82,6 +82,12 @@ def spm_path():
     return model
 
 
+def vocab_size():
+    """The shared spm's piece count: every peer's embedding table has this many rows (our export refuses
+    a config whose vocab_size differs from its spm)."""
+    return processor().get_piece_size()
+
+
 def processor():
     import sentencepiece as spm
 
