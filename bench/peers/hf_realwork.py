@@ -31,6 +31,14 @@ p.add_argument("--batch", type=int, default=32)
 p.add_argument("--steps", type=int, default=10)
 p.add_argument("--warmup", type=int, default=3)
 p.add_argument("--threads", type=int, default=2)
+p.add_argument(
+    "--spin",
+    type=int,
+    choices=[0, 1],
+    default=1,
+    help="ONNX Runtime / OpenVINO worker spinning (both spin by default: idle waiting counts as CPU use; 0 tells"
+    " useful CPU from spinning); for torch set OMP_WAIT_POLICY=PASSIVE in the environment",
+)
 p.add_argument("--limit", type=int, default=0, help="classify: the first N dev texts only (0: all 872)")
 p.add_argument("--tag", default="")
 p.add_argument("--precision", default="float32")
@@ -162,6 +170,7 @@ def engine():
         so = ort.SessionOptions()
         so.intra_op_num_threads = args.threads
         so.inter_op_num_threads = 1
+        so.add_session_config_entry("session.intra_op.allow_spinning", str(args.spin))
         sess = ort.InferenceSession(onnx_path(args.engine == "ort-int8"), so, providers=["CPUExecutionProvider"])
         names = [i.name for i in sess.get_inputs()]
         return lambda f: sess.run(["logits"], {n: f[n] for n in names})[0]
@@ -232,6 +241,8 @@ def main():
             batch=args.batch,
             steps=args.steps,
             threads=args.threads,
+            spin=args.spin,
+            omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", ""),
             torch=torch.__version__,
             transformers=transformers.__version__,
             process_s=round(time.perf_counter() - T0, 1),
