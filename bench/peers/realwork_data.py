@@ -190,5 +190,5 @@ def emit(record):
     sys.path.insert(0, HERE)
     from cpu_kind import cpu_kind
 
-    record = dict(record, cpu_kind=cpu_kind(), python=platform.python_version())
+    record = dict(record, **cpu_kind(), python=platform.python_version())  # cpu_kind, cpu_model, cpu_flags
     print("RESULT " + json.dumps(record), flush=True)
