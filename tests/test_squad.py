@@ -6,6 +6,8 @@ import warnings
 import numpy as np
 import pytest
 
+from squad_helpers import squad_slice
+
 pytestmark = pytest.mark.realdata
 
 
@@ -141,16 +143,6 @@ def test_bad_answers_are_skipped_and_reported(real_data, tmp_path):
     (tmp_path / "not.json").write_text("{oops")
     with pytest.raises(squad.SquadDataError, match="not.json: not a SQuAD JSON file"):
         squad.read_examples(str(tmp_path / "not.json"), is_training=True)
-
-
-def squad_slice(real_data, tmp_path, name, source, paragraphs):
-    data = json.loads(source.read_text(encoding="utf-8"))
-    article = data["data"][0]
-    article["paragraphs"] = article["paragraphs"][paragraphs]
-    data["data"] = [article]
-    path = tmp_path / name
-    path.write_text(json.dumps(data))
-    return str(path)
 
 
 @pytest.mark.slow
