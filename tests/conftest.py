@@ -234,3 +234,13 @@ def sst2_run(real_data, pretrained_tiny, tmp_path_factory):
     )
     summary = run(settings)
     return output_dir, summary
+
+
+@pytest.fixture(scope="module")
+def fox_spm(tmp_path_factory):
+    """An 80-piece SentencePiece model of `toy_inputs.TOY_LINES` (the vocabulary of `toy_inputs.toy_backbone`)."""
+    from data_prep.train_sentencepiece import train_sentencepiece
+
+    from toy_inputs import TOY_LINES
+
+    return train_sentencepiece(TOY_LINES, str(tmp_path_factory.mktemp("spm") / "toy"), vocab_size=80)
