@@ -448,3 +448,24 @@ def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
     assert [line["accuracy"] for line in lines] == [0.9, 0.7, 0.5, 0.8, 0.95, 0.1]
     runs = [line["run"] for line in lines]
     assert runs[0] == runs[1] != runs[2] == runs[3] != runs[4] == runs[5] and len(set(runs)) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("asked", [["-v", "1"], ["ALBERT_TF_TRACEBACK=1"]])
+def test_cli_shows_the_traceback_when_asked(tmp_path, asked):
+    from paths import CONFIGS
+
+    flags = asked if asked[0] == "-v" else []
+    env = {**os.environ, **dict(a.split("=") for a in asked if "=" in a)}
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.run_classifier", "--task_name", "sst-2", "--data_dir", str(tmp_path)]
+        + ["--output_dir", str(tmp_path / "out"), "--albert_config_file", str(CONFIGS / "albert_tiny.json")]
+        + ["--do_train", "--learning_rate=-1e-5", *flags],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+    assert result.returncode == 1 and "Traceback (most recent call last)" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].endswith("--learning_rate -1e-05: must be a positive number")
+    assert not (tmp_path / "out").exists()
