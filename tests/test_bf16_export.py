@@ -5,7 +5,6 @@ import pathlib
 
 import numpy as np
 import pytest
-from test_classifier import sst2_run  # noqa: F401  (the fine-tuned SST-2 classifier, a module fixture)
 
 from albert_tf import AlbertBackbone
 from albert_tf.export.common import ExportError
@@ -30,7 +29,7 @@ def test_bfloat16_copy_keeps_the_weights_and_computes_in_bf16_with_float32_islan
 
 @pytest.mark.slow
 @pytest.mark.realdata
-def test_bf16_saved_model_agrees_with_the_float32_model_on_sst2_dev(real_data, sst2_run, pretrained_tiny, tmp_path):  # noqa: F811
+def test_bf16_saved_model_agrees_with_the_float32_model_on_sst2_dev(real_data, sst2_run, pretrained_tiny, tmp_path):
     import tensorflow as tf
 
     from albert_tf import formats

@@ -138,7 +138,7 @@ CLASSIFIER_ARGV = ["--task_name", "sst-2", "--albert_config_file", str(CONFIGS /
 
 @pytest.mark.realdata
 def test_a_run_refused_by_the_lock_or_its_flags_writes_no_settings(real_data, tmp_path):
-    from test_locking import hold_lock
+    from locking_helpers import hold_lock
 
     busy = tmp_path / "busy"
     busy.mkdir()

@@ -445,3 +445,50 @@ def test_failed_export_leaves_nothing_and_cli_errors_are_clear(pretrained, pretr
         assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]
         assert "Traceback" not in result.stderr
     assert not (tmp_path / "x").exists() or not os.listdir(tmp_path / "x")
+
+
+# ---- --version negative or existing; serve_text and texts over the segmenting limit (hardening probes) ----
+def test_export_refuses_negative_or_existing_versions_and_removes_stale_staging(tmp_path):
+    from albert_tf.export import ExportError, export_saved_model
+
+    from toy_inputs import tiny_pretrainer
+
+    pretrainer = tiny_pretrainer()
+
+    base = tmp_path / "serving"
+    first = export_saved_model(pretrainer.backbone, str(base), version=3, warmup=False)
+    served = sorted(os.listdir(first))
+    stale = base / ".staging-7-abc123"  # what a killed export leaves
+    (stale / "variables").mkdir(parents=True)
+    (stale / "variables" / "variables.data-00000-of-00001").write_bytes(b"x" * 1000)
+    with pytest.raises(
+        ExportError, match=r"^--version 3: .*/serving/3 exists \(TF Serving may be serving it\).* \(4\)"
+    ):
+        export_saved_model(pretrainer.backbone, str(base), version=3, warmup=False)
+    with pytest.raises(ExportError, match=r"^--version -1: TF Serving's versions are numbers ≥ 0"):
+        export_saved_model(pretrainer.backbone, str(base), version=-1, warmup=False)
+    assert sorted(os.listdir(first)) == served and stale.exists()
+    assert export_saved_model(pretrainer.backbone, str(base), warmup=False).endswith("/serving/4")
+    assert sorted(os.listdir(base)) == ["3", "4"]
+
+
+def test_serve_text_refuses_a_text_over_the_limit_and_keeps_serving(fox_spm, tmp_path):
+    from albert_tf.export import export_saved_model
+    from albert_tf.tokenization import MAX_SEGMENTED_CHARS, SentencePieceTokenizer
+
+    from toy_inputs import toy_backbone
+
+    backbone = toy_backbone()
+    tokenizer = SentencePieceTokenizer(fox_spm)
+    path = export_saved_model(backbone, str(tmp_path / "served"), tokenizer=tokenizer, max_seq_length=16)
+    serve = tf.saved_model.load(path).signatures["serve_text"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="a text has more than 1,000,000 characters to segment"):
+        serve(text_a=tf.constant(["fine", "x" * (MAX_SEGMENTED_CHARS + 1)]))
+    too_much = "the texts of the request \\(text_a, or text_b\\) have more than 1,000,000 characters to segment in all"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=too_much):  # the request's total
+        serve(text_a=tf.constant(["x" * (MAX_SEGMENTED_CHARS // 2 + 1)] * 2))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="text_a: a request needs at least one text"):
+        serve(text_a=tf.constant([], tf.string))
+    answered = serve(text_a=tf.constant(["the fox", "y" * 1000]))
+    first = [tokenizer.cls_id] + tokenizer.encode("the fox") + [tokenizer.sep_id]
+    assert answered["input_ids"].numpy()[0, : len(first)].tolist() == first

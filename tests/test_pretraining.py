@@ -3,70 +3,16 @@
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from paths import CONFIGS, REPO
+from paths import CONFIGS
+from pretraining_helpers import cli, common_args, final_weights, free_ports, latest_checkpoint_step
 
 pytestmark = pytest.mark.realdata
 SEQ = 64
-
-
-def cli(args, env=None, **kwargs):
-    return subprocess.Popen(
-        [sys.executable, "-m", "albert_tf.run_pretraining"] + args,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})},
-        **kwargs,
-    )
-
-
-def common_args(data, output_dir, steps, **extra):
-    args = {
-        "input_file": data["data"],
-        "albert_config_file": data["config"],
-        "output_dir": output_dir,
-        "train_batch_size": 16,
-        "num_train_steps": steps,
-        "num_warmup_steps": 2,
-        "learning_rate": 0.01,
-        "save_checkpoints_steps": 5,
-        "log_every_steps": 5,
-        "deterministic": True,
-        "export": False,
-    }
-    args.update(extra)
-    return [f"--{k}={v}" if not isinstance(v, bool) else (f"--{k}" if v else f"--no{k}") for k, v in args.items()]
-
-
-def latest_checkpoint_step(checkpoint_dir) -> int:
-    """The step of the checkpoint the `checkpoint` state file names (-1: none yet)."""
-    import tensorflow as tf
-
-    latest = tf.train.latest_checkpoint(str(checkpoint_dir)) if os.path.isdir(checkpoint_dir) else None
-    return int(latest.rsplit("-", 1)[1]) if latest else -1
-
-
-def final_weights(output_dir):
-    from albert_tf.config import AlbertConfig
-    from albert_tf.formats import load_weights
-    from albert_tf.models.backbone import AlbertBackbone
-    from albert_tf.models.pretrainer import AlbertPretrainer
-
-    final = os.path.join(output_dir, "final")
-    model = AlbertPretrainer(
-        AlbertBackbone.from_albert_config(AlbertConfig.from_json_file(os.path.join(final, "albert_config.json")))
-    )
-    load_weights(model, final)
-    return model.get_weights()
 
 
 @pytest.mark.slow
@@ -134,16 +80,6 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(pretraining_data, tmp_
     again = cli(args)
     out, err = again.communicate(timeout=600)
     assert again.returncode == 0 and "nothing to train" in out
-
-
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 @pytest.mark.slow

@@ -181,9 +181,9 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     from albert_tf.tokenization import WordPieceTokenizer
     from data_prep.pipeline import Settings
     from data_prep.pipeline import run as create_data
-    from tests.test_pretraining_data import read_dataset
 
     from paths import CONFIGS
+    from pretraining_helpers import read_dataset
 
     tokenizer = WordPieceTokenizer(wordpiece_vocab, do_lower_case=False)
     # Corpus: one document per Chinese sentence pair, per 20 Korean reviews, per 40 WikiText sentences.
