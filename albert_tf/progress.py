@@ -17,9 +17,6 @@ Example:
 import os
 from typing import Dict, Iterable, Optional
 
-TRAIN_SUMMARY_DIR = "train"  # under output_dir: training scalars (loss, lr, steps/s)
-EVAL_SUMMARY_DIR = "eval"  # under output_dir: every evaluation's metrics
-
 
 def window_label(steps: int) -> str:
     """How the bar and the log name a logging window's values."""

@@ -484,6 +484,9 @@ def test_published_directories_and_files_follow_the_umask(umask_022, tmp_path):
 
 # ---- a fine-tuning run killed and started again -----------------------------------------------------
 def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
+    """A run killed after writing best/ but before its first checkpoint starts again from step 0."""
+    import shutil
+
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.classifier import AlbertClassifier
     from albert_tf.tasks import losses, training
@@ -499,6 +502,7 @@ def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
     )
 
     def train(scores):
+        shutil.rmtree(tmp_path / "checkpoints", ignore_errors=True)  # killed before any checkpoint: step 0
         model = AlbertClassifier(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), 2)
         dataset = train_dataset(features, labels, 8, 0)
         given = iter(scores)

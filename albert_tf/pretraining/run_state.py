@@ -25,9 +25,16 @@ from albert_tf import formats
 from albert_tf.pretraining import batch_binding
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainingError
-from albert_tf.progress import EVAL_SUMMARY_DIR, summary_writer, write_scalars
+from albert_tf.progress import summary_writer, write_scalars
 from albert_tf.publish import staged_dir
-from albert_tf.run_layout import BEST_DIR, CHECKPOINT_DIR, EVAL_RESULTS_FILE, FINAL_DIR, PRETRAINING_BEST_FILE
+from albert_tf.run_layout import (
+    BEST_DIR,
+    CHECKPOINT_DIR,
+    EVAL_RESULTS_FILE,
+    EVAL_SUMMARY_DIR,
+    FINAL_DIR,
+    PRETRAINING_BEST_FILE,
+)
 
 CONFIG_RECORD = "albert_config.json"  # the config a run's checkpoints were made with
 
