@@ -3,7 +3,7 @@
 Spot/preemptible VMs and TPU maintenance end a job with SIGTERM and a grace
 period; Ctrl-C sends SIGINT. Inside `stop_signals()`, either signal only sets a
 flag: the training loop finishes the step it is in, saves (pretraining: a
-checkpoint of that step; fine-tuning: `best/` is already whole), and raises
+checkpoint of that step; fine-tuning: a checkpoint of that step, `best/` already whole), and raises
 `Preempted`, which the CLIs turn into one line and exit status
 `PREEMPTED_EXIT_STATUS` (75, sysexits' EX_TEMPFAIL: "try again"). The output
 directory's lock is released on the way out, and running the same command

@@ -1,7 +1,8 @@
 """The names inside a run's output directory, in one place (fine-tuning, pretraining, loading a run).
 
     <output_dir>/
-        checkpoints/        training state (pretraining), not a model
+        checkpoints/        training state to resume from (pretraining, fine-tuning), not a model
+        train/, eval/       TensorBoard scalars (`albert_tf.progress`)
         best/               the model of the best evaluation (+ eval_results.json / best.json)
         final/              the model at the end of pretraining
         eval_results.txt    one JSON line per evaluation
@@ -24,3 +25,5 @@ PRETRAINING_BEST_FILE = "best.json"  # pretraining: the metrics of best/, inside
 SUMMARY_FILE = "summary.json"
 PRETRAINING_SUMMARY_FILE = "train_summary.json"
 SETTINGS_FILE = "settings.json"
+TRAIN_SUMMARY_DIR = "train"  # TensorBoard: training scalars (loss, lr, steps/s)
+EVAL_SUMMARY_DIR = "eval"  # TensorBoard: every evaluation's metrics

@@ -23,6 +23,16 @@ def test_metrics_against_hand_computed_values():
     assert metrics.f1_score(labels, predictions) == pytest.approx(2 * 3 / (4 + 5))
     assert metrics.matthews_corrcoef(labels, predictions) == pytest.approx((3 * 2 - 2 * 1) / np.sqrt(5 * 4 * 4 * 3))
     assert metrics.matthews_corrcoef([1, 1], [1, 1]) == 0.0  # undefined → 0, as scikit-learn
+    binary = metrics.matthews_corrcoef(labels, predictions)
+    assert metrics.multiclass_matthews_corrcoef(labels, predictions, 2) == pytest.approx(binary)
+    assert metrics.multiclass_matthews_corrcoef([1, 1], [1, 1], 2) == 0.0
+    # 3 classes: correct 3 of 6, true counts [2, 2, 2], predicted [3, 1, 2] (scikit-learn's formula).
+    three = metrics.multiclass_matthews_corrcoef([0, 1, 2, 0, 1, 2], [0, 2, 1, 0, 0, 2], 3)
+    assert three == pytest.approx((3 * 6 - 12) / np.sqrt((36 - 14) * (36 - 12)))
+    # class 0: tp 2 of 4 labels, 3 predictions → F1 4/7; class 1: tp 3 of 4 and 5 → 6/9.
+    assert metrics.macro_f1(labels, predictions, 2) == pytest.approx((4 / 7 + 6 / 9) / 2)
+    assert metrics.majority_share(labels) == 0.5 and metrics.majority_share([2, 2, 0]) == pytest.approx(2 / 3)
+    assert metrics.is_better(0.2, 0.3, "mse") and not metrics.is_better(0.3, 0.3, "accuracy")
     assert metrics.pearson([1, 2, 3], [2, 4, 7]) == pytest.approx(0.9933992677987828)
     assert metrics.average_ranks([10, 20, 20, 5]).tolist() == [2.0, 3.5, 3.5, 1.0]
     assert metrics.spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]) == pytest.approx(0.8207826816681233)
@@ -412,6 +422,9 @@ def test_max_seq_length_too_short_for_the_task_fails_before_any_work(tmp_path):
 
 
 def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
+    """A run killed after writing best/ but before its first checkpoint starts again from step 0."""
+    import shutil
+
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.classifier import AlbertClassifier
     from albert_tf.tasks import losses, training
@@ -430,6 +443,7 @@ def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
     )
 
     def train(scores):
+        shutil.rmtree(tmp_path / "checkpoints", ignore_errors=True)  # killed before any checkpoint: step 0
         model = AlbertClassifier(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), 2)
         dataset = train_dataset(features, labels, 8, 0)
         given = iter(scores)

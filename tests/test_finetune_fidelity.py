@@ -754,8 +754,11 @@ def test_a_stop_signal_says_the_rerun_trains_from_step_0_and_a_finished_run_is_n
     with pytest.raises(preemption.Preempted) as stopped:
         run("stopped", signal_at_evaluation=1)
     message = str(stopped.value)
-    assert message.startswith("stopped by SIGTERM: best/ of step 2 is whole; the same command trains again from step 0")
-    assert "resume" not in message
+    checkpoint = tmp_path / "stopped" / "checkpoints" / "ckpt-2"
+    assert message == (
+        f"stopped by SIGTERM: checkpoint of step 2 saved ({checkpoint}); best/ of step 2 is whole; "
+        "run the same command again to resume"
+    )
     # The signal during the last evaluation: training is done, the run ends normally with its best/.
     result = run("finished", signal_at_evaluation=2)
     assert [h["global_step"] for h in result["history"]] == [2, 4] and (tmp_path / "finished" / "best").is_dir()

@@ -111,7 +111,7 @@ def write_glue_slice(real_data, root, train_rows=400, dev_rows=40):
 
 @pytest.mark.realdata
 @pytest.mark.slow
-def test_sigterm_during_fine_tuning_keeps_best_whole_and_the_rerun_trains_again(real_data, pretraining_data, tmp_path):
+def test_sigterm_during_fine_tuning_keeps_best_whole_and_a_rerun_must_resume(real_data, pretraining_data, tmp_path):
     from albert_tf.formats import load as load_model
 
     output_dir = tmp_path / "out"
@@ -144,17 +144,23 @@ def test_sigterm_during_fine_tuning_keeps_best_whole_and_the_rerun_trains_again(
         _, err = victim.communicate(timeout=300)
     assert victim.returncode == preemption.PREEMPTED_EXIT_STATUS, err[-3000:]
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: stopped by SIGTERM: best/ of step "), err
-    assert "the same command trains again from step 0" in lines[0] and "resume" not in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("error: stopped by SIGTERM: checkpoint of step "), err
+    assert lines[0].endswith("; run the same command again to resume"), err
     assert not leftovers(output_dir)
     best = json.loads((output_dir / "best" / "eval_results.json").read_text())
     assert load_model(str(output_dir / "best" / "model.keras")).model is not None
     assert f"best/ of step {best['global_step']} " in lines[0]
+    kept = (output_dir / "best" / "model.keras").read_bytes()
 
+    # Its checkpoints are bound to its schedule: another --train_step is refused, nothing touched.
     rerun = subprocess.run(command + ["--train_step=4"], cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert rerun.returncode != 0
+    assert rerun.stderr.strip().splitlines() == [
+        f"error: {output_dir}: the checkpoints in {output_dir / 'checkpoints'} were made with other settings "
+        "(train_step 100000 → 4); resume with the same ones, or use a new --output_dir"
+    ]
     assert not leftovers(output_dir)
-    assert load_model(str(output_dir / "best" / "model.keras")).model is not None
+    assert (output_dir / "best" / "model.keras").read_bytes() == kept
 
 
 @pytest.mark.realdata

@@ -280,6 +280,8 @@ def test_cli_errors_have_no_traceback(tmp_path, pretraining_data):
 
 @pytest.mark.slow
 def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining_data, tmp_path):
+    from test_finetune_reporting import scalars
+
     from albert_tf.pretraining.job import evaluate_checkpoints, pretrain
     from albert_tf.pretraining.settings import TrainingError, TrainSettings
 
@@ -301,6 +303,12 @@ def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining
     for line in (tmp_path / "run" / "eval_results.txt").read_text().splitlines():
         entry = json.loads(line)
         during_training[entry.pop("global_step")] = entry
+    # TensorBoard's eval/ holds the same evaluations.
+    evaluated = scalars(tmp_path / "run" / "eval")
+    steps = sorted(during_training)
+    assert [step for step, _ in evaluated["masked_lm_accuracy"]] == steps and steps
+    for name in ("masked_lm_accuracy", "sentence_order_accuracy", "loss"):
+        assert [v for _, v in evaluated[name]] == pytest.approx([during_training[s][name] for s in steps], abs=1e-6)
     files_before = sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in (tmp_path / "run").rglob("*"))
 
     process = cli(

@@ -75,6 +75,18 @@ def define_finetune_flags(defaults, head_dropout: bool = True, epochs: bool = Fa
         "save_checkpoints_steps", defaults.save_checkpoints_steps, "Evaluate (and keep the best) every N steps."
     )
     flags.DEFINE_enum("optimizer", defaults.optimizer, ["adamw", "lamb"], "As the original.")
+    flags.DEFINE_string(
+        "metric",
+        defaults.metric,
+        "The dev metric that picks best/: any the task computes (classification: accuracy, macro_f1, "
+        "matthews_corr, f1 of label 1 for two classes; regression: pearson, spearman, mse, lower better). "
+        "Default: the task's.",
+    )
+    flags.DEFINE_integer(
+        "early_stopping_patience",
+        defaults.early_stopping_patience,
+        "Stop after this many evaluations without a better --metric (0: train all steps); best/ is kept.",
+    )
     if head_dropout:
         flags.DEFINE_float("dropout", defaults.dropout, "Head dropout (0.1 in the original; the README's v2 RACE: 0).")
     flags.DEFINE_integer("seed", defaults.seed, "Seed of head init and data order.")

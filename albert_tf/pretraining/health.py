@@ -32,6 +32,7 @@ import statistics
 from typing import Dict, List, Optional, Tuple
 
 from albert_tf.errors import AlbertError
+from albert_tf.progress import window_label
 
 SENTENCE_TASKS = ("sop", "nsp")
 DIVERGENCE_ACTIONS = ("warn", "stop", "rollback")
@@ -171,11 +172,6 @@ def schedule_lines(num_train_steps: int, num_warmup_steps: int, do_eval: bool, e
             "measure fit, not generalisation (pass held-out data as --eval_file)"
         )
     return lines
-
-
-def window_label(steps: int) -> str:
-    """How the bar and the log name a logging window's values."""
-    return f"last {steps} steps" if steps != 1 else "last step"
 
 
 class HealthMonitor:

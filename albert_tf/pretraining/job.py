@@ -23,7 +23,7 @@ from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.run_state import CheckpointPolicy
 from albert_tf.pretraining.settings import TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import is_chief, make_strategy
-from albert_tf.run_layout import CHECKPOINT_DIR, FINAL_DIR, PRETRAINING_SUMMARY_FILE
+from albert_tf.run_layout import CHECKPOINT_DIR, FINAL_DIR, PRETRAINING_SUMMARY_FILE, TRAIN_SUMMARY_DIR
 from albert_tf.shard_set import DataError
 from albert_tf.tokenization import Tokenizer, check_vocab_size, load_tokenizer_dir
 
@@ -175,7 +175,7 @@ def pretrain(
         if settings.eval_at_start:
             summary["eval_start"] = loop.evaluate()
         with worker_faults.StepWatchdog(strategy, settings.worker_timeout_seconds, latest):
-            summary["history"] = loop.train(policy, say, os.path.join(settings.output_dir, "train"))
+            summary["history"] = loop.train(policy, say, os.path.join(settings.output_dir, TRAIN_SUMMARY_DIR))
         if not loop.weights_are_finite():  # the last checkpoint has no next step to confirm it
             good = policy.discard_unconfirmed()
             raise TrainingError(

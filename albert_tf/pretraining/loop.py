@@ -35,6 +35,7 @@ from albert_tf.pretraining import health, objective, worker_faults
 from albert_tf.pretraining.divergence import health_report, non_finite, respond_to_divergence
 from albert_tf.pretraining.settings import PRECISIONS, TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import checkpoints_iterator, is_chief
+from albert_tf.progress import TrainingBar, write_scalars
 from albert_tf.shard_set import DataError
 
 # The metrics on the progress bar, besides lr and steps/s.
@@ -246,13 +247,7 @@ class PretrainingLoop:
         for line in health.data_lines(facts, s.sentence_task) + schedule:
             health_report(say, writer, lambda: self.step)(line)
         report = health_report(say, writer, lambda: self.step, below_bar=s.verbose and self.chief)
-        # Every value on the bar is the last window's (Keras' Progbar would average the others since step 0).
-        label = f" ({health.window_label(s.log_every_steps)})"
-        progress = keras.utils.Progbar(
-            s.num_train_steps,
-            stateful_metrics=[k + label for k in BAR_METRICS] + ["lr", "steps/s"],
-            verbose=1 if (s.verbose and self.chief) else 0,
-        )
+        progress = TrainingBar(s.num_train_steps, BAR_METRICS, s.log_every_steps, s.verbose and self.chief)
         progress.update(self.step)
         window = dict.fromkeys(objective.STAT_KEYS, 0.0)
         window_steps, window_start = 0, time.perf_counter()
@@ -301,18 +296,14 @@ class PretrainingLoop:
                 metrics["lr"] = float(self.optimizer.learning_rate)
                 metrics["steps/s"] = window_steps / elapsed
                 history.append({"step": step, "window_steps": window_steps, **metrics})
-                bar = [(k + label, metrics[k]) for k in BAR_METRICS] + [(k, metrics[k]) for k in ("lr", "steps/s")]
-                progress.update(step, bar)
+                progress.update(step, {k: metrics[k] for k in BAR_METRICS + ("lr", "steps/s")})
                 logging.info(
                     "step %d, %s: %s",
                     step,
                     health.window_label(window_steps),
                     ", ".join(f"{k} {v:.6g}" for k, v in metrics.items()),
                 )
-                if writer:
-                    with writer.as_default(step=step):
-                        for k, v in metrics.items():
-                            tf.summary.scalar(k.replace("/", "_per_"), v)
+                write_scalars(writer, step, metrics)
                 counts = {health.MLM_ACCURACY: window["mlm_weight"], health.SENTENCE_ACCURACY: window["sop_count"]}
                 lines, collapse = monitor.window(step, window_steps, metrics, counts)
                 for line in lines:
@@ -327,6 +318,8 @@ class PretrainingLoop:
                 continue
             scheduled = step % s.save_checkpoints_steps == 0 or step == s.num_train_steps
             if scheduled:
+                if s.do_eval:
+                    progress.release()  # the evaluation's line goes below the bar
                 checkpointer.save(step)
             if preemption.requested_on_any_worker(self.strategy):
                 if not scheduled:

@@ -25,8 +25,16 @@ from albert_tf import formats
 from albert_tf.pretraining import batch_binding
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainingError
+from albert_tf.progress import summary_writer, write_scalars
 from albert_tf.publish import staged_dir
-from albert_tf.run_layout import BEST_DIR, CHECKPOINT_DIR, EVAL_RESULTS_FILE, FINAL_DIR, PRETRAINING_BEST_FILE
+from albert_tf.run_layout import (
+    BEST_DIR,
+    CHECKPOINT_DIR,
+    EVAL_RESULTS_FILE,
+    EVAL_SUMMARY_DIR,
+    FINAL_DIR,
+    PRETRAINING_BEST_FILE,
+)
 
 CONFIG_RECORD = "albert_config.json"  # the config a run's checkpoints were made with
 
@@ -61,6 +69,7 @@ class CheckpointPolicy:
             checkpoint_name="ckpt",
         )
         self.unconfirmed: Optional[str] = None  # saved, but no finite loss has been computed from it yet
+        self.eval_writer = None  # TensorBoard's output_dir/eval, opened at the first evaluation
 
     def _checkpoint_dir_for_this_task(self) -> str:
         if self.loop.chief:
@@ -241,6 +250,9 @@ class CheckpointPolicy:
         output_dir = self.settings.output_dir
         with open(os.path.join(output_dir, EVAL_RESULTS_FILE), "a") as f:
             f.write(json.dumps(metrics) + "\n")
+        if self.eval_writer is None:
+            self.eval_writer = summary_writer(output_dir, EVAL_SUMMARY_DIR)
+        write_scalars(self.eval_writer, metrics["global_step"], metrics)
         best_file = os.path.join(output_dir, BEST_DIR, PRETRAINING_BEST_FILE)
         best = None
         if os.path.exists(best_file):

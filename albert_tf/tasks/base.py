@@ -121,6 +121,14 @@ class Task(abc.ABC):
     def score(self, data: Encoded, predictions: Any) -> Dict[str, float]:
         """The official metrics of `predictions` against `data`'s gold labels (includes `metric`)."""
 
+    def metric_names(self) -> Optional[List[str]]:
+        """The metric names `score` returns (what `--metric` may name), or None when known only after scoring."""
+        return None
+
+    def majority_share(self, data: Encoded) -> Optional[float]:
+        """The share of `data`'s most frequent label (a classification task's baseline), or None."""
+        return None
+
     @abc.abstractmethod
     def write(self, output_dir: str, data: Encoded, predictions: Any) -> List[str]:
         """Writes the prediction files for `data.split`; returns their paths."""

@@ -66,5 +66,11 @@ class EarlyExitTask(Task):
     def score(self, data, predictions):
         return self.task.score(data, predictions)
 
+    def metric_names(self):
+        return self.task.metric_names()
+
+    def majority_share(self, data):
+        return self.task.majority_share(data)
+
     def write(self, output_dir, data, predictions):
         return self.task.write(output_dir, data, predictions)

@@ -133,6 +133,14 @@ class TsvTask(Task):
     def score(self, data, predictions) -> dict:
         return compute_metrics(self, np.array([e.label for e in data.examples]), predictions)
 
+    def metric_names(self) -> List[str]:
+        if self.is_regression:
+            return ["pearson", "spearman", "mse"]
+        return ["accuracy", "macro_f1", "matthews_corr"] + (["f1"] if self.num_classes == 2 else [])
+
+    def majority_share(self, data) -> Optional[float]:
+        return None if self.is_regression else metrics.majority_share([e.label for e in data.examples])
+
     def write(self, output_dir, data, predictions) -> List[str]:
         name = (self.submission or f"{self.name}.tsv") if data.split == "test" else f"{data.split}_predictions.tsv"
         path = os.path.join(output_dir, name)
@@ -318,10 +326,10 @@ def compute_metrics(task: TsvTask, labels, outputs) -> dict:
         }
     predictions = outputs.argmax(-1)
     result = {"accuracy": metrics.accuracy(labels, predictions), "num_examples": len(labels)}
-    if task.labels == BINARY:
-        result["f1"] = metrics.f1_score(labels, predictions)
-    if task.metric == "matthews_corr":
-        result["matthews_corr"] = metrics.matthews_corrcoef(labels, predictions)
+    if task.num_classes == 2:
+        result["f1"] = metrics.f1_score(labels, predictions)  # of label index 1
+    result["macro_f1"] = metrics.macro_f1(labels, predictions, task.num_classes)
+    result["matthews_corr"] = metrics.multiclass_matthews_corrcoef(labels, predictions, task.num_classes)
     return result
 
 

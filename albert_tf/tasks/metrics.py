@@ -1,4 +1,4 @@
-"""GLUE's metrics in NumPy: accuracy, F1, Matthews correlation, Pearson, Spearman.
+"""GLUE's metrics in NumPy: accuracy, F1, macro-F1, Matthews correlation, Pearson, Spearman; which is better.
 
 Definitions as GLUE's (and scikit-learn/SciPy's): binary F1 of label 1,
 Matthews correlation 0 when undefined, Spearman = Pearson of average ranks.
@@ -9,6 +9,10 @@ Example:
 0.5773502691896258
 >>> spearman([1, 2, 3, 4], [10, 20, 20, 40])
 0.9486832980505138
+>>> macro_f1([0, 0, 1, 2], [0, 1, 1, 2], num_classes=3)
+0.7777777777777777
+>>> majority_share([1, 1, 0, 1]), is_better(0.2, 0.3, "mse")
+(0.75, True)
 """
 
 import numpy as np
@@ -23,6 +27,38 @@ def f1_score(labels, predictions, positive=1) -> float:
     true_positive = np.sum(labels & predictions)
     denominator = np.sum(labels) + np.sum(predictions)
     return float(2 * true_positive / denominator) if denominator else 0.0
+
+
+def macro_f1(labels, predictions, num_classes: int) -> float:
+    """The unweighted mean of each class's F1 (a class absent from both counts as 0, as scikit-learn)."""
+    return float(np.mean([f1_score(labels, predictions, positive=c) for c in range(num_classes)]))
+
+
+def multiclass_matthews_corrcoef(labels, predictions, num_classes: int) -> float:
+    """Matthews correlation of K classes (Gorodkin's R_K; the binary one for K = 2), 0 when undefined."""
+    confusion = np.zeros((num_classes, num_classes), np.float64)
+    np.add.at(confusion, (np.asarray(labels), np.asarray(predictions)), 1)
+    samples, correct = confusion.sum(), np.trace(confusion)
+    true_counts, predicted_counts = confusion.sum(1), confusion.sum(0)
+    numerator = correct * samples - np.dot(true_counts, predicted_counts)
+    denominator = np.sqrt(
+        (samples**2 - np.dot(predicted_counts, predicted_counts)) * (samples**2 - np.dot(true_counts, true_counts))
+    )
+    return float(numerator / denominator) if denominator else 0.0
+
+
+def majority_share(labels) -> float:
+    """The share of the most frequent label: the accuracy of always predicting it."""
+    _, counts = np.unique(np.asarray(labels), return_counts=True)
+    return float(counts.max() / counts.sum())
+
+
+LOWER_IS_BETTER = frozenset({"mse"})  # every other metric a task returns is better when higher
+
+
+def is_better(value: float, than: float, metric: str) -> bool:
+    """Whether `value` of `metric` beats `than` (strictly: a tie keeps the earlier best)."""
+    return value < than if metric in LOWER_IS_BETTER else value > than
 
 
 def matthews_corrcoef(labels, predictions) -> float:

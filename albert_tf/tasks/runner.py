@@ -62,6 +62,8 @@ def run(
         raise FineTuneError(
             f"--max_seq_length {settings.max_seq_length}: {task.name} needs at least {minimum} ({holds})"
         )
+    if settings.do_train and settings.metric and task.metric_names() is not None:
+        training.check_metric(settings.metric, task.metric_names())  # a typo fails now, not after an interval
     model_start = None
     if settings.do_train:
         model_start = start.for_training(settings)
@@ -99,7 +101,7 @@ def _run(
     log = print if settings.verbose else logging.info
     tokenizer = model_start.tokenizer if model_start else None
     os.makedirs(settings.output_dir, exist_ok=True)
-    summary = {"task": task.name, "metric": task.metric}
+    summary = {"task": task.name, "metric": settings.metric or task.metric}
 
     def load(split: str, training: bool = False) -> Encoded:
         examples, report = task.read(split)
@@ -124,7 +126,8 @@ def _run(
         model = task.build_model(model_start.backbone(remat=settings.remat), settings.dropout)
         result = training.train(
             task.training_model(model),
-            train_dataset(train.features, train.labels, settings.micro_batch_size, settings.seed),
+            # A fresh dataset per call: its order is fixed by the seed, so a resumed run can skip what was used.
+            lambda: train_dataset(train.features, train.labels, settings.micro_batch_size, settings.seed),
             settings,
             task.losses(),
             lambda trained: task.score(dev, predict(trained, dev)),
@@ -132,8 +135,14 @@ def _run(
             loss_weights=task.loss_weights(),
             inference_model=model,
             tokenizer=tokenizer,
+            task_name=task.name,
+            start_line=model_start.origin,
+            metric_names=task.metric_names(),
+            majority=task.majority_share(dev),
         )
         summary["history"] = result["history"]
+        summary["best_step"] = result["best"]["global_step"] if result["best"] else None
+        summary["stopped_early"] = result["stopped_early"]
         if evaluate or predict_split:
             model = best_model.load(settings.output_dir)  # the best evaluation's, not the last step's
     elif model_start is not None:

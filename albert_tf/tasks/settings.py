@@ -53,6 +53,8 @@ class FineTuneSettings:
     grad_accum_steps: int = 1  # micro-batches per optimizer step (their gradients averaged)
     remat: bool = False  # recompute each layer application in the backward pass (activation memory)
     early_exit: bool = False  # a classifier per layer application (PABEE; the task's `with_early_exit`)
+    metric: Optional[str] = None  # the metric that picks best/ (None: the task's); any key its score returns
+    early_stopping_patience: int = 0  # stop after this many evaluations without a better metric (0: never)
     verbose: bool = True
 
     def __post_init__(self):
@@ -61,7 +63,7 @@ class FineTuneSettings:
             FineTuneError,
             positive=("max_seq_length", "train_batch_size", "eval_batch_size", "learning_rate", "train_step")
             + ("save_checkpoints_steps", "grad_accum_steps", "num_train_epochs"),
-            non_negative=("warmup_step",),
+            non_negative=("warmup_step", "early_stopping_patience"),
             fractions=("warmup_proportion", "dropout"),
         )
         check_seed(self, FineTuneError)

@@ -33,12 +33,14 @@ class Start:
         where: what `config` came from, for messages.
         model: the loaded model (None: a fresh backbone from `config`).
         tokenizer: the run's tokenizer, its size checked against `config`.
+        origin: what the weights start from, said when training starts.
     """
 
     config: AlbertConfig
     where: str
     model: Optional[keras.Model]
     tokenizer: Tokenizer
+    origin: str = "initialized from scratch (random weights)"  # the line a training run starts with
 
     def backbone(self, remat: bool = False) -> AlbertBackbone:
         """A backbone of `config` holding the loaded model's weights (a fresh one without a model)."""
@@ -80,7 +82,8 @@ def for_training(settings: FineTuneSettings) -> Start:
     else:  # the weights were read through this config (formats.load checked the vocabulary against it)
         config, where = AlbertConfig.from_json_file(settings.albert_config_file), settings.albert_config_file
     check_max_seq_length(settings.max_seq_length, config, where)
-    return Start(config, where, loaded.model, loaded.tokenizer)
+    origin = f"initialized from {loaded.source} ({loaded.format or 'unknown format'})"
+    return Start(config, where, loaded.model, loaded.tokenizer, origin)
 
 
 def fine_tuned(settings: FineTuneSettings) -> Start:

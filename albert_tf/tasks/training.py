@@ -5,27 +5,37 @@ As the original: AdamW (or LAMB) with linear warmup and linear decay over
 (the original's `create_optimizer`, every task), evaluation every `save_checkpoints_steps`, and the
 checkpoint with the best dev metric kept (published dev numbers are this
 early-stopped score) as `best/model.keras`; predictions come from it.
-Training is Keras `fit` (fine-tuning needs no input-iterator checkpoint).
+`--metric` names the metric that picks it (default: the task's), and
+`--early_stopping_patience N` stops after N evaluations without improvement.
 
-A stop signal (SIGTERM, Ctrl-C) ends training after the current batch; `best/`
-is whole, and the same command trains again from step 0, keeping that `best/`
-until an evaluation beats it (`albert_tf.tasks.history`).
+Training is Keras `fit`, one call per evaluation interval. The run shows a live bar
+(`albert_tf.progress`: ETA, steps/s, the last window's loss and the learning rate), one
+line per evaluation below it, and writes TensorBoard scalars to `output_dir/train` and
+`output_dir/eval`. After each evaluation the training state goes to
+`output_dir/checkpoints` (`albert_tf.tasks.checkpoints`): the same command resumes a
+killed or preempted run from there, data position included. A stop signal (SIGTERM,
+Ctrl-C) ends training after the current optimizer step and saves a checkpoint of it.
 """
 
 import contextlib
+import math
 import os
-from typing import Callable, Optional
+import time
+from typing import Callable, Optional, Sequence
 
 import keras
 import numpy as np
 
 from albert_tf import memory_check, optimization, preemption
+from albert_tf.progress import TrainingBar, summary_writer, write_scalars
+from albert_tf.run_layout import BEST_DIR, EVAL_SUMMARY_DIR, TRAIN_SUMMARY_DIR
 from albert_tf.tasks import best_model, history
+from albert_tf.tasks.checkpoints import FineTuneCheckpoints
+from albert_tf.tasks.metrics import is_better
 from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
-# What a stopped run's next start does: fine-tuning has no checkpoint to resume from.
-RESTART = "the same command trains again from step 0 and keeps that best/ until an evaluation beats it"
 CLIP_NORM = 1.0  # the original's create_optimizer: tf.clip_by_global_norm(grads, 1.0)
+LOG_WINDOW = 50  # steps per logging window (bar values, TensorBoard's train scalars); at most the eval interval
 
 
 @contextlib.contextmanager
@@ -43,15 +53,43 @@ def unread_pooler_frozen(task_model):
         pooler.trainable = was_trainable
 
 
-class _BatchCounter(keras.callbacks.Callback):
-    """Counts the batches `fit` ran (a stop signal ends it early)."""
+class _Progress(keras.callbacks.Callback):
+    """Counts the micro-batches of one `fit` call, draws the bar, writes the train scalars every window,
+    and ends `fit` after the optimizer step in which a stop signal arrived."""
 
-    def __init__(self):
+    def __init__(self, bar: TrainingBar, writer, first_step: int, last_step: int, accum: int, window: int, optimizer):
         super().__init__()
+        self.bar, self.writer, self.accum, self.window = bar, writer, accum, window
+        self.first_step, self.last_step = first_step, last_step
+        self.optimizer = optimizer
         self.batches = 0
+        self.values = {}
+        self._mark = (0, 0.0, time.perf_counter())  # (batches, their loss sum, time) at the window's start
 
     def on_train_batch_end(self, batch, logs=None):
         self.batches += 1
+        if self.batches % self.accum:
+            return  # within an optimizer step: a signal waits for its end (the accumulated gradient)
+        step = self.first_step + self.batches // self.accum
+        if step % self.window == 0 or step == self.last_step:
+            # Keras' logged loss is the mean since this fit call began: the window's is the difference.
+            loss_sum = float(logs["loss"]) * self.batches
+            marked_batches, marked_sum, marked_time = self._mark
+            steps = (self.batches - marked_batches) // self.accum
+            self.values = {
+                "loss": (loss_sum - marked_sum) / (self.batches - marked_batches),
+                "lr": float(self.optimizer.learning_rate),
+                "steps/s": steps / max(time.perf_counter() - marked_time, 1e-9),
+            }
+            write_scalars(self.writer, step, self.values)
+            self._mark = (self.batches, loss_sum, time.perf_counter())
+        self.bar.update(step, self.values)
+        if preemption.requested():
+            self.model.stop_training = True
+
+    @property
+    def steps(self) -> int:
+        return self.batches // self.accum
 
 
 def train(
@@ -64,18 +102,30 @@ def train(
     loss_weights: Optional[dict] = None,
     inference_model: Optional[keras.Model] = None,
     tokenizer=None,
+    *,
+    task_name: str = "",
+    start_line: Optional[str] = None,
+    metric_names: Optional[Sequence[str]] = None,
+    majority: Optional[float] = None,
 ) -> dict:
-    """Trains `model`; every `save_checkpoints_steps` evaluates and keeps the best in `best/`.
+    """Trains `model`; every `save_checkpoints_steps` evaluates, keeps the best in `best/` and checkpoints.
 
+    `dataset` is a function returning the training batches (a fresh `tf.data.Dataset` whose order is
+    fixed by the seed: a resumed run skips the batches already used), or a dataset itself.
     `loss` is one function (for the `logits` output) or `{output: function}`.
     `inference_model` (default `model`) is what is evaluated and saved, when
     training uses a differently wired model on the same layers. `tokenizer`'s
     vocabulary (`spm.model` or `vocab.txt`) is saved beside the best model.
+    `metric` picks `best/` (`settings.metric` overrides it; checked against `metric_names`, the
+    names `evaluate` returns, when given, else at the first evaluation). `majority`: the share of
+    the most frequent dev label (classification), shown with every evaluation.
+    `start_line` says what the weights start from (printed unless the run resumes).
 
-    An earlier run's `best/` in `output_dir` (a killed run) is kept until an evaluation beats its
+    An earlier run's `best/` in `output_dir` is kept until an evaluation beats its
     score; each line of `eval_results.txt` names the `run` that wrote it.
 
-    Returns `{"best": metrics of the best evaluation (maybe the earlier run's), "history": [...]}`.
+    Returns `{"best": metrics of the best evaluation (maybe an earlier run's), "history": [...],
+    "stopped_early": bool}`.
     """
     task_model = inference_model or model
     backbone = task_model.backbone
@@ -89,7 +139,11 @@ def train(
     )
     if settings.train_step is None:
         raise FineTuneError("no --train_step: resolve the schedule first (FineTuneSettings.with_schedule)")
+    metric = settings.metric or metric
+    if metric_names is not None:
+        check_metric(metric, metric_names)
     os.makedirs(settings.output_dir, exist_ok=True)
+    say = print if settings.verbose else (lambda line: None)
     accum = settings.grad_accum_steps
     optimizer = optimization.create_optimizer(
         settings.optimizer,
@@ -103,39 +157,132 @@ def train(
         model.compile(
             optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss}, loss_weights=loss_weights
         )
-        evaluations = []
+        optimizer.build(model.trainable_variables)  # its slots must exist before a checkpoint restores them
+        checkpoints = FineTuneCheckpoints(settings, task_name, model, optimizer)
+        resumed = checkpoints.restore()
+        step = int(optimizer.iterations.numpy()) // accum
         # An earlier run's best/ (e.g. killed) is replaced only by a better evaluation.
         best = history.earlier_best(settings.output_dir, metric)
-        if best is not None and settings.verbose:
-            print(f"note: keeping the earlier best/ ({metric} {best[metric]:.4f}) until an evaluation beats it")
+        if resumed:
+            kept = f"; best/ kept: {metric} {best[metric]:.4f} of step {best.get('global_step')}" if best else ""
+            say(f"resumed from {resumed} at step {step}{kept}")
+        else:
+            if start_line:
+                say(start_line)
+            if best is not None:
+                say(f"note: keeping the earlier best/ ({metric} {best[metric]:.4f}) until an evaluation beats it")
         run_id = history.new_run_id()
         interval = max(1, min(settings.save_checkpoints_steps, settings.train_step))
-        step = 0
-        while step < settings.train_step:
-            steps = min(interval, settings.train_step - step)
-            counter = _BatchCounter()
+        window = max(1, min(LOG_WINDOW, interval))
+        bar = TrainingBar(settings.train_step, ("loss",), window, settings.verbose)
+        train_writer = summary_writer(settings.output_dir, TRAIN_SUMMARY_DIR)
+        eval_writer = summary_writer(settings.output_dir, EVAL_SUMMARY_DIR)
+        evaluations = []
+        patience = settings.early_stopping_patience
+        stopped_early = bool(patience) and int(checkpoints.stale_evaluations.numpy()) >= patience
+        if step >= settings.train_step or stopped_early:
+            say(
+                f"already at step {step} (of --train_step {settings.train_step}"
+                + (", stopped early" if stopped_early else "")
+                + "): nothing to train"
+            )
+        else:
+            bar.update(step)
+        while step < settings.train_step and not stopped_early:
+            target = min((step // interval + 1) * interval, settings.train_step)  # the next evaluation's step
+            batches = dataset() if callable(dataset) else dataset
+            progress = _Progress(bar, train_writer, step, target, accum, window, optimizer)
             # `dataset` yields micro-batches: `accum` of them make one optimizer step.
             fit = model.fit(
-                dataset,
-                steps_per_epoch=steps * accum,
+                batches.skip(step * accum),  # the ones an earlier (killed) run of this output_dir used
+                steps_per_epoch=(target - step) * accum,
                 epochs=1,
                 shuffle=False,
-                verbose=2 if settings.verbose else 0,
-                callbacks=[preemption.keras_callback(), counter],  # SIGTERM/SIGINT end fit after the current batch
+                verbose=0,
+                callbacks=[progress],
             )
-            if counter.batches < steps * accum and preemption.requested():  # a signal in the last batch: done
-                kept = f"best/ of step {best['global_step']} is whole" if best else "no evaluation yet, no best/"
-                preemption.raise_preempted(kept, RESTART)
-            step += steps
+            step += progress.steps
+            if step < target:  # a stop signal ended fit early
+                saved = checkpoints.save(step)
+                _raise_preempted(saved, best)
             loss_value = float(fit.history["loss"][-1])
-            if not np.isfinite(loss_value):
+            if not math.isfinite(loss_value):
                 raise FineTuneError(f"loss became {loss_value} at step {step}; lower --learning_rate")
             metrics = {**evaluate(task_model), "global_step": step, "train_loss": loss_value}
+            if not evaluations:
+                check_metric(metric, [k for k, v in metrics.items() if isinstance(v, (int, float))])
+            if majority is not None:
+                metrics["majority_baseline"] = majority
             evaluations.append(metrics)
             history.record_evaluation(settings.output_dir, metrics, run_id)
-            if best is None or metrics[metric] > best[metric]:
+            write_scalars(eval_writer, step, metrics)
+            if best is None or is_better(metrics[metric], best[metric], metric):
                 best = metrics
                 best_model.save(task_model, settings.output_dir, metrics, tokenizer)
-            if settings.verbose:
-                print(f"step {step}: {metric} {metrics[metric]:.4f} (best {best[metric]:.4f})", flush=True)
-    return {"best": best, "history": evaluations}
+                checkpoints.stale_evaluations.assign(0)
+            else:
+                checkpoints.stale_evaluations.assign_add(1)
+            bar.say(eval_line(step, metrics, metric, best))
+            stale = int(checkpoints.stale_evaluations.numpy())
+            stopped_early = bool(patience) and stale >= patience and step < settings.train_step
+            saved = checkpoints.save(step)
+            if stopped_early:
+                say(
+                    f"early stopping at step {step}: no better {metric} in {stale} evaluations "
+                    f"(--early_stopping_patience {patience}); best/ of step {best['global_step']} kept"
+                )
+            elif step < settings.train_step and preemption.requested():  # a signal during the evaluation
+                _raise_preempted(saved, best)
+    bar.say("\n".join(end_table(best, metric, majority, settings.output_dir)))
+    return {"best": best, "history": evaluations, "stopped_early": stopped_early}
+
+
+def _raise_preempted(checkpoint: str, best: Optional[dict]) -> None:
+    kept = f"best/ of step {best['global_step']} is whole" if best else "no evaluation yet, no best/"
+    preemption.raise_preempted(f"checkpoint of step {checkpoint.rsplit('-', 1)[-1]} saved ({checkpoint}); {kept}")
+
+
+def check_metric(metric: str, names: Sequence[str]) -> None:
+    """Fails with the choices when `metric` is not one the task computes."""
+    if metric not in names:
+        raise FineTuneError(f"--metric {metric}: the task computes {', '.join(sorted(names))}")
+
+
+def eval_line(step: int, metrics: dict, metric: str, best: dict) -> str:
+    """One evaluation: the selecting metric, the best so far, and the majority-class share where known."""
+    line = f"step {step}: {metric} {metrics[metric]:.4f} (best {best[metric]:.4f} at step {best['global_step']})"
+    others = [f"{k} {v:.4f}" for k, v in metrics.items() if k in _SHOWN and k != metric]
+    if others:
+        line += "; " + ", ".join(others)
+    if "majority_baseline" in metrics:
+        line += f"; majority class {metrics['majority_baseline']:.4f}"
+    return line
+
+
+_SHOWN = ("accuracy", "f1", "macro_f1", "matthews_corr", "exact_match", "pearson", "mse")
+
+
+def end_table(best: Optional[dict], metric: str, majority: Optional[float], output_dir: str) -> list:
+    """The run's last lines: the best evaluation, the majority baseline (and a health warning), best/'s path."""
+    if best is None:
+        return ["no evaluation: no best/"]
+    rows = [("best step", str(best.get("global_step"))), (f"best {metric}", f"{best[metric]:.4f}")]
+    if majority is not None:
+        rows.append(("majority class", f"{majority:.4f} (share of the most frequent dev label)"))
+    rows.append(("model", os.path.join(output_dir, BEST_DIR)))
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{name:<{width}}  {value}" for name, value in rows]
+    warning = majority_warning(best, majority)
+    return lines + ([warning] if warning else [])
+
+
+def majority_warning(best: dict, majority: Optional[float]) -> Optional[str]:
+    """`health: ...` when the best accuracy is no better than always predicting the most frequent label."""
+    accuracy = best.get("accuracy")
+    if majority is None or not isinstance(accuracy, (int, float)) or accuracy > majority + 1e-9:
+        return None
+    return (
+        f"health: the best accuracy {accuracy:.4f} is {'at' if abs(accuracy - majority) < 1e-9 else 'below'} the "
+        f"majority-class share {majority:.4f}: the model may predict one class for everything; try another "
+        "--learning_rate or more --train_step, and look at macro_f1 / matthews_corr (--metric)"
+    )

@@ -1,0 +1,122 @@
+"""Where a fine-tuning run keeps its state, so the same command resumes a killed or preempted run.
+
+Every evaluation interval (and on a stop signal) the training model, the
+optimizer (its step, moments and the learning-rate schedule's position) and
+the evaluations since `best/` last improved go to `output_dir/checkpoints`
+(`tf.train.CheckpointManager`: written to temporary files and renamed, the
+`checkpoint` index replaced after, so a SIGKILL at any moment leaves the last
+complete one; the last `KEEP` are kept). The data position needs no state:
+the training batches are a fixed function of `--seed`, and a resumed run
+skips the ones already consumed (`optimizer.iterations` of them).
+
+The settings a checkpoint is bound to (`BOUND_SETTINGS`, and the task) are
+recorded beside it; resuming with others is refused, naming them, since the
+schedule, data order or weights would no longer be the checkpoint's.
+
+Example:
+
+>>> bound_settings(FineTuneSettings(output_dir="/tmp/out", train_step=10), "sst-2")["train_step"]
+10
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+from albert_tf.publish import staged_file
+from albert_tf.run_layout import CHECKPOINT_DIR
+from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
+
+KEEP = 3  # checkpoints kept (the newest; older ones are deleted as new ones are written)
+RECORD_FILE = "finetune_settings.json"  # in checkpoints/: what the checkpoints were made with
+BOUND_SETTINGS = (
+    "init_checkpoint",
+    "albert_config_file",
+    "max_seq_length",
+    "train_batch_size",
+    "grad_accum_steps",
+    "learning_rate",
+    "train_step",
+    "warmup_step",
+    "optimizer",
+    "dropout",
+    "seed",
+    "early_exit",
+)
+
+
+def bound_settings(settings: FineTuneSettings, task_name: str) -> dict:
+    """What a fine-tuning checkpoint is bound to: the task and `BOUND_SETTINGS`."""
+    values = dataclasses.asdict(settings)
+    return {"task": task_name, **{name: values[name] for name in BOUND_SETTINGS}}
+
+
+class FineTuneCheckpoints:
+    """Saves and restores one fine-tuning run's training state in `output_dir/checkpoints`.
+
+    Args:
+        settings: the run's settings (`output_dir`, and what is bound).
+        task_name: the task's name (bound too).
+        model: the model `fit` trains.
+        optimizer: its optimizer, built (its slots must exist before a restore).
+    """
+
+    def __init__(self, settings: FineTuneSettings, task_name: str, model, optimizer):
+        self.directory = os.path.join(settings.output_dir, CHECKPOINT_DIR)
+        self.bound = bound_settings(settings, task_name)
+        # Evaluations since best/ last improved (--early_stopping_patience), saved with the weights.
+        self.stale_evaluations = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, stale=self.stale_evaluations)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=KEEP)
+
+    def latest(self) -> Optional[str]:
+        return self.manager.latest_checkpoint
+
+    def restore(self) -> Optional[str]:
+        """Restores the newest checkpoint, if any (checked against the recorded settings); returns its path.
+
+        Raises:
+            FineTuneError: other settings than the checkpoints', or no checkpoint can be read.
+        """
+        candidates = list(reversed(self.manager.checkpoints))
+        if not candidates:
+            return None
+        self._check_record()
+        unreadable = []
+        for path in candidates:
+            try:
+                self.checkpoint.restore(path).assert_existing_objects_matched()
+                return path
+            except (tf.errors.OpError, ValueError, AssertionError, IndexError) as error:  # IndexError: truncated
+                unreadable.append(f"{os.path.basename(path)} ({str(error).strip().splitlines()[0][:200]})")
+        raise FineTuneError(
+            f"{self.directory}: no checkpoint can be restored: {'; '.join(unreadable)}; use a new --output_dir "
+            "(or delete that directory to train again from the start)"
+        )
+
+    def _check_record(self) -> None:
+        record = os.path.join(self.directory, RECORD_FILE)
+        try:
+            with open(record) as f:
+                before = json.load(f)
+        except (OSError, ValueError):
+            return  # checkpoints without a record: nothing to compare
+        changed = [name for name in self.bound if before.get(name) != self.bound[name]]
+        if changed:
+            differences = ", ".join(f"{name} {before.get(name)!r} → {self.bound[name]!r}" for name in changed)
+            raise FineTuneError(
+                f"{os.path.dirname(self.directory)}: the checkpoints in {self.directory} were made with other settings "
+                f"({differences}); resume with the same ones, or use a new --output_dir"
+            )
+
+    def save(self, step: int) -> str:
+        """Writes the training state of `step` (after its evaluation, if any); returns the checkpoint's path."""
+        os.makedirs(self.directory, exist_ok=True)
+        record = os.path.join(self.directory, RECORD_FILE)
+        if not os.path.exists(record):
+            with staged_file(record) as staging, open(staging, "w") as f:
+                json.dump(self.bound, f, indent=2, sort_keys=True)
+        return self.manager.save(checkpoint_number=step)
