@@ -107,7 +107,7 @@ def test_flags_without_input_file_are_an_error_not_the_demo(tmp_path):
 
 @pytest.mark.parametrize(
     "entry",
-    ["albert_tf.cli.run_classifier:cli", "data_prep.build_wordpiece_vocab:cli"],
+    ["albert_tf.cli.run_classifier:cli", "albert_tf.cli.build_wordpiece_vocab:cli"],
     ids=["classifier", "wordpiece"],
 )
 def test_console_script_help_lists_the_flags_and_exits_0(entry, tmp_path):
@@ -137,7 +137,9 @@ CLASSIFIER_ARGV = ["--task_name", "sst-2", "--albert_config_file", str(CONFIGS /
 
 
 @pytest.mark.realdata
-def test_a_run_refused_by_the_lock_or_its_flags_writes_no_settings(real_data, tmp_path):
+def test_a_run_refused_by_the_lock_or_its_flags_writes_no_settings(real_data, pretrained_tiny, tmp_path):
+    # A model with its vocabulary: the run passes every check up to the lock.
+    argv = ["--task_name", "sst-2", "--init_checkpoint", str(pretrained_tiny), "--do_train"]
     from locking_helpers import hold_lock
 
     busy = tmp_path / "busy"
@@ -148,7 +150,7 @@ def test_a_run_refused_by_the_lock_or_its_flags_writes_no_settings(real_data, tm
         refused = run_module(
             "albert_tf.run_classifier",
             [
-                *CLASSIFIER_ARGV,
+                *argv,
                 "--data_dir",
                 str(real_data / "glue"),
                 "--output_dir",
@@ -167,7 +169,7 @@ def test_a_run_refused_by_the_lock_or_its_flags_writes_no_settings(real_data, tm
     too_long = run_module(
         "albert_tf.run_classifier",
         [
-            *CLASSIFIER_ARGV,
+            *argv,
             "--data_dir",
             str(real_data / "glue"),
             "--output_dir",

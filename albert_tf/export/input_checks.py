@@ -64,8 +64,11 @@ def value_ranges(config, sequence_length) -> Dict[str, Tuple[int, int]]:
     }
 
 
-def serving_tensors(inputs: Dict[str, tf.Tensor], config) -> Dict[str, tf.Tensor]:
-    """`inputs`, after assertions that raise `InvalidArgument` naming the first bad input."""
+def serving_tensors(inputs: Dict[str, tf.Tensor], config, rank: int = 2) -> Dict[str, tf.Tensor]:
+    """`inputs`, after assertions that raise `InvalidArgument` naming the first bad input.
+
+    `rank` is the model's `input_ids` rank: 2, or 3 for multiple choice ([batch, choices, length]).
+    """
     ids = inputs["input_ids"]
     # Past the position table a GPU gather answers zeros (a CPU one fails without naming the input).
     # Empty sequences have no [CLS] for the pooler to read.
@@ -73,8 +76,12 @@ def serving_tensors(inputs: Dict[str, tf.Tensor], config) -> Dict[str, tf.Tensor
         f"input_ids: the sequence length must be in [1, max_position_embeddings={config.max_position_embeddings}]"
     )
     # First: with 1-D ids every later check reads the wrong axis and blames another input.
-    rank_message = "input_ids must be 2-D: [batch size, sequence length] (a single sequence is a batch of 1)"
-    with tf.control_dependencies([tf.debugging.assert_equal(tf.rank(ids), 2, message=rank_message)]):
+    rank_message = (
+        "input_ids must be 2-D: [batch size, sequence length] (a single sequence is a batch of 1)"
+        if rank == 2
+        else f"input_ids must be {rank}-D: [batch size, choices, sequence length]"
+    )
+    with tf.control_dependencies([tf.debugging.assert_equal(tf.rank(ids), rank, message=rank_message)]):
         ids = tf.identity(ids)
     checks = [
         tf.debugging.assert_less_equal(tf.shape(ids)[-1], config.max_position_embeddings, message=length_message),

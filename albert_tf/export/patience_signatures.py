@@ -99,7 +99,9 @@ class EarlyExitEndpoints(ServingEndpoints):
     def _serve_early_exit(self, inputs, patience, threshold):
         # Bad ids are refused naming the input, as serving_default refuses them.
         return self._early_exit_outputs(
-            serving_tensors(inputs, backbone_of(self.model).albert_config), patience, threshold
+            serving_tensors(inputs, backbone_of(self.model).albert_config, len(self.model.input["input_ids"].shape)),
+            patience,
+            threshold,
         )
 
     def _early_exit_outputs(self, inputs, patience, threshold):

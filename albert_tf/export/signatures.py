@@ -115,7 +115,8 @@ class ServingEndpoints:
     # ---- signatures -----------------------------------------------------------------
     def _serve_ids(self, inputs):
         # Checked outside XLA (it compiles no assertion); the text signatures make valid ids.
-        inputs = serving_tensors(inputs, getattr(self.model, "backbone", self.model).albert_config)
+        rank = len(self.model.input["input_ids"].shape)
+        inputs = serving_tensors(inputs, getattr(self.model, "backbone", self.model).albert_config, rank)
         if self._compiled_outputs is not None:
             return self._compiled_outputs(inputs)
         return self._outputs(inputs)
