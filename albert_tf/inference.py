@@ -2,11 +2,12 @@
 
     from albert_tf.inference import Predictor
     predictor = Predictor.load("runs/sst2/best")           # any path albert_tf.formats reads
-    predictor.predict(["a fine film", "a dull one"])       # {"logits", "probabilities", "labels"}
+    predictor.predict(["a fine film", "a dull one"])       # {"logits", "probabilities", "labels", "label_names"}
     predictor.predict(["A man plays."], ["Someone plays."])  # pairs
 
-A classifier answers with its logits, probabilities and labels (a one-output
-regression model: logits and `scores`); any other model with the pooled
+A classifier answers with its logits, probabilities and labels (class
+indices; `label_names` too when it was fine-tuned with names, see
+`Predictor.labels`; a one-output regression model: logits and `scores`); any other model with the pooled
 embeddings of its encoder (`embeddings`). `fill_mask` gives an MLM model's
 top-k fillers of each `[MASK]`. A classifier fine-tuned with `--early_exit`
 answers at full depth unless `patience` is given: then each row stops once
@@ -34,6 +35,7 @@ from albert_tf.inputs.packing import encode_with_masks, pack_segments
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
 from albert_tf.models.pretrainer import AlbertPretrainer
+from albert_tf.models.task_base import label_names
 from albert_tf.tokenization import TokenizerError
 
 MASK_TEXT = "[MASK]"
@@ -150,6 +152,8 @@ class Predictor:
             raise PredictError(f"--max_seq_length {max_seq_length} exceeds the model's max_position_embeddings={limit}")
         self.model, self.tokenizer, self.max_seq_length = model, tokenizer, max_seq_length
         self.notes = notes  # what loading said (`albert_tf.formats.LoadedModel.notes`)
+        # The class names the model was fine-tuned with (its config), or None.
+        self.labels = label_names(model) if is_classifier(model) else None
 
     @classmethod
     def load(
@@ -226,6 +230,8 @@ class Predictor:
         else:
             result["probabilities"] = softmax(result["logits"])
             result["labels"] = result["logits"].argmax(-1)
+            if self.labels:
+                result["label_names"] = [self.labels[i] for i in result["labels"]]
         if inference is not None:
             result["layers_used"] = np.concatenate(layers) if layers else np.zeros((0,), np.int32)
         return result

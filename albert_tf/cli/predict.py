@@ -43,10 +43,12 @@ JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
 FILES_READ_BESIDE = (CONFIG_FILE, TOKENIZER_FILE, WordPieceTokenizer.asset_name)  # and any *.model (SentencePiece)
 
 
-def _answer_lines(values: np.ndarray) -> List[str]:
+def _answer_lines(values: np.ndarray, names=None) -> List[str]:
+    """`score x`, or a line per class: its name (`class i` when the model has none) and probability."""
     if values.shape[-1] == 1:
         return [f"score {float(values[0]):.4f}"]
-    return [f"class {i}: {p:.4f}" for i, p in enumerate(values)]
+    names = names or [f"class {i}" for i in range(len(values))]
+    return [f"{name}: {p:.4f}" for name, p in zip(names, values)]
 
 
 def write_embeddings(path: str, texts, vectors: np.ndarray) -> str:
@@ -69,6 +71,8 @@ def early_exit_records(texts, answers) -> List[dict]:
         else:
             record["probabilities"] = [round(float(p), 6) for p in answers["probabilities"][number]]
             record["label"] = int(answers["labels"][number])
+            if "label_names" in answers:
+                record["label_name"] = answers["label_names"][number]
         record["layers_used"] = int(answers["layers_used"][number])
         records.append(record)
     return records
@@ -201,7 +205,8 @@ def _predict_text(predictor: Predictor, text, text_b, top_k, patience, threshold
     if patience is not None:
         answers = predictor.predict([text], texts_b, patience=patience, threshold=threshold, source="--text")
         values = answers["logits"][0] if "scores" in answers else answers["probabilities"][0]
-        return _answer_lines(values) + [f"layers used: {int(answers['layers_used'][0])} of {model.num_exits}"]
+        used = f"layers used: {int(answers['layers_used'][0])} of {model.num_exits}"
+        return _answer_lines(values, predictor.labels) + [used]
     if isinstance(model, AlbertPretrainer):
         lines = []
         for index, candidates in enumerate(predictor.fill_mask(text, text_b, top_k)):
@@ -210,7 +215,9 @@ def _predict_text(predictor: Predictor, text, text_b, top_k, patience, threshold
         return lines
     if is_classifier(model):  # early exit: full depth
         answers = predictor.predict([text], texts_b, source="--text")
-        return _answer_lines(answers["logits"][0] if "scores" in answers else answers["probabilities"][0])
+        return _answer_lines(
+            answers["logits"][0] if "scores" in answers else answers["probabilities"][0], predictor.labels
+        )
     if model is formats.backbone_of(model):
         vector = predictor.embed([text], batch_size=1, source="--text")[0]
         return [json.dumps([round(float(v), 6) for v in vector])]

@@ -7,7 +7,17 @@
         --warmup_step 1256 --learning_rate 1e-5 --train_batch_size 32 --save_checkpoints_steps 100
 
 Reads `data_dir/<TASK>/{train,dev,test}.tsv` (or the files directly in
-`data_dir`). Writes `eval_results.txt` (one JSON line per evaluation),
+`data_dir`); or your own data instead of a GLUE task:
+
+    python -m albert_tf.run_classifier --train_file reviews_train.csv --dev_file reviews_dev.csv \
+        --text_column review --label_column sentiment --init_checkpoint albert_base --output_dir runs/reviews \
+        --do_train --do_eval
+
+(TSV, CSV or JSON lines; labels found in the training file, or `--labels`;
+`--task_type regression` for a number to predict: `albert_tf.tasks.file_task`).
+The label names are saved in the model and printed by `predict` and the exports.
+
+Writes `eval_results.txt` (one JSON line per evaluation),
 `best/model.keras` (best dev metric: accuracy, Matthews corr for CoLA,
 Pearson for STS-B), `dev_predictions.tsv`, and with `--do_predict` the GLUE
 submission file (`SST-2.tsv`, ...: `index<TAB>prediction`). Every file the
@@ -23,7 +33,7 @@ from albert_tf import preemption
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
 from albert_tf.cli.run_record import record_settings
-from albert_tf.tasks import glue, runner
+from albert_tf.tasks import file_task, glue, runner
 from albert_tf.tasks.settings import FineTuneSettings
 
 
@@ -33,6 +43,15 @@ class ClassifierSettings(FineTuneSettings):
 
     task_name: str = ""
     data_dir: str = ""
+    # Your own files instead of a GLUE task (albert_tf.tasks.file_task).
+    train_file: str = ""
+    dev_file: str = ""
+    test_file: str = ""
+    text_column: str = "text"
+    text_b_column: str = ""
+    label_column: str = "label"
+    labels: str = ""  # comma-separated class names
+    task_type: str = "auto"
     # The original run_classifier's defaults: each step is asked for.
     do_train: bool = False
     do_eval: bool = False
@@ -43,8 +62,31 @@ class ClassifierSettings(FineTuneSettings):
 
 def run(settings: ClassifierSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
-    task = glue.task(settings.task_name, settings.data_dir)
+    task = classifier_task(settings)
     return runner.run(task, settings, evaluate=settings.do_eval, predict_split="test" if settings.do_predict else None)
+
+
+def classifier_task(settings: ClassifierSettings) -> glue.TsvTask:
+    """The GLUE task `--task_name`, or the task of `--train_file`/`--dev_file`/`--test_file`."""
+    own_files = settings.train_file or settings.dev_file or settings.test_file
+    if own_files and settings.task_name:
+        raise file_task.DataFileError("--task_name and --train_file/--dev_file/--test_file: give one or the other")
+    if not own_files:
+        if not settings.task_name or not settings.data_dir:
+            raise file_task.DataFileError(
+                "--task_name and --data_dir (a GLUE task), or --train_file/--dev_file/--test_file (your own data)"
+            )
+        return glue.task(settings.task_name, settings.data_dir)
+    return file_task.file_task(
+        settings.train_file,
+        settings.dev_file,
+        settings.test_file,
+        settings.text_column,
+        settings.text_b_column or None,
+        settings.label_column,
+        tuple(name.strip() for name in (settings.labels or "").split(",") if name.strip()),
+        settings.task_type,
+    )
 
 
 def define_flags():
@@ -54,7 +96,20 @@ def define_flags():
     flags.DEFINE_string("data_dir", None, "GLUE directory (with <TASK>/train.tsv ...) or the task's own.")
     flags.DEFINE_bool("do_eval", defaults.do_eval, "Evaluate the best model on dev.")
     flags.DEFINE_bool("do_predict", defaults.do_predict, "Write the GLUE submission file for test.tsv.")
-    flags.mark_flags_as_required(["task_name", "data_dir", "output_dir"])
+    flags.DEFINE_string("train_file", None, "Your own training data: .tsv, .csv or .jsonl (instead of --task_name).")
+    flags.DEFINE_string("dev_file", None, "Your own dev data (picks the best checkpoint; --do_eval scores it).")
+    flags.DEFINE_string("test_file", None, "Your own unlabelled data; --do_predict writes test_predictions.tsv.")
+    flags.DEFINE_string("text_column", defaults.text_column, "Column (header name, JSON key, or 0-based number).")
+    flags.DEFINE_string("text_b_column", None, "The second text's column, for pairs.")
+    flags.DEFINE_string("label_column", defaults.label_column, "The label's column.")
+    flags.DEFINE_string("labels", None, "Class names in order, a,b,c (default: the training file's, sorted).")
+    flags.DEFINE_enum(
+        "task_type",
+        defaults.task_type,
+        list(file_task.TASK_TYPES),
+        "auto: regression when every training label is a number and one is not an integer.",
+    )
+    flags.mark_flags_as_required(["output_dir"])
 
 
 def main(argv):

@@ -39,6 +39,8 @@ INPUT_FLAGS = (
     "eval_file",
     "data_dir",
     "train_file",
+    "dev_file",
+    "test_file",
     "predict_file",
     "albert_config_file",
     "init_checkpoint",

@@ -197,7 +197,11 @@ def name_table(config: AlbertConfig, architecture: str) -> List[TensorMapping]:
 
 # ---- config ---------------------------------------------------------------------------------
 def hf_config(
-    config: AlbertConfig, architecture: str, num_labels: Optional[int] = None, classifier_dropout: float = 0.1
+    config: AlbertConfig,
+    architecture: str,
+    num_labels: Optional[int] = None,
+    classifier_dropout: float = 0.1,
+    labels: Optional[List[str]] = None,
 ) -> Dict:
     """config.json as transformers writes it for ALBERT (v5)."""
     if config.hidden_act not in OUR_TO_HF_ACTIVATION:
@@ -219,8 +223,9 @@ def hf_config(
         }
     )
     if num_labels is not None:
-        values["id2label"] = {str(i): f"LABEL_{i}" for i in range(num_labels)}
-        values["label2id"] = {f"LABEL_{i}": i for i in range(num_labels)}
+        names = list(labels) if labels else [f"LABEL_{i}" for i in range(num_labels)]  # transformers' default
+        values["id2label"] = {str(i): name for i, name in enumerate(names)}
+        values["label2id"] = {name: i for i, name in enumerate(names)}
     return values
 
 
@@ -324,10 +329,26 @@ def _untie(values: Dict[str, np.ndarray], source: str):
             del values[decoder]
 
 
+def label_names_in(path: str) -> Optional[List[str]]:
+    """The class names of an HF `config.json`'s `id2label`, or None when absent or transformers' `LABEL_i`."""
+    with open(path, encoding="utf-8") as f:
+        id2label = json.load(f).get("id2label") or {}
+    try:
+        names = [str(id2label[str(i)]) for i in range(len(id2label))]
+    except KeyError:
+        return None  # not the ids 0..n-1
+    return None if names == [f"LABEL_{i}" for i in range(len(names))] else names
+
+
 def build_model(
-    config: AlbertConfig, architecture: str, values: Dict[str, np.ndarray], dropout: float, num_choices: int = 4
+    config: AlbertConfig,
+    architecture: str,
+    values: Dict[str, np.ndarray],
+    dropout: float,
+    num_choices: int = 4,
+    labels: Optional[List[str]] = None,
 ):
-    """Our model for `architecture`, its head sized from the tensors."""
+    """Our model for `architecture`, its head sized from the tensors (named `labels` when they fit)."""
     backbone = AlbertBackbone.from_albert_config(config)
     cls = CLASS_OF_ARCHITECTURE[architecture]
     if cls is AlbertBackbone:
@@ -338,6 +359,8 @@ def build_model(
         return cls(backbone, num_choices=num_choices, dropout=dropout)
     weight = values.get("classifier.weight")
     num_labels = weight.shape[0] if weight is not None and weight.ndim == 2 else 2
+    if cls is AlbertClassifier and labels and len(labels) == num_labels and len(set(labels)) == num_labels:
+        return cls(backbone, num_classes=num_labels, dropout=dropout, labels=labels)
     return cls(backbone, num_classes=num_labels, dropout=dropout)
 
 
@@ -348,7 +371,9 @@ def load_hf_dir(directory: str):
     if architecture == "AlbertModel" and any(k.startswith("albert.") for k in values):
         values = {k[len("albert.") :]: v for k, v in values.items()}  # an encoder saved from a task model
     _untie(values, directory)
-    model = build_model(config, architecture, values, dropout)
+    model = build_model(
+        config, architecture, values, dropout, labels=label_names_in(os.path.join(directory, CONFIG_FILE))
+    )
     report = load_table(model, name_table(config, architecture), values, directory, IGNORED)
     return model, report
 
@@ -411,7 +436,8 @@ def save_hf_dir(model, directory: str, spm_model_file: Optional[str] = None) -> 
         else None
     )
     _write_json(
-        os.path.join(directory, CONFIG_FILE), hf_config(config, architecture, num_labels, task.get("dropout", 0.1))
+        os.path.join(directory, CONFIG_FILE),
+        hf_config(config, architecture, num_labels, task.get("dropout", 0.1), task.get("labels")),
     )
     save_file(export_table(model, table), os.path.join(directory, WEIGHTS_FILE), metadata={"format": "pt"})
     if spm_model_file:

@@ -56,6 +56,7 @@ from albert_tf.formats.table import (
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.pretrainer import AlbertPretrainer
+from albert_tf.models.task_base import label_names
 from albert_tf.tokenization import SentencePieceTokenizer, load_tokenizer
 
 CONFIG_FILE = "config.json"
@@ -366,6 +367,18 @@ def _task_of(directory: str):
     )
 
 
+def _metadata_labels(directory: str, num_classes: int) -> Optional[List[str]]:
+    """The class names our export wrote into `metadata.json`, when they fit the head; else None."""
+    try:
+        with open(os.path.join(directory, METADATA_FILE), encoding="utf-8") as f:
+            labels = json.load(f).get("labels")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(labels, list) or len(labels) != num_classes or len(set(map(str, labels))) != num_classes:
+        return None
+    return [str(label) for label in labels]
+
+
 def load_preset(directory: str):
     """(our model, ImportReport) from a keras-hub preset directory; one error lists every problem."""
     config = read_backbone_config(os.path.join(directory, CONFIG_FILE))
@@ -388,7 +401,10 @@ def load_preset(directory: str):
         else:
             kernel = values.get("task:layers/dense/vars/0")
             num_classes = task_config.get("num_classes") or (kernel.shape[-1] if kernel is not None else 2)
-            model = AlbertClassifier(backbone, num_classes=num_classes, dropout=task_config.get("dropout", 0.1))
+            labels = _metadata_labels(directory, num_classes)
+            model = AlbertClassifier(
+                backbone, num_classes=num_classes, dropout=task_config.get("dropout", 0.1), labels=labels
+            )
     ignored = [r"^(backbone|task):" + p.lstrip("^") for p in IGNORED]
     report = load_table(model, table, values, directory, ignored)
     return model, report
@@ -432,6 +448,8 @@ def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> 
             "keras_hub_version": KERAS_HUB_VERSION,
             "parameter_count": int(sum(np.prod(w.shape) for w in backbone.weights)),
             "tasks": ["MaskedLM", "TextClassifier"],
+            # The class names (keras-hub's classifier has no field for them; its loader ignores this key).
+            **({"labels": list(label_names(model))} if task == "classifier" and label_names(model) else {}),
         },
     )
     write_h5(

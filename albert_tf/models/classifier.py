@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from albert_tf.models.task_base import TaskModel, head_initializer
+from albert_tf.models.task_base import TaskModel, head_initializer, label_config
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -21,6 +21,8 @@ class AlbertClassifier(TaskModel):
         backbone: an `AlbertBackbone`.
         num_classes: number of labels (1 for regression).
         dropout: dropout rate before the output layer.
+        labels: the class names in class order (saved in the config; what `predict`
+            and every export print); None: none known.
 
     Example:
 
@@ -34,7 +36,7 @@ class AlbertClassifier(TaskModel):
     hf_architectures = ("AlbertForSequenceClassification",)  # HF's
     keras_hub_task = "classifier"
 
-    def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
+    def __init__(self, backbone, num_classes, dropout=0.1, labels=None, **kwargs):
         policy = backbone.dtype_policy
 
         # === Layers ===
@@ -50,5 +52,5 @@ class AlbertClassifier(TaskModel):
         super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
 
         # === Config ===
-        self._set_task_config(backbone, num_classes=num_classes, dropout=dropout)
+        self._set_task_config(backbone, num_classes=num_classes, dropout=dropout, **label_config(labels, num_classes))
         self.output_layer = output_layer

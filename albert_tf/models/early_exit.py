@@ -20,7 +20,7 @@ from keras import ops
 
 from albert_tf.models.backbone import AlbertBackbone, block_name, block_slot
 from albert_tf.models.multiple_choice import ChoicesToBatch
-from albert_tf.models.task_base import TaskModel
+from albert_tf.models.task_base import TaskModel, label_config
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -119,7 +119,7 @@ class AlbertEarlyExitClassifier(TaskModel):
     True
     """
 
-    def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
+    def __init__(self, backbone, num_classes, dropout=0.1, labels=None, **kwargs):
         backbone = _all_layers_backbone(backbone)
         policy = backbone.dtype_policy
         config = backbone.albert_config
@@ -140,7 +140,7 @@ class AlbertEarlyExitClassifier(TaskModel):
         super().__init__(inputs=inputs, outputs={"logits": exit_logits[:, -1, :], "exit_logits": exit_logits}, **kwargs)
 
         # === Config ===
-        self._set_task_config(backbone, num_classes=num_classes, dropout=dropout)
+        self._set_task_config(backbone, num_classes=num_classes, dropout=dropout, **label_config(labels, num_classes))
         self.num_exits = num_exits
         self.exit_classifiers = classifiers
         self.is_regression = num_classes == 1

@@ -37,3 +37,18 @@ class TaskModel(keras.Model):
         config = dict(config)
         config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
         return cls(**config)
+
+
+def label_config(labels, num_classes) -> dict:
+    """`{"labels": [...]}` for a classifier's config when names are given (and fit), else `{}`."""
+    if labels is None:
+        return {}
+    labels = [str(label) for label in labels]
+    if len(labels) != num_classes or len(set(labels)) != len(labels):
+        raise ValueError(f"labels {labels}: need {num_classes} distinct names (num_classes)")
+    return {"labels": labels}
+
+
+def label_names(model):
+    """The class names a classifier was fine-tuned with (its config's `labels`), or None."""
+    return tuple(model.get_config().get("labels") or ()) or None

@@ -8,7 +8,9 @@ reported); no usable row at all is an error. Invalid UTF-8 is
 replaced by U+FFFD and counted (`ReadReport.replaced_bytes`).
 
 A new task of this kind (a TSV with a text column, maybe a second, and a
-label column) is one `TsvTask` value: its columns, labels and metric.
+label column) is one `TsvTask` value: its columns, labels and metric; your
+own TSV, CSV or JSON-lines files with named columns are
+`albert_tf.tasks.file_task.FileTask` (`run_classifier --train_file`).
 
 Example:
 
@@ -114,13 +116,13 @@ class TsvTask(Task):
         return Encoded(split, examples, encode_examples(examples, tokenizer, max_seq_length), labels)
 
     def build_model(self, backbone, dropout):
-        return AlbertClassifier(backbone, self.num_classes, dropout=dropout)
+        return AlbertClassifier(backbone, self.num_classes, dropout=dropout, labels=self.labels or None)
 
     def with_early_exit(self) -> EarlyExitTask:
         """This task with `AlbertEarlyExitClassifier`."""
 
         def build(backbone, dropout):
-            return AlbertEarlyExitClassifier(backbone, self.num_classes, dropout=dropout)
+            return AlbertEarlyExitClassifier(backbone, self.num_classes, dropout=dropout, labels=self.labels or None)
 
         return EarlyExitTask(self, build, self.is_regression)
 

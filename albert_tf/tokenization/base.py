@@ -4,9 +4,12 @@ import hashlib
 import json
 import os
 import re
-from typing import List, Optional
+from typing import Dict, List, Optional, Sequence, Union
+
+import numpy as np
 
 from albert_tf.errors import AlbertError
+from albert_tf.inputs.packing import pack_segments
 from albert_tf.tokenization import registry
 
 TOKENIZER_FILE = "tokenizer.json"  # {kind, do_lower_case, vocabulary}: saved beside every model's vocabulary
@@ -57,6 +60,12 @@ def too_long_to_segment(chars) -> str:
 class Tokenizer:
     """What every ALBERT tokenizer offers (SentencePiece and WordPiece implement it).
 
+    Calling it on texts (and second segments) gives the model's padded input
+    dict, packed as fine-tuning packs it:
+
+        batch = tokenizer(["a fine film", "a dull one"], max_length=128)
+        batch["input_ids"].shape  # (2, longest row); padding="max_length": (2, 128)
+
     `encode`/`tokenize`, the special ids, and `save(dir)` / `load_tokenizer_dir(dir)`:
     the vocabulary file plus `tokenizer.json` (`kind`, `do_lower_case`), which
     every model we save carries, so that no command has to be told again.
@@ -93,6 +102,43 @@ class Tokenizer:
             "vocab_size": self.vocab_size,
             "vocab_sha256": self.model_sha256,
         }
+
+    def __call__(
+        self,
+        texts: Union[str, Sequence[str]],
+        texts_b: Union[None, str, Sequence[str]] = None,
+        max_length: int = 128,
+        padding: str = "longest",
+    ) -> Dict[str, np.ndarray]:
+        """`input_ids`, `input_mask`, `segment_ids` (int32 `[n, length]`) of `[CLS] a [SEP] (b [SEP])`.
+
+        Each row is truncated to `max_length` as the original (a pair: the longer
+        segment loses its last piece first). `padding="longest"` pads to the
+        longest row, `"max_length"` to `max_length`; the padding is 0.
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        if isinstance(texts_b, str):
+            texts_b = [texts_b]
+        if padding not in ("longest", "max_length"):
+            raise TokenizerError(f"padding={padding!r}: expected 'longest' or 'max_length'")
+        if max_length < (5 if texts_b is not None else 3):
+            raise TokenizerError(f"max_length={max_length}: too short for [CLS], a piece of each text and [SEP]")
+        if texts_b is not None and len(texts_b) != len(texts):
+            raise TokenizerError(f"{len(texts)} texts but {len(texts_b)} second texts (texts_b)")
+        rows = []
+        for index, text in enumerate(texts):
+            # Each segment's first max_length ids: all packing keeps, from bounded work.
+            ids_b = None if texts_b is None else self.encode(texts_b[index], max_ids=max_length)
+            ids_a = self.encode(text, max_ids=max_length)
+            rows.append(pack_segments(ids_a, ids_b, max_length, self.cls_id, self.sep_id))
+        width = max_length if padding == "max_length" else max((len(ids) for ids, _ in rows), default=0)
+        batch = {name: np.zeros((len(rows), width), np.int32) for name in ("input_ids", "input_mask", "segment_ids")}
+        for row, (ids, segments) in enumerate(rows):
+            batch["input_ids"][row, : len(ids)] = ids
+            batch["input_mask"][row, : len(ids)] = 1
+            batch["segment_ids"][row, : len(ids)] = segments
+        return batch
 
     def save(self, directory: str) -> List[str]:
         """Writes the vocabulary (`spm.model` / `vocab.txt`) and `tokenizer.json` into `directory`."""

@@ -1,0 +1,244 @@
+"""Your own classification or regression data: TSV, CSV or JSON-lines files (`run_classifier --train_file`).
+
+A `FileTask` is a `TsvTask` (same encoding, model, losses, metrics and
+prediction files) whose rows come from files you name, with columns you name:
+
+- the format is the file's extension: `.tsv`, `.csv`, `.jsonl` / `.json` /
+  `.ndjson` (one object a line); anything else is an error naming the file;
+- columns are header names (TSV/CSV: the first row is the header) or JSON
+  keys; 0-based column numbers for a TSV/CSV without a header (all three
+  column flags numbers);
+- the labels are `labels` when given, else the label values of the training
+  file (the dev file if no training file), sorted: the class order is then
+  the same on every run. A label not among them is an error naming `file:line`;
+- `task_type`: "classification", "regression" (the label is a number; one
+  output), or "auto": regression when every training label is a number and
+  one of them is not an integer (as transformers' `run_glue` decides from
+  the label column's type), classification otherwise.
+
+Example:
+
+>>> import tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "train.csv")
+>>> _ = open(path, "w").write("review,sentiment\\ngreat film,positive\\ndull,negative\\n")
+>>> task = file_task(train_file=path, text_column="review", label_column="sentiment")
+>>> task.labels, task.is_regression
+(('negative', 'positive'), False)
+>>> [(e.text_a, e.label) for e in task.read("train")[0]]
+[('great film', 1), ('dull', 0)]
+"""
+
+import csv
+import dataclasses
+import json
+import os
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+from albert_tf.tasks.base import ReadReport
+from albert_tf.tasks.glue import Columns, Example, GlueDataError, TsvTask
+from albert_tf.tasks.text_files import ReplacedLines
+
+TASK_TYPES = ("auto", "classification", "regression")
+DELIMITERS = {".tsv": "\t", ".csv": ","}
+JSON_LINES = (".jsonl", ".json", ".ndjson")
+SPLIT_FLAGS = {"train": "--train_file", "dev": "--dev_file", "test": "--test_file"}
+
+
+class DataFileError(GlueDataError):
+    """A data file (or column/label flag) that cannot be used; the message names the file and line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnNames:
+    """The text, second text and label columns: header names / JSON keys, or numbers (header-less)."""
+
+    text: str
+    text_b: Optional[str] = None
+    label: str = "label"
+
+    @property
+    def by_number(self) -> bool:
+        given = [c for c in (self.text, self.text_b, self.label) if c is not None]
+        return all(c.isdigit() for c in given)
+
+
+@dataclasses.dataclass(frozen=True)
+class FileTask(TsvTask):
+    """A `TsvTask` reading the files of `files` (split → path) with `columns`."""
+
+    files: Tuple[Tuple[str, str], ...] = ()
+    columns: ColumnNames = ColumnNames("text")
+
+    def path(self, split: str) -> str:
+        path = dict(self.files).get(split)
+        if not path:
+            raise DataFileError(f"{SPLIT_FLAGS.get(split, split)}: not given (the {split} split is needed)")
+        return path
+
+    def inputs(self, split: str) -> List[str]:
+        return [self.path(split)]
+
+    def read(self, split: str) -> Tuple[List[Example], ReadReport]:
+        path = self.path(split)
+        report = ReadReport(path)
+        examples = []
+        with_label = split != "test"
+        for line, row in records(path, self.columns):
+            report.rows += 1
+            text_a = field(row, self.columns.text, path, line)
+            text_b = field(row, self.columns.text_b, path, line) if self.columns.text_b is not None else None
+            label = None
+            if with_label:
+                label = label_value(self, field(row, self.columns.label, path, line), path, line)
+            examples.append(Example(f"{split}-{line}", text_a, text_b, label))
+        if not examples:
+            raise DataFileError(f"{path}: no examples")
+        return examples, report
+
+
+def file_task(
+    train_file: str = "",
+    dev_file: str = "",
+    test_file: str = "",
+    text_column: str = "text",
+    text_b_column: Optional[str] = None,
+    label_column: str = "label",
+    labels: Sequence[str] = (),
+    task_type: str = "auto",
+    metric: str = "",
+) -> FileTask:
+    """The task of these files; labels and task type as the module says (read from the train file if needed)."""
+    if task_type not in TASK_TYPES:
+        raise DataFileError(f"--task_type {task_type}: expected one of {', '.join(TASK_TYPES)}")
+    text_b = None if text_b_column in (None, "") else str(text_b_column)
+    columns = ColumnNames(str(text_column), text_b, str(label_column))
+    splits = (("train", train_file), ("dev", dev_file), ("test", test_file))
+    files = tuple((split, path) for split, path in splits if path)
+    if not files:
+        raise DataFileError("--train_file, --dev_file or --test_file: give the files to read")
+    for _, path in files:
+        data_format(path)  # an unknown extension fails before any work
+    labels = tuple(str(label) for label in labels)
+    if len(set(labels)) != len(labels):
+        raise DataFileError(f"--labels {','.join(labels)}: a label is given twice")
+    if task_type == "regression" and labels:
+        raise DataFileError("--labels: a regression task has no labels (its label column is a number)")
+    if task_type != "regression" and not labels:
+        source = train_file or dev_file
+        if not source:
+            raise DataFileError("--labels: needed when there is no --train_file or --dev_file to read them from")
+        values = [field(row, columns.label, source, line) for line, row in records(source, columns)]
+        if task_type == "auto" and values and all(_is_number(v) for v in values):
+            if not all(float(v).is_integer() for v in values):
+                task_type = "regression"
+        if task_type != "regression":
+            labels = tuple(sorted(set(values), key=_label_order))
+            if len(labels) < 2:
+                raise DataFileError(f"{source}: one label only ({', '.join(labels) or 'none'}); need two or more")
+    regression = task_type == "regression"
+    return FileTask(
+        name=os.path.splitext(os.path.basename(train_file or dev_file or test_file))[0],
+        labels=() if regression else labels,
+        train=Columns(0, None, None, False),  # unused: rows are read by name (`columns`)
+        metric=metric or ("pearson" if regression else "accuracy"),
+        submission="test_predictions.tsv",
+        files=files,
+        columns=columns,
+    )
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _label_order(label: str):
+    """Numbers in numeric order (`2` before `10`), then names alphabetically."""
+    return (0, float(label), label) if _is_number(label) else (1, 0.0, label)
+
+
+def data_format(path: str) -> str:
+    """`tsv`, `csv` or `jsonl`, from the extension; anything else is an error naming the file."""
+    extension = os.path.splitext(path)[1].lower()
+    if extension in DELIMITERS:
+        return extension[1:]
+    if extension in JSON_LINES:
+        return "jsonl"
+    raise DataFileError(
+        f"{path}: unknown data format {extension or '(no extension)'!r}; "
+        f"expected .tsv, .csv or JSON lines ({', '.join(JSON_LINES)})"
+    )
+
+
+def records(path: str, columns: ColumnNames) -> Iterator[Tuple[int, Dict]]:
+    """(line number, row) of a data file; a row maps a column name/number (as a string) to its text."""
+    kind = data_format(path)
+    try:
+        handle = open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    except OSError as error:
+        raise DataFileError(f"{path}: cannot read ({error.strerror})") from None
+    with handle:
+        lines = ReplacedLines(handle, path)
+        if kind == "jsonl":
+            yield from _json_records(lines, path)
+        else:
+            yield from _table_records(lines, path, DELIMITERS["." + kind], columns.by_number)
+
+
+def _json_records(lines, path) -> Iterator[Tuple[int, Dict]]:
+    for line, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise DataFileError(f"{path}:{line}: not JSON ({error.msg})") from None
+        if not isinstance(value, dict):
+            raise DataFileError(f"{path}:{line}: a JSON {type(value).__name__}, expected an object per line")
+        yield line, value
+
+
+def _table_records(lines, path, delimiter, by_number) -> Iterator[Tuple[int, Dict]]:
+    reader = csv.reader(lines, delimiter=delimiter)
+    header = None
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            raise DataFileError(f"{path}:{reader.line_num}: {error}") from None
+        if not row or row == [""]:
+            continue
+        if by_number:
+            yield reader.line_num, {str(i): value for i, value in enumerate(row)}
+        elif header is None:
+            header = row
+        else:
+            if len(row) != len(header):
+                raise DataFileError(f"{path}:{reader.line_num}: {len(row)} fields, the header has {len(header)}")
+            yield reader.line_num, dict(zip(header, row))
+
+
+def field(row: Dict, column: str, path: str, line: int) -> str:
+    if column not in row:
+        known = ", ".join(map(str, list(row)[:20]))
+        raise DataFileError(f"{path}:{line}: no column {column!r} (the row has: {known})")
+    value = row[column]
+    if value is None or isinstance(value, (dict, list)):
+        raise DataFileError(f"{path}:{line}: column {column!r} is {json.dumps(value)}, expected text")
+    return str(value)
+
+
+def label_value(task: FileTask, raw: str, path: str, line: int):
+    raw = raw.strip()
+    if task.is_regression:
+        if not _is_number(raw):
+            raise DataFileError(f"{path}:{line}: label {raw!r} is not a number (a regression task)")
+        return float(raw)
+    if raw not in task.labels:
+        raise DataFileError(f"{path}:{line}: unknown label {raw!r} (expected one of {', '.join(task.labels)})")
+    return task.labels.index(raw)

@@ -1,0 +1,181 @@
+"""The Python API: the tokenizer's batch call, and one call from a model directory to answers."""
+
+import numpy as np
+import pytest
+
+from albert_tf.inputs.packing import pack_segments
+from albert_tf.tokenization import SentencePieceTokenizer, TokenizerError
+
+
+def _sst2_sentences(real_data, count):
+    lines = (real_data / "glue" / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1 : count + 1]
+    return [line.split("\t")[0] for line in lines]
+
+
+def test_tokenizer_call_pads_rows_equal_to_encode(real_data, wikitext_spm):
+    tokenizer = SentencePieceTokenizer(wikitext_spm)
+    texts = _sst2_sentences(real_data, 12)
+    seconds = list(reversed(texts))
+    batch = tokenizer(texts, max_length=24)
+    lengths = [min(len(tokenizer.encode(t)) + 2, 24) for t in texts]
+    assert batch["input_ids"].shape == (12, max(lengths)) and batch["input_ids"].dtype == np.int32
+    for row, text in enumerate(texts):
+        ids = [tokenizer.cls_id] + tokenizer.encode(text)[:22] + [tokenizer.sep_id]
+        assert batch["input_ids"][row].tolist() == ids + [0] * (batch["input_ids"].shape[1] - len(ids))
+        assert batch["input_mask"][row].sum() == len(ids) and not batch["segment_ids"][row].any()
+
+    pairs = tokenizer(texts, seconds, max_length=32, padding="max_length")
+    assert {k: v.shape for k, v in pairs.items()} == {k: (12, 32) for k in ("input_ids", "input_mask", "segment_ids")}
+    for row, (a, b) in enumerate(zip(texts, seconds)):
+        # The original's truncation: the longer segment loses its last piece first.
+        ids, segments = pack_segments(tokenizer.encode(a), tokenizer.encode(b), 32, tokenizer.cls_id, tokenizer.sep_id)
+        assert pairs["input_ids"][row, : len(ids)].tolist() == ids and not pairs["input_ids"][row, len(ids) :].any()
+        assert pairs["segment_ids"][row, : len(ids)].tolist() == segments
+        assert pairs["input_mask"][row].sum() == len(ids)
+    assert tokenizer(texts[0])["input_ids"].tolist() == batch["input_ids"][:1, : lengths[0]].tolist()
+
+    with pytest.raises(TokenizerError, match="padding='left'"):
+        tokenizer(texts, padding="left")
+    with pytest.raises(TokenizerError, match="12 texts but 11 second texts"):
+        tokenizer(texts, seconds[:11])
+
+
+# ---- your own data: CSV / JSON lines with named labels -------------------------------------------
+NAMES = {"0": "negative", "1": "positive"}
+
+
+def _sst2_rows(real_data, split, count):
+    lines = (real_data / "glue" / "SST-2" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[1 : count + 1]
+    return [(text, NAMES[label]) for text, label in (line.split("\t") for line in lines)]
+
+
+def _write_csv(path, rows):
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["review", "sentiment"])
+        writer.writerows(rows)
+
+
+def _write_jsonl(path, rows):
+    import json
+
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"review": text, "sentiment": label}) + "\n" for text, label in rows)
+
+
+def test_own_files_read_the_same_in_every_format_and_bad_input_names_file_and_line(real_data, tmp_path):
+    from albert_tf.tasks.file_task import DataFileError, file_task
+
+    rows = _sst2_rows(real_data, "dev", 50)
+    _write_csv(tmp_path / "dev.csv", rows)
+    _write_jsonl(tmp_path / "dev.jsonl", rows)
+    (tmp_path / "dev.tsv").write_text("".join(f"{t}\t{label}\n" for t, label in rows), encoding="utf-8")
+    tasks = [
+        file_task(dev_file=str(tmp_path / "dev.csv"), text_column="review", label_column="sentiment"),
+        file_task(dev_file=str(tmp_path / "dev.jsonl"), text_column="review", label_column="sentiment"),
+        file_task(dev_file=str(tmp_path / "dev.tsv"), text_column="0", label_column="1"),  # header-less: numbers
+    ]
+    for task in tasks:
+        assert task.labels == ("negative", "positive") and not task.is_regression
+        examples, _ = task.read("dev")
+        assert [(e.text_a, task.labels[e.label]) for e in examples] == rows
+
+    given = file_task(
+        dev_file=str(tmp_path / "dev.csv"),
+        text_column="review",
+        label_column="sentiment",
+        labels=["positive", "neutral"],
+    )
+    with pytest.raises(
+        DataFileError, match=r"dev.csv:\d+: unknown label 'negative' \(expected one of positive, neutral\)"
+    ):
+        given.read("dev")
+    with pytest.raises(DataFileError, match=r"dev.csv:2: no column 'text' \(the row has: review, sentiment\)"):
+        file_task(dev_file=str(tmp_path / "dev.csv"), labels=["a", "b"]).read("dev")
+    (tmp_path / "dev.xlsx").write_text("x")
+    with pytest.raises(
+        DataFileError, match=r"dev.xlsx: unknown data format '.xlsx'; expected .tsv, .csv or JSON lines"
+    ):
+        file_task(dev_file=str(tmp_path / "dev.xlsx"))
+
+    # Scores: regression, inferred as transformers' run_glue does (numbers, not all integers).
+    sts = (real_data / "glue" / "STS-B" / "dev.tsv").read_text(encoding="utf-8").splitlines()
+    header = sts[0].split("\t")
+    (tmp_path / "sts.tsv").write_text("\n".join(sts[:40]) + "\n", encoding="utf-8")
+    scores = file_task(
+        dev_file=str(tmp_path / "sts.tsv"), text_column=header[7], text_b_column=header[8], label_column=header[-1]
+    )
+    assert scores.is_regression and scores.metric == "pearson"
+    examples, _ = scores.read("dev")
+    assert [e.label for e in examples] == [float(line.split("\t")[-1]) for line in sts[1:40]]
+    assert examples[0].text_b == sts[1].split("\t")[8]
+
+
+@pytest.fixture(scope="module")
+def reviews_run(real_data, pretraining_data, tmp_path_factory):
+    """A few steps of fine-tuning on SST-2 rows written as a CSV (train) and JSON lines (dev), named labels."""
+    from albert_tf.run_classifier import ClassifierSettings, run
+
+    root = tmp_path_factory.mktemp("reviews")
+    _write_csv(root / "train.csv", _sst2_rows(real_data, "train", 64))
+    _write_jsonl(root / "dev.jsonl", _sst2_rows(real_data, "dev", 40))
+    settings = ClassifierSettings(
+        do_train=True,
+        do_eval=True,
+        output_dir=str(root / "out"),
+        train_file=str(root / "train.csv"),
+        dev_file=str(root / "dev.jsonl"),
+        text_column="review",
+        label_column="sentiment",
+        spm_model_file=pretraining_data["spm"],
+        albert_config_file=pretraining_data["config"],
+        max_seq_length=32,
+        train_batch_size=16,
+        eval_batch_size=16,
+        learning_rate=1e-4,
+        train_step=4,
+        save_checkpoints_steps=4,
+        verbose=False,
+    )
+    return root, run(settings)
+
+
+def test_own_csv_fine_tunes_and_every_reader_of_the_model_says_the_label_names(real_data, reviews_run, tmp_path):
+    import json
+
+    from albert_tf import formats, inference
+    from albert_tf.cli import predict as predict_cli
+
+    root, summary = reviews_run
+    assert summary["eval"]["num_examples"] == 40
+    predictions = (root / "out" / "dev_predictions.tsv").read_text().splitlines()[1:]
+    assert {line.split("\t")[1] for line in predictions} <= {"negative", "positive"}
+
+    best = root / "out" / "best"
+    texts = [text for text, _ in _sst2_rows(real_data, "dev", 40)]
+    predictor = inference.Predictor.load(str(best), max_seq_length=32)
+    assert predictor.labels == ("negative", "positive")
+    answers = inference.predict(str(best), texts, max_seq_length=32)
+    # The one-liner is the model's own call on the tokenizer's batch.
+    logits = np.asarray(predictor.model(predictor.tokenizer(texts, max_length=32))["logits"])
+    np.testing.assert_allclose(answers["logits"], logits, atol=1e-5)
+    assert answers["label_names"] == [("negative", "positive")[i] for i in logits.argmax(-1)]
+
+    lines = predict_cli.run(str(best), text=texts[0], max_seq_length=32)
+    assert [line.split(":")[0] for line in lines] == ["negative", "positive"]
+
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    formats.save(predictor.model, str(hf_dir), format="hf")
+    config = json.loads((hf_dir / "config.json").read_text())
+    assert config["id2label"] == {"0": "negative", "1": "positive"}
+    assert config["label2id"] == {"negative": 0, "positive": 1}
+    assert inference.Predictor(formats.load(str(hf_dir)).model, predictor.tokenizer, 32).labels == predictor.labels
+
+    preset = tmp_path / "keras_hub"
+    preset.mkdir()
+    formats.save(predictor.model, str(preset), format="keras_hub")
+    assert json.loads((preset / "metadata.json").read_text())["labels"] == ["negative", "positive"]
+    assert inference.label_names(formats.load(str(preset)).model) == ("negative", "positive")
