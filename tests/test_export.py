@@ -462,7 +462,7 @@ def _tiny(kind):
         (b"a fine sentence\n\x00\x01\x02 more\n", r"bad.txt: line 2 holds NUL bytes: a binary file"),
         (b"caf\xe9 au lait\n" * 20, r"bad.txt: line 1 is not UTF-8 text"),
         (
-            b"sentence\tlabel\nit 's a charming journey .\t1\nunflinchingly bleak .\t0\n",
+            b"\xef\xbb\xbfsentence\tlabel\nit 's a charming journey .\t1\nunflinchingly bleak .\t0\n",
             r"bad.txt: a table \(header 'sentence \| label', 2 tab-separated columns.*give --representative_task",
         ),
     ],

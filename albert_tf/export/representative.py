@@ -77,7 +77,7 @@ def _plain_text(raw: bytes, path: str) -> str:
     lines = [line for line in text.splitlines() if line.strip()]
     columns = {line.count("\t") for line in lines}
     if len(lines) > 1 and len(columns) == 1 and columns != {0}:
-        header = lines[0].strip().replace("\t", " | ")
+        header = lines[0].strip().lstrip("\ufeff").replace("\t", " | ")
         raise RepresentativeDataError(
             f"{FLAG} {path}: a table (header '{header}', {columns.pop() + 1} tab-separated columns on every "
             "line), which as plain text would calibrate on its header and labels; give --representative_task "

@@ -226,9 +226,14 @@ def read_backbone_config(path: str) -> AlbertConfig:
 def _read_json(path):
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            values = json.load(f)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: not a readable JSON file ({e})") from None
+    if not isinstance(values, dict) or not isinstance(values.get("config", {}), dict):
+        what = values if not isinstance(values, dict) else values["config"]
+        field = "" if not isinstance(values, dict) else "field 'config': "
+        raise ConfigError(f"{path}: {field}expected a JSON object, got {type(what).__name__}")
+    return values
 
 
 def is_preset_dir(path: str) -> bool:
