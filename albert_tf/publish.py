@@ -86,6 +86,17 @@ def replace_dir(staging: str, target: str) -> None:
 
 
 @contextlib.contextmanager
+def naming_the_target(target: str) -> Iterator[None]:
+    """An OSError without a file name (a full disk on `write`: `[Errno 28]`) re-raised naming `target`."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename or error.errno is None:
+            raise
+        raise OSError(error.errno, error.strerror, target) from error
+
+
+@contextlib.contextmanager
 def staged_dir(target: str) -> Iterator[str]:
     """Yields an empty staging directory beside `target`, published to `target` on success.
 
@@ -95,9 +106,10 @@ def staged_dir(target: str) -> Iterator[str]:
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=STAGING_PREFIX + os.path.basename(target) + "-", dir=parent)
     try:
-        yield staging
-        apply_umask(staging)
-        replace_dir(staging, target)
+        with naming_the_target(target):
+            yield staging
+            apply_umask(staging)
+            replace_dir(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -109,8 +121,9 @@ def staged_file(target: str) -> Iterator[str]:
     os.makedirs(parent, exist_ok=True)
     staging = os.path.join(parent, f"{STAGING_PREFIX}{os.path.basename(target)}-{os.getpid()}")
     try:
-        yield staging
-        os.replace(staging, target)
+        with naming_the_target(target):
+            yield staging
+            os.replace(staging, target)
     finally:
         if os.path.exists(staging):
             os.remove(staging)
@@ -144,7 +157,8 @@ def staged_files(target_dir: str) -> Iterator[str]:
     os.makedirs(target_dir, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=target_dir)
     try:
-        yield staging
+        with naming_the_target(target_dir):
+            yield staging
         for name in sorted(os.listdir(staging)):
             apply_umask(os.path.join(staging, name))
         for name in sorted(os.listdir(staging)):

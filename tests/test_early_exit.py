@@ -382,6 +382,14 @@ def test_text_signatures_and_warmup_requests_of_an_early_exit_export(tmp_path, w
         text_a=tf.constant(texts_a), patience=tf.constant(4), threshold=tf.constant(0.0)
     )
     assert set(np.asarray(single["layers_used"])) == {4}
+    # An empty batch is one clear error (issue 41: it was a raw `Detected at node` from the pooler).
+    empty = tf.constant([], tf.string)
+    for name, request in (
+        (TEXT_SIGNATURE, {"text_a": empty}),
+        (TEXT_PAIR_SIGNATURE, {"text_a": empty, "text_b": empty}),
+    ):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="text_a: a request needs at least one text"):
+            loaded.signatures[name](**request, patience=tf.constant(2), threshold=tf.constant(0.0))
     # TF Serving replays every warm-up request at load: each one must run on its signature.
     from tensorflow_serving.apis import prediction_log_pb2
 

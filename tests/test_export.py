@@ -492,3 +492,80 @@ def test_serve_text_refuses_a_text_over_the_limit_and_keeps_serving(fox_spm, tmp
     answered = serve(text_a=tf.constant(["the fox", "y" * 1000]))
     first = [tokenizer.cls_id] + tokenizer.encode("the fox") + [tokenizer.sep_id]
     assert answered["input_ids"].numpy()[0, : len(first)].tolist() == first
+
+
+# ---- issue 41 (weak): calibration data that would calibrate on noise, and flags that do not apply ----
+def _tiny(kind):
+    from albert_tf import AlbertBackbone, AlbertConfig
+    from albert_tf.models.classifier import AlbertClassifier
+    from albert_tf.models.pretrainer import AlbertPretrainer
+
+    backbone = AlbertBackbone.from_albert_config(AlbertConfig.from_json_file(str(REPO / "configs/albert_tiny.json")))
+    return AlbertClassifier(backbone, num_classes=2) if kind == "classifier" else AlbertPretrainer(backbone)
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"a fine sentence\n\x00\x01\x02 more\n", r"bad.txt: line 2 holds NUL bytes: a binary file"),
+        (b"caf\xe9 au lait\n" * 20, r"bad.txt: line 1 is not UTF-8 text"),
+        (
+            b"\xef\xbb\xbfsentence\tlabel\nit 's a charming journey .\t1\nunflinchingly bleak .\t0\n",
+            r"bad.txt: a table \(header 'sentence \| label', 2 tab-separated columns.*give --representative_task",
+        ),
+    ],
+)
+def test_representative_text_refuses_binary_bytes_and_a_table(tmp_path, content, message):
+    from albert_tf.export.representative import RepresentativeDataError, read_texts
+
+    (tmp_path / "bad.txt").write_bytes(content)
+    with pytest.raises(RepresentativeDataError, match=message):
+        read_texts(str(tmp_path / "bad.txt"), None, 500)
+
+
+def test_full_int8_refuses_fewer_than_16_calibration_examples(tmp_path, real_data):
+    from albert_tf.export import export_tflite
+    from albert_tf.export.representative import RepresentativeDataError
+
+    model, output = _tiny("classifier"), tmp_path / "tflite"
+    lines = wikitext_lines(real_data, 40)
+    (tmp_path / "one.txt").write_text(lines[0] + "\n", encoding="utf-8")
+    (tmp_path / "many.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(RepresentativeDataError, match=r"one.txt: holds 1 example\(s\); .* at least 16"):
+        export_tflite(model, str(output), "full_int8", representative_data=str(tmp_path / "one.txt"))
+    with pytest.raises(RepresentativeDataError, match=r"--representative_samples 1: must be at least 16"):
+        many = str(tmp_path / "many.txt")
+        export_tflite(model, str(output), "full_int8", representative_data=many, representative_samples_count=1)
+    assert not output.exists()
+
+
+def test_representative_task_without_full_int8_is_refused(tmp_path, real_data):
+    from albert_tf.export import ExportError, export_tflite
+
+    with pytest.raises(ExportError, match=r"--representative_task: only --quantize full_int8 calibrates"):
+        export_tflite(_tiny("classifier"), str(tmp_path / "out"), "none", representative_task="sst-2")
+
+
+def test_max_predictions_per_seq_is_checked_only_for_an_mlm_model(tmp_path):
+    from albert_tf.export import ExportError, export_tflite
+
+    # A classifier has no masked positions: the MLM flag's default (20) must not refuse length 16.
+    path = export_tflite(_tiny("classifier"), str(tmp_path / "classifier"), "none", max_seq_length=16)
+    assert os.path.isfile(path)
+    with pytest.raises(ExportError, match=r"--max_predictions_per_seq 20: must be in \[1, --max_seq_length\]"):
+        export_tflite(_tiny("pretrainer"), str(tmp_path / "mlm"), "none", max_seq_length=16)
+
+
+def test_export_cli_refuses_representative_flags_on_a_saved_model(tmp_path, pretrained_tiny, real_data):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    output = tmp_path / "out"
+    dev = str(real_data / "glue" / "SST-2" / "dev.tsv")
+    for extra in (["--representative_task", "sst-2"], ["--representative_data", dev]):
+        args = ["--model_dir", str(pretrained_tiny), "--output_dir", str(output), "--format", "saved_model"] + extra
+        result = subprocess.run(
+            [sys.executable, "-m", "albert_tf.export"] + args, cwd=REPO, capture_output=True, text=True, env=env
+        )
+        flag = extra[0]
+        assert result.returncode != 0, result.stderr[-2000:]
+        assert f"{flag}: only --format tflite --quantize full_int8 calibrates" in result.stderr, result.stderr[-2000:]
+        assert "Traceback" not in result.stderr and not output.exists()

@@ -165,3 +165,31 @@ def test_a_vocabulary_nothing_proves_is_the_models_is_said(tmp_path, spm, damage
     assert loaded.tokenizer is not None
     assert [note for note in loaded.notes if note.startswith(expected)], loaded.notes
     assert formats.load(str(directory), spm_model_file=spm).notes == ()  # a vocabulary given by flag: nothing to say
+
+
+# ---- hostile probes (issue 41 sweep): a preset's JSON files that parse but are not objects -----
+@pytest.mark.parametrize(
+    "file,content,message",
+    [
+        ("task.json", [1, 2], r"task.json: expected a JSON object, got list"),
+        (
+            "task.json",
+            {"registered_name": "keras_hub>AlbertTextClassifier", "config": [1]},
+            r"task.json: field 'config': expected a JSON object, got list",
+        ),
+        (
+            "config.json",
+            {"registered_name": "keras_hub>AlbertBackbone", "config": "x"},
+            r"config.json: field 'config': expected a JSON object, got str",
+        ),
+    ],
+)
+def test_keras_hub_json_that_is_not_an_object_is_one_clear_error(tmp_path, file, content, message):
+    from albert_tf.config import AlbertConfig, ConfigError
+    from albert_tf.formats.keras_hub import backbone_config, load_preset
+
+    config = AlbertConfig.from_json_file(str(REPO / "configs" / "albert_tiny.json"))
+    (tmp_path / "config.json").write_text(json.dumps(backbone_config(config)), encoding="utf-8")
+    (tmp_path / file).write_text(json.dumps(content), encoding="utf-8")
+    with pytest.raises(ConfigError, match=message):
+        load_preset(str(tmp_path))

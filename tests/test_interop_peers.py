@@ -255,7 +255,10 @@ def real_texts(real_data, name):
         pytest.param(
             "squad",
             marks=pytest.mark.xfail(
-                strict=True, reason="open: a SQuAD context differs at a digit-comma piece (hf_tokenizer)"
+                strict=True,
+                reason="the original re-encodes the digits of a `digit,` piece with a leading ▁ (`in 1526,` → "
+                "`▁in ▁15 ▁26 ,`; AutoTokenizer `▁in ▁15 26 ,`): not expressible in tokenizer.json "
+                "(docs/formats.md)",
             ),
         ),
         "nsmc",
@@ -290,3 +293,45 @@ def test_auto_tokenizer_on_our_hf_export_gives_our_ids_on_real_text(
         a, b = ours.encode(question), ours.encode(context)
         assert pair["input_ids"] == [ours.cls_id, *a, ours.sep_id, *b, ours.sep_id]
         assert pair["token_type_ids"] == [0] * (len(a) + 2) + [1] * (len(b) + 1)
+
+
+@pytest.mark.realdata
+def test_keras_hub_from_preset_predicts_on_strings_as_we_do(tmp_path, real_data, wikitext_spm):
+    """Our classifier export carries keras-hub's preprocessor: `from_preset(dir).predict([text])` works.
+
+    keras-hub tokenizes with SentencePiece alone: no accent stripping and no lowercasing (ours
+    and the original's `preprocess_text`), so ids differ exactly on the sentences that step
+    changes (SST-2 dev is lowercase; its accented words, `amélie`, become `<unk>` there).
+    """
+    keras_hub = pytest.importorskip("keras_hub")
+    import unicodedata
+
+    ours = SentencePieceTokenizer(wikitext_spm)
+    from albert_tf import AlbertBackbone
+    from albert_tf.models.classifier import AlbertClassifier
+
+    # Initial weights (not interop_helpers' wide random ones, whose logits hardly depend on the text).
+    model = AlbertClassifier(AlbertBackbone.from_albert_config(tiny_config(vocab_size=ours.vocab_size)), 3)
+    (tmp_path / "kh").mkdir()
+    formats.save(model, str(tmp_path / "kh"), "keras_hub", ours)
+    assert (tmp_path / "kh" / "preprocessor.json").is_file()
+    classifier = keras_hub.models.TextClassifier.from_preset(str(tmp_path / "kh"))
+    texts = real_texts(real_data, "sst2")
+    packed = classifier.preprocessor(texts)
+    ids, mask = np.asarray(packed["token_ids"]), np.asarray(packed["padding_mask"]).astype(bool)
+    expected = [[ours.cls_id] + ours.encode(t) + [ours.sep_id] for t in texts]
+    differing = [i for i, t in enumerate(texts) if list(ids[i][mask[i]]) != expected[i]]
+    accented = [i for i, t in enumerate(texts) if unicodedata.normalize("NFKD", t) != t]
+    assert differing == accented
+    assert 0 < len(differing) <= len(texts) // 100
+    chosen = [t for i, t in enumerate(texts) if i not in differing][:40] + [texts[i] for i in differing]
+    theirs = classifier.predict(chosen, verbose=0)
+    x = np.zeros((len(chosen), ids.shape[1]), np.int32)
+    for row, text in enumerate(chosen):
+        e = expected[texts.index(text)]
+        x[row, : len(e)] = e
+    logits = model({"input_ids": x, "input_mask": (x > 0).astype(np.int32), "segment_ids": np.zeros_like(x)})
+    logits = np.asarray(logits["logits"] if isinstance(logits, dict) else logits)
+    assert np.ptp(logits[:40], axis=0).min() > 20 * ATOL  # the logits tell the sentences apart
+    close(theirs[:40], logits[:40], "keras-hub predict on strings")
+    assert not np.allclose(theirs[40:], logits[40:], atol=ATOL)  # the accented ones: other ids, other logits

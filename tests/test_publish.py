@@ -128,3 +128,38 @@ def test_published_directories_and_files_follow_the_umask(umask_022, tmp_path):
     best_model.save(backbone, str(tmp_path / "run"), {"accuracy": 0.5})
     best = modes(tmp_path / "run" / "best")
     assert best["."] == "0o755" and set(best.values()) <= {"0o755", "0o644"}, best
+
+
+def _fill_the_disk(_=None):
+    """A write that fails as a full disk does: `[Errno 28]` with no file name (/dev/full)."""
+    with open("/dev/full", "w") as f:
+        f.write("x" * 10_000)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("kind", ["staged_file", "staged_dir", "staged_files", "predict_output"])
+def test_a_full_disk_is_reported_naming_the_file_being_written(tmp_path, kind):
+    from albert_tf.cli.app import error_line
+    from albert_tf.cli.predict import write_embeddings
+
+    target = str(tmp_path / "out" / "thing")
+    with pytest.raises(OSError) as caught:
+        if kind == "predict_output":
+            target = str(tmp_path / "emb.npy")
+            write_embeddings(target, ["a"], _Vectors())
+        else:
+            with getattr(publish, kind)(target):
+                _fill_the_disk()
+    assert caught.value.errno == 28 and caught.value.filename == target
+    assert error_line(caught.value) == f"error: [Errno 28] No space left on device: '{target}'"
+    left = [name for _, dirs, files in os.walk(tmp_path) for name in dirs + files]
+    assert not [name for name in left if name.startswith((publish.STAGING_PREFIX, "."))], left  # nothing half-written
+
+
+class _Vectors:
+    """Embeddings whose writing fills the disk."""
+
+    shape = (1, 4)
+
+    def __array__(self, dtype=None, copy=None):
+        _fill_the_disk()

@@ -82,6 +82,12 @@ def main(argv):
         raise TokenizerError("give at most one of --spm_model_file and --vocab_file")
     if FLAGS.format == "tflite" and FLAGS.precision != "float32":
         raise ExportError(f"--precision {FLAGS.precision}: TFLite has no bf16 kernels; use --quantize for TFLite")
+    if FLAGS.format == "saved_model":
+        for flag in ("representative_data", "representative_task"):
+            if FLAGS[flag].value:
+                raise ExportError(
+                    f"--{flag}: only --format tflite --quantize full_int8 calibrates (got --format saved_model)"
+                )
     loaded = formats.load(
         FLAGS.model_dir, FLAGS.albert_config_file, FLAGS.spm_model_file, FLAGS.vocab_file, FLAGS.do_lower_case
     )

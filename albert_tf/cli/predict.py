@@ -36,6 +36,7 @@ from albert_tf.file_safety import same_file
 from albert_tf.formats.native import CONFIG_FILE
 from albert_tf.inference import MASK_TEXT, PredictError, Predictor, check_early_exit_request, is_classifier
 from albert_tf.models.pretrainer import AlbertPretrainer
+from albert_tf.publish import naming_the_target
 from albert_tf.tokenization import TOKENIZER_FILE, TokenizerError, WordPieceTokenizer
 
 EMBEDDINGS_SUFFIX = ".npy"
@@ -88,7 +89,7 @@ def _write_aside(path: str, mode: str, write) -> None:
     os.makedirs(directory, exist_ok=True)
     partial = os.path.join(directory, f".{os.path.basename(path)}.partial")
     try:
-        with open(partial, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+        with naming_the_target(path), open(partial, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
             write(f)
         os.replace(partial, path)
     finally:

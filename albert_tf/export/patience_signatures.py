@@ -130,6 +130,10 @@ class EarlyExitEndpoints(ServingEndpoints):
 
     def _early_exit_segments(self, texts, patience, threshold):
         # Packed as the text signatures pack (`ServingEndpoints`): [CLS] a [SEP] (b [SEP]), longest first.
+        # An empty batch would pad to length 0, where the classifiers have no [CLS] to read.
+        some_rows = tf.debugging.assert_positive(tf.size(texts[0]), message="text_a: a request needs at least one text")
+        with tf.control_dependencies([some_rows]):
+            texts = [tf.identity(t) for t in texts]
         segments = [self._ids(t) for t in texts]
         segments = tf_text.RoundRobinTrimmer(self.max_seq_length - 1 - len(segments)).trim(segments)
         ids, segment_ids = tf_text.combine_segments(

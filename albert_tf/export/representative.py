@@ -17,9 +17,9 @@ import numpy as np
 from albert_tf.export.common import ExportError
 from albert_tf.export.input_checks import MLM_POSITIONS
 from albert_tf.tasks import glue
-from albert_tf.tasks.text_files import decode_replacing
 
 DEFAULT_SAMPLES = 500
+MIN_SAMPLES = 16  # fewer fix each activation's int8 range from a handful of values
 MASKED_FRACTION = 0.15
 FLAG = "--representative_data"
 
@@ -57,11 +57,33 @@ def read_texts(path: Optional[str], task_name: Optional[str], count: int) -> Lis
                 raw = f.read()
         except OSError as error:
             raise RepresentativeDataError(f"{FLAG} {path}: cannot be read ({error.strerror})") from None
-        text, _ = decode_replacing(raw, path)
+        text = _plain_text(raw, path)
         texts = [(line.strip(), None) for line in text.splitlines() if line.strip()][:count]
     if not texts:
         raise RepresentativeDataError(f"{FLAG} {path}: holds no text")
     return texts
+
+
+def _plain_text(raw: bytes, path: str) -> str:
+    """`raw` as text; binary bytes and a GLUE-style TSV (which would calibrate on its header and labels) refused."""
+    if b"\0" in raw:
+        line = raw.count(b"\n", 0, raw.index(b"\0")) + 1
+        raise RepresentativeDataError(f"{FLAG} {path}: line {line} holds NUL bytes: a binary file, not text")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise RepresentativeDataError(f"{FLAG} {path}: line {line} is not UTF-8 text (a binary file?)") from None
+    lines = [line for line in text.splitlines() if line.strip()]
+    columns = {line.count("\t") for line in lines}
+    if len(lines) > 1 and len(columns) == 1 and columns != {0}:
+        header = lines[0].strip().lstrip("\ufeff").replace("\t", " | ")
+        raise RepresentativeDataError(
+            f"{FLAG} {path}: a table (header '{header}', {columns.pop() + 1} tab-separated columns on every "
+            "line), which as plain text would calibrate on its header and labels; give --representative_task "
+            "(its GLUE task) to read the text column(s)"
+        )
+    return text
 
 
 def representative_samples(

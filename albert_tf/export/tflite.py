@@ -30,8 +30,14 @@ from albert_tf.export.common import (
     random_inputs,
 )
 from albert_tf.export.full_integer import quantize_full_integer
-from albert_tf.export.input_checks import check_tflite_inputs, tflite_tensors
-from albert_tf.export.representative import DEFAULT_SAMPLES, read_texts, representative_samples
+from albert_tf.export.input_checks import MLM_POSITIONS, check_tflite_inputs, tflite_tensors
+from albert_tf.export.representative import (
+    DEFAULT_SAMPLES,
+    MIN_SAMPLES,
+    RepresentativeDataError,
+    read_texts,
+    representative_samples,
+)
 from albert_tf.formats.table import backbone_of
 from albert_tf.inputs.packing import pack_segments
 from albert_tf.locking import OutputDirLock
@@ -223,15 +229,28 @@ def export_tflite(
             f"--max_seq_length {max_seq_length}: must be in [3, max_position_embeddings="
             f"{config.max_position_embeddings}]"
         )
-    if max_predictions_per_seq < 1 or max_predictions_per_seq > max_seq_length:
+    signature = tflite_input_signature(model)
+    # Only an MLM model has the masked-positions input this flag sizes.
+    takes_positions = MLM_POSITIONS in signature[0]
+    if takes_positions and not 1 <= max_predictions_per_seq <= max_seq_length:
         raise ExportError(f"--max_predictions_per_seq {max_predictions_per_seq}: must be in [1, --max_seq_length]")
     check_tokenizer_fits(model, tokenizer)
-    signature = tflite_input_signature(model)
     samples = None
-    if representative_data and quantize != "full_int8":
-        raise ExportError(f"--representative_data: only --quantize full_int8 calibrates (got --quantize {quantize})")
+    for flag, value in (("--representative_data", representative_data), ("--representative_task", representative_task)):
+        if value and quantize != "full_int8":
+            raise ExportError(f"{flag}: only --quantize full_int8 calibrates (got --quantize {quantize})")
     if quantize == "full_int8":
+        if representative_samples_count < MIN_SAMPLES:
+            raise RepresentativeDataError(
+                f"--representative_samples {representative_samples_count}: must be at least {MIN_SAMPLES} "
+                "(the int8 ranges come from these examples; a handful gives ranges that clip real text)"
+            )
         texts = read_texts(representative_data, representative_task, representative_samples_count)
+        if len(texts) < MIN_SAMPLES:
+            raise RepresentativeDataError(
+                f"--representative_data {representative_data}: holds {len(texts)} example(s); full_int8 "
+                f"calibration needs at least {MIN_SAMPLES}"
+            )
         if tokenizer is None:
             raise ExportError(
                 "--quantize full_int8: needs the model's tokenizer (a vocabulary flag or one saved with it)"

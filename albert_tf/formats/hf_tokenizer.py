@@ -15,7 +15,10 @@ write a `tokenizer.json` for transformers' generic fast tokenizer
 - model: the Unigram pieces and scores of the `.model`, user-defined symbols
   as ordinary pieces, digit-comma pieces scored out of reach.
 
-What remains different (README "HF transformers"): where two segmentations
+What remains different (docs/formats.md): the digit-comma re-split encodes
+the digits again with a leading `▁` (`in 1526,` → `▁in ▁15 ▁26 ,`), which
+depends on the piece SentencePiece chose and no static pipeline can
+reproduce; where two segmentations
 of the same pieces in another order score exactly alike (runs such as `ㅜㅜㅜ`
 or `~~~~`), SentencePiece and `tokenizers` break the tie differently; and
 `[CLS]`, `[SEP]`, `[MASK]`, `<pad>`, `<unk>` typed in the text are special

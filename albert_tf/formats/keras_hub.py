@@ -2,7 +2,8 @@
 
 A preset directory holds `config.json` (a serialized `keras_hub>AlbertBackbone`),
 `model.weights.h5`, `tokenizer.json` with `assets/tokenizer/vocabulary.spm`,
-and for a task `task.json` + `task.weights.h5`. The weights are read and
+and for a task `task.json` + `task.weights.h5` (a classifier with a vocabulary
+also `preprocessor.json`). The weights are read and
 written with h5py at the paths Keras' `save_weights` gives keras-hub's layers
 (`layers/<layer>/vars/<i>`, attention under `_self_attention_layer/...`), so
 keras-hub itself is not needed. keras-hub's EinsumDense kernels have our
@@ -64,6 +65,8 @@ WEIGHTS_FILE = "model.weights.h5"
 TASK_FILE = "task.json"
 TASK_WEIGHTS_FILE = "task.weights.h5"
 TOKENIZER_FILE = "tokenizer.json"
+PREPROCESSOR_FILE = "preprocessor.json"
+PREPROCESSOR_CLASS = "keras_hub>AlbertTextClassifierPreprocessor"
 METADATA_FILE = "metadata.json"
 VOCABULARY_ASSET = os.path.join("assets", "tokenizer", "vocabulary.spm")
 KERAS_HUB_VERSION = "0.32.0"  # the version whose preset layout we write (and test with)
@@ -224,9 +227,14 @@ def read_backbone_config(path: str) -> AlbertConfig:
 def _read_json(path):
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            values = json.load(f)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: not a readable JSON file ({e})") from None
+    if not isinstance(values, dict) or not isinstance(values.get("config", {}), dict):
+        what = values if not isinstance(values, dict) else values["config"]
+        field = "" if not isinstance(values, dict) else "field 'config': "
+        raise ConfigError(f"{path}: {field}expected a JSON object, got {type(what).__name__}")
+    return values
 
 
 def is_preset_dir(path: str) -> bool:
@@ -434,11 +442,58 @@ def _write_json(path, values):
         f.write(json.dumps(values, indent=4) + "\n")
 
 
+def tokenizer_config() -> Dict:
+    """tokenizer.json of keras-hub's AlbertTokenizer reading `assets/tokenizer/vocabulary.spm`."""
+    return _serialized(
+        "keras_hub.src.models.albert.albert_tokenizer",
+        "AlbertTokenizer",
+        "keras_hub>AlbertTokenizer",
+        {
+            "name": "albert_tokenizer",
+            "trainable": True,
+            "dtype": _dtype_policy("int32"),
+            "config_file": TOKENIZER_FILE,
+            "proto": None,
+            "sequence_length": None,
+            "add_bos": False,
+            "add_eos": False,
+        },
+    )
+
+
+def classifier_preprocessor_config(sequence_length: int) -> Dict:
+    """preprocessor.json of keras-hub's AlbertTextClassifierPreprocessor (strings in, packed ids out)."""
+    return _serialized(
+        "keras_hub.src.models.albert.albert_text_classifier_preprocessor",
+        "AlbertTextClassifierPreprocessor",
+        PREPROCESSOR_CLASS,
+        {
+            "name": "albert_text_classifier_preprocessor",
+            "trainable": True,
+            "dtype": _dtype_policy("float32"),
+            "tokenizer": tokenizer_config(),
+            "config_file": PREPROCESSOR_FILE,
+            "sequence_length": sequence_length,
+            "truncate": "round_robin",
+        },
+    )
+
+
 def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> List[str]:
-    """Writes `model` into `directory` (must exist) as a keras-hub preset; returns the file names."""
+    """Writes `model` into `directory` (must exist) as a keras-hub preset; returns the file names.
+
+    With a vocabulary, a classifier also gets keras-hub's preprocessor (in
+    `preprocessor.json` and `task.json`, as keras-hub's `save_to_preset` writes
+    them), so `TextClassifier.from_preset(directory).predict(["text"])` takes
+    strings; its sequence length is the model's `max_position_embeddings`.
+    """
     task = task_of_model(model)
     backbone = backbone_of(model)
     config = backbone.albert_config
+    preprocessor = None
+    if spm_model_file and task == "classifier":
+        preprocessor = classifier_preprocessor_config(config.max_position_embeddings)
+        _write_json(os.path.join(directory, PREPROCESSOR_FILE), preprocessor)
     backbone_json = backbone_config(config)
     _write_json(os.path.join(directory, CONFIG_FILE), backbone_json)
     _write_json(
@@ -476,7 +531,7 @@ def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> 
                 CLASSIFIER_CLASSES[0],
                 {
                     "backbone": backbone_json,
-                    "preprocessor": None,
+                    "preprocessor": preprocessor,
                     "name": "albert_text_classifier",
                     "num_classes": values["num_classes"],
                     "activation": "linear",
@@ -496,24 +551,7 @@ def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> 
         asset = os.path.join(directory, VOCABULARY_ASSET)
         os.makedirs(os.path.dirname(asset), exist_ok=True)
         shutil.copyfile(spm_model_file, asset)
-        _write_json(
-            os.path.join(directory, TOKENIZER_FILE),
-            _serialized(
-                "keras_hub.src.models.albert.albert_tokenizer",
-                "AlbertTokenizer",
-                "keras_hub>AlbertTokenizer",
-                {
-                    "name": "albert_tokenizer",
-                    "trainable": True,
-                    "dtype": _dtype_policy("int32"),
-                    "config_file": TOKENIZER_FILE,
-                    "proto": None,
-                    "sequence_length": None,
-                    "add_bos": False,
-                    "add_eos": False,
-                },
-            ),
-        )
+        _write_json(os.path.join(directory, TOKENIZER_FILE), tokenizer_config())
     return sorted(os.listdir(directory))
 
 
