@@ -99,9 +99,14 @@ def train(
         clip_norm=CLIP_NORM,
         grad_accum_steps=accum,
     )
+    if settings.mixed_precision == "float16":  # float16 gradients underflow without loss scaling
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     with unread_pooler_frozen(task_model):
         model.compile(
-            optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss}, loss_weights=loss_weights
+            optimizer=optimizer,
+            loss=loss if isinstance(loss, dict) else {"logits": loss},
+            loss_weights=loss_weights,
+            jit_compile=settings.jit_compile,
         )
         evaluations = []
         # An earlier run's best/ (e.g. killed) is replaced only by a better evaluation.
