@@ -203,7 +203,7 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
     assert {k: summary["eval"][k] for k in official} == official
     assert [h["global_step"] for h in summary["history"]] == [2, 4]
     # Evaluating a fine-tuned model by its best/ directly (not only by its run directory).
-    again = SquadSettings(
+    again_settings = SquadSettings(
         output_dir=str(tmp_path / "again"),
         init_checkpoint=str(tmp_path / "out" / "best"),  # its tokenizer too: no vocabulary flag
         do_predict=True,
@@ -211,10 +211,10 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
         eval_batch_size=32,
         verbose=False,
     )
-    again = run(task, again)
+    again = run(task, again_settings)
     assert again["eval"] == summary["eval"]
     # Windows evaluated at every row's max_seq_length (--nolength_grouping): the same answers and scores.
-    fixed = run(task, dataclasses.replace(again, output_dir=str(tmp_path / "fixed"), length_grouping=False))
+    fixed = run(task, dataclasses.replace(again_settings, output_dir=str(tmp_path / "fixed"), length_grouping=False))
     assert json.load(open(tmp_path / "fixed" / "predictions.json")) == json.load(
         open(tmp_path / "again" / "predictions.json")
     )
