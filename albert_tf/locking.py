@@ -3,9 +3,15 @@
 Every command that writes an output directory (pretraining, fine-tuning,
 data_prep, export) holds `<dir>/.albert_tf.lock` while it runs. A second run
 on the same directory fails at once, naming the holder (pid, host, start
-time, command). A lock left by a process that is gone (killed, crashed) on
-this host is taken over with a note. Remote paths (`gs://`, ...) are not
-locked: their file systems have no exclusive create.
+time, command). The file is held with `flock`, which the kernel releases
+when its holder dies, so the lock of a process that is gone (killed,
+crashed) is taken over by exactly one of the runs that start on it, with a
+note. Remote paths (`gs://`, ...) are not locked: their file systems have no
+locks.
+
+`when_locked(directory, action)` defers a write (the run's `settings.json`)
+until this process holds the directory's lock: a run refused by the lock, or
+by its flags before it, writes nothing there.
 
 Example:
 
@@ -19,11 +25,13 @@ False
 """
 
 import datetime
+import errno
+import fcntl
 import json
 import os
 import socket
 import sys
-from typing import Callable, Optional
+from typing import Callable, Dict, Iterable, List, Optional
 
 from albert_tf.errors import AlbertError
 
@@ -44,6 +52,27 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _key(directory: str) -> str:
+    return os.path.abspath(os.path.join(directory, LOCK_FILE))
+
+
+# Lock file path → actions waiting for this process to hold it (`when_locked`).
+_pending: Dict[str, List[Callable[[], Iterable[str]]]] = {}
+
+
+def when_locked(directory: str, action: Callable[[], Iterable[str]]) -> None:
+    """Runs `action` once this process holds `directory`'s lock: at once if it does, else when it takes it.
+
+    `action` returns the paths it wrote; a run that fails in a directory its
+    lock created removes them with the directory (a failed run leaves no trace).
+    """
+    held = OutputDirLock.holding(directory)
+    if held is not None:
+        held.written.extend(action() or [])
+    else:
+        _pending.setdefault(_key(directory), []).append(action)
+
+
 class OutputDirLock:
     """Context manager holding the lock of `directory` (re-entrant within one process).
 
@@ -52,65 +81,124 @@ class OutputDirLock:
         note: prints a message (a stale lock taken over); default: stderr.
     """
 
-    _held = {}  # path → depth, for re-entry by the same process
+    _held = {}  # lock file path → [depth, the outermost OutputDirLock], for re-entry by the same process
 
     def __init__(self, directory: str, note: Optional[Callable[[str], None]] = None):
         self.directory = directory
         self.path = os.path.join(directory, LOCK_FILE)
         self.note = note or (lambda message: print(message, file=sys.stderr, flush=True))
         self.remote = "://" in directory
+        self.written: List[str] = []
+        self.created = False
+        self._fd = None
+
+    @classmethod
+    def holding(cls, directory: str) -> Optional["OutputDirLock"]:
+        """The lock this process holds on `directory`, or None."""
+        entry = cls._held.get(_key(directory))
+        return entry[1] if entry else None
 
     def __enter__(self) -> "OutputDirLock":
         if self.remote:
+            self._run_pending()
             return self
-        key = os.path.abspath(self.path)
-        if OutputDirLock._held.get(key):
-            OutputDirLock._held[key] += 1
+        key = _key(self.directory)
+        if key in OutputDirLock._held:
+            OutputDirLock._held[key][0] += 1
             return self
         self.created = not os.path.exists(self.directory)
         try:
             os.makedirs(self.directory, exist_ok=True)
         except OSError as error:
             raise LockError(f"{self.directory}: cannot create the output directory ({error.strerror})") from None
+        self._fd = self._acquire()
         holder = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "command": " ".join(sys.argv)[:300],
         }
-        for _ in range(2):
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, json.dumps(holder).encode(), 0)
+        except OSError as error:  # full disk
+            self._release()
+            raise LockError(f"{self.directory}: cannot write here ({error.strerror})") from None
+        OutputDirLock._held[key] = [1, self]
+        try:
+            self._run_pending()
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def _run_pending(self) -> None:
+        for action in _pending.pop(_key(self.directory), []):
+            self.written.extend(action() or [])
+
+    def _acquire(self) -> int:
+        """An fd of the lock file holding its flock; the file is the one at `self.path` (not one unlinked)."""
+        while True:
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                self._take_over_or_refuse()
-                continue
+                fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
             except OSError as error:  # read-only directory, full disk
                 raise LockError(f"{self.directory}: cannot write here ({error.strerror})") from None
-            with os.fdopen(fd, "w") as f:
-                json.dump(holder, f)
-            OutputDirLock._held[key] = 1
-            return self
-        raise LockError(f"{self.directory}: could not take the lock {self.path}")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as error:
+                os.close(fd)
+                if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise LockError(f"{self.directory}: cannot lock {self.path} ({error.strerror})") from None
+                self._refuse()
+            # The holder before us may have unlinked the file after we opened it: then ours is not the lock.
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._note_taken_over(fd)
+                return fd
+            os.close(fd)
 
-    def _take_over_or_refuse(self) -> None:
+    def _read_holder(self, fd: Optional[int] = None) -> dict:
         try:
-            with open(self.path) as f:
-                holder = json.load(f)
+            if fd is not None:
+                text = os.pread(fd, 1 << 16, 0).decode()
+            else:
+                with open(self.path) as f:
+                    text = f.read()
+            holder = json.loads(text)
         except (OSError, ValueError):
-            holder = {}
-        same_host = holder.get("host") == socket.gethostname()
+            return {}
+        return holder if isinstance(holder, dict) else {}
+
+    def _note_taken_over(self, fd: int) -> None:
+        """A lock file nobody holds that names a holder: a run that is gone (the kernel released its flock)."""
+        holder = self._read_holder(fd)
         pid = holder.get("pid")
-        if same_host and isinstance(pid, int) and not _alive(pid):
-            self.note(
-                f"note: {self.directory}: taking over the lock of pid {pid} (started {holder.get('started')}), "
-                "which is gone"
-            )
-            os.remove(self.path)
+        if pid is None:
             return
-        if not holder:
+        if holder.get("host") != socket.gethostname():
+            # Across hosts, flock on a shared file system may not exclude: another host's lock stands.
+            os.close(fd)
+            self._refuse(holder)
+        self.note(
+            f"note: {self.directory}: taking over the lock of pid {pid} (started {holder.get('started')}), "
+            "which is gone"
+        )
+
+    def _refuse(self, holder: Optional[dict] = None) -> None:
+        holder = self._read_holder() if holder is None else holder
+        pid = holder.get("pid")
+        if pid is None:
             raise LockError(
-                f"{self.directory}: locked by {self.path}, which cannot be read; if no run uses this "
-                "directory, delete that file"
+                f"{self.directory} is in use by another run (its lock {self.path} names no holder yet); "
+                "wait for it or use another output directory"
+            )
+        if holder.get("host") == socket.gethostname() and isinstance(pid, int) and not _alive(pid):
+            raise LockError(
+                f"{self.directory} is in use by another run (its lock names pid {pid}, which is gone: another "
+                f"run is taking it over, or a process pid {pid} started holds it still)"
             )
         raise LockError(
             f"{self.directory} is in use by pid {pid} on {holder.get('host')} since "
@@ -118,20 +206,32 @@ class OutputDirLock:
             f"directory (if that run is gone, delete {self.path})"
         )
 
+    def _release(self) -> None:
+        try:
+            os.remove(self.path)  # while still holding it: a newcomer that opened it sees it unlinked
+        except FileNotFoundError:
+            pass
+        os.close(self._fd)
+        self._fd = None
+
     def __exit__(self, exc_type, *exc) -> None:
         if self.remote:
             return
-        key = os.path.abspath(self.path)
-        OutputDirLock._held[key] -= 1
-        if OutputDirLock._held[key] == 0:
-            del OutputDirLock._held[key]
-            try:
-                os.remove(self.path)
-            except FileNotFoundError:
-                pass
-            # A failed run leaves no trace: the directory it created and left empty goes too.
-            if exc_type is not None and getattr(self, "created", False):
+        key = _key(self.directory)
+        entry = OutputDirLock._held[key]
+        entry[0] -= 1
+        if entry[0] > 0:
+            return
+        del OutputDirLock._held[key]
+        self._release()
+        # A failed run leaves no trace: the directory it created (and what this lock's actions wrote) goes too.
+        if exc_type is not None and self.created:
+            for path in self.written:
                 try:
-                    os.rmdir(self.directory)
-                except OSError:  # not empty: something was written (and kept) after all
+                    os.remove(path)
+                except OSError:
                     pass
+            try:
+                os.rmdir(self.directory)
+            except OSError:  # not empty: something was written (and kept) after all
+                pass

@@ -328,13 +328,18 @@ def read_record(out: pathlib.Path, name: str):
 
 def pretraining_run(args, run, data, work: pathlib.Path, out: pathlib.Path) -> dict:
     from albert_tf.pretraining.job import pretrain
+    from albert_tf.tokenization import SentencePieceTokenizer
 
     config_file = model_config(args, run, work)
     output_dir = str(work / "runs" / run["name"])
     settings = train_settings(args, run, output_dir)
     began = time.time()
     summary = pretrain(
-        settings, config_file, data[f"train_{run['task']}"], eval_file=data["eval_sop"], spm_model_file=data["spm"]
+        settings,
+        config_file,
+        data[f"train_{run['task']}"],
+        eval_file=data["eval_sop"],
+        tokenizer=SentencePieceTokenizer(data["spm"]),
     )
     train_seconds = time.time() - began
     # The SOP eval set during training (pretrain's own eval); the pair afterwards also on the NSP eval set

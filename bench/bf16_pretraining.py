@@ -92,6 +92,7 @@ def run(args, precision, config_file, data, work: pathlib.Path) -> dict:
 
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.tokenization import SentencePieceTokenizer
 
     output_dir = work / "runs" / precision
     shutil.rmtree(output_dir, ignore_errors=True)  # a fresh run each time: the curve starts at step 1
@@ -112,7 +113,9 @@ def run(args, precision, config_file, data, work: pathlib.Path) -> dict:
         verbose=False,
     )
     began = time.perf_counter()
-    summary = pretrain(settings, config_file, data["train"], eval_file=data["eval"], spm_model_file=data["spm"])
+    summary = pretrain(
+        settings, config_file, data["train"], eval_file=data["eval"], tokenizer=SentencePieceTokenizer(data["spm"])
+    )
     seconds = time.perf_counter() - began
     curve = [
         {"step": int(h["step"]), **{k: round(float(h[k]), 5) for k in CURVE_KEYS if k in h}}

@@ -43,6 +43,7 @@ GLUE_DIRS = {"sst-2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "cola": "CoLA", "st
 def pretrain(args, work):
     from albert_tf.pretraining.job import pretrain as run_pretraining
     from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.tokenization import SentencePieceTokenizer
     from data_prep.pipeline import Settings
     from data_prep.pipeline import run as create_data
     from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
@@ -76,7 +77,9 @@ def pretrain(args, work):
         log_every_steps=args.pretrain_steps // 5,
         verbose=False,
     )
-    summary = run_pretraining(settings, str(work / "albert_config.json"), str(work / "data"), spm_model_file=spm)
+    summary = run_pretraining(
+        settings, str(work / "albert_config.json"), str(work / "data"), tokenizer=SentencePieceTokenizer(spm)
+    )
     return str(work / "pretrain"), {k: summary.get(k) for k in ("end_step", "eval")}
 
 

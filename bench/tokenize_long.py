@@ -58,8 +58,8 @@ def main():
     import tensorflow_text as tf_text
 
     from albert_tf.serving import ServingEndpoints
-    from albert_tf.tf_tokenization import TFSentencePieceTokenizer
     from albert_tf.tokenization import SentencePieceTokenizer, encode_pieces
+    from albert_tf.tokenization.tf_sentencepiece import TFSentencePieceTokenizer
     from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
 
     data = pathlib.Path(os.environ.get("ALBERT_TF_DATA", REPO.parent / "shared" / "data"))

@@ -1,7 +1,8 @@
 """n-gram whole-word masking, as ALBERT's `create_masked_lm_predictions`.
 
-Word units are pieces grouped by the original's word-start rule (SentencePiece:
-`_is_start_piece_sp`; WordPiece: BERT's `##` continuations);
+Word units are pieces grouped by the vocabulary kind's word-start rule (its
+registry entry's `is_word_start`; SentencePiece: `_is_start_piece_sp`;
+WordPiece: BERT's `##` continuations);
 spans of n ≤ `ngram` units are drawn with p(n) ∝ 1/n (6/11, 3/11, 2/11), up to
 `round(len·masked_lm_prob)` tokens and at most `max_predictions_per_seq`; each
 chosen token becomes [MASK] (80%), stays (10%) or becomes a uniformly random
@@ -27,7 +28,7 @@ import dataclasses
 import itertools
 from typing import List, Sequence
 
-from albert_tf.tokenization import is_start_piece, is_start_wordpiece
+from albert_tf.tokenization import kind_named
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,13 +64,13 @@ class NgramMasker:
     Args:
         pieces: every piece of the vocabulary in id order.
         options: the masking flags.
-        vocab_type: "sentencepiece" or "wordpiece" (picks the word-start rule).
+        vocab_type: the tokenizer kind's name (its registry entry gives the word-start rule).
     """
 
     def __init__(self, pieces: Sequence[str], options: MaskingOptions, vocab_type: str = "sentencepiece"):
         self.options = options
         self.vocab_size = len(pieces)
-        word_start = is_start_wordpiece if vocab_type == "wordpiece" else is_start_piece
+        word_start = kind_named(vocab_type).is_word_start
         self.is_start = [word_start(p) for p in pieces]
         index = {p: i for i, p in enumerate(pieces)}
         self.cls_id, self.sep_id, self.mask_id = index["[CLS]"], index["[SEP]"], index["[MASK]"]

@@ -5,7 +5,6 @@ import pathlib
 
 import numpy as np
 import pytest
-from test_classifier import sst2_run  # noqa: F401  (the fine-tuned SST-2 classifier, a module fixture)
 
 from albert_tf import AlbertBackbone
 from albert_tf.export.common import ExportError
@@ -30,7 +29,7 @@ def test_bfloat16_copy_keeps_the_weights_and_computes_in_bf16_with_float32_islan
 
 @pytest.mark.slow
 @pytest.mark.realdata
-def test_bf16_saved_model_agrees_with_the_float32_model_on_sst2_dev(real_data, sst2_run, pretrained_tiny, tmp_path):  # noqa: F811
+def test_bf16_saved_model_agrees_with_the_float32_model_on_sst2_dev(real_data, sst2_run, pretrained_tiny, tmp_path):
     import tensorflow as tf
 
     from albert_tf import formats
@@ -44,7 +43,7 @@ def test_bf16_saved_model_agrees_with_the_float32_model_on_sst2_dev(real_data, s
     features = glue.encode_examples(examples, SentencePieceTokenizer(loaded.spm_model_file), 64)
     expected = loaded.model.predict(features, batch_size=128, verbose=0)["logits"]
     path = export_saved_model(
-        loaded.model, str(tmp_path / "serving"), spm_model_file=loaded.spm_model_file, max_seq_length=64,
+        loaded.model, str(tmp_path / "serving"), tokenizer=loaded.tokenizer, max_seq_length=64,
         precision="bfloat16",
     )  # fmt: skip
     served = tf.saved_model.load(path).signatures["serving_default"](**{k: tf.constant(v) for k, v in features.items()})

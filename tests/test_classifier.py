@@ -140,39 +140,6 @@ def test_runner_trains_and_writes_metrics_and_predictions(
         assert {v[1] for v in values} <= set(glue.TASKS[task].labels)
 
 
-@pytest.fixture(scope="module")
-def sst2_run(real_data, pretrained_tiny, tmp_path_factory):
-    """SST-2 (5,000 train rows → full dev) fine-tuned from the tests' own pretrained tiny model.
-
-    lr 3e-4: at 1e-3 this tiny model stays at the majority class (0.509) on most seeds, even from a
-    model that has left the pretraining collapse. Measured with this recipe on seeds 1-4 and 12345:
-    dev 0.56-0.68 at step 100, 0.70-0.725 at 400, the same to 3 decimals with and without the
-    shared-weight gradient chain (bench/README).
-    """
-    from albert_tf.run_classifier import ClassifierSettings, run
-
-    output_dir = tmp_path_factory.mktemp("sst2")
-    settings = ClassifierSettings(
-        do_train=True,
-        do_eval=True,
-        output_dir=str(output_dir),
-        task_name="sst-2",
-        data_dir=str(real_data / "glue"),
-        spm_model_file=str(pretrained_tiny / "final" / "spm.model"),
-        init_checkpoint=str(pretrained_tiny),
-        max_seq_length=64,
-        train_batch_size=32,
-        eval_batch_size=64,
-        learning_rate=3e-4,
-        train_step=400,
-        warmup_step=40,
-        save_checkpoints_steps=50,
-        verbose=False,
-    )
-    summary = run(settings)
-    return output_dir, summary
-
-
 @pytest.mark.slow
 def test_classifier_learns_sst2_from_a_pretrained_checkpoint(sst2_run):
     _, summary = sst2_run
@@ -204,7 +171,7 @@ def test_fine_tuned_classifier_exports_and_int8_agrees_on_sst2_dev(real_data, ss
         ]
     )
     assert (got == expected).mean() >= 0.99
-    path = export_saved_model(model, str(tmp_path / "serving"), spm_model_file=loaded.spm_model_file, max_seq_length=64)
+    path = export_saved_model(model, str(tmp_path / "serving"), tokenizer=loaded.tokenizer, max_seq_length=64)
     served = tf.saved_model.load(path).signatures["serve_text"](text_a=tf.constant([e.text_a for e in examples[:32]]))
     assert served["label"].numpy().tolist() == expected[:32].tolist()
     np.testing.assert_allclose(served["probabilities"].numpy().sum(-1), 1.0, atol=1e-5)
@@ -345,3 +312,160 @@ run_classifier.cli()
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout[result.stdout.index("{") :]) == {"task": "sst-2"}
+
+
+# ---- fine-tuning: values out of range, a huge GLUE field, a restarted run (hardening probes) ----
+@pytest.mark.realdata
+def test_glue_field_over_the_csv_limit_is_a_skipped_row(real_data, tmp_path):
+    from albert_tf.tasks import glue
+
+    lines = (real_data / "glue" / "RTE" / "dev.tsv").read_text(encoding="utf-8").splitlines()
+    index, sentence1, sentence2, label = lines[3].split("\t")
+    huge = "\t".join([index, sentence1 + " word" * 40_000, sentence2, label])
+    (tmp_path / "dev.tsv").write_text("\n".join(lines[:3] + [huge] + lines[4:9]) + "\n", encoding="utf-8")
+    examples, report = glue.read_examples(glue.TASKS["rte"], str(tmp_path / "dev.tsv"), "dev")
+    assert report.skipped == 1 and report.rows == 8 and len(examples) == 7
+    assert report.first_problems == [f"{tmp_path / 'dev.tsv'}:4: a field longer than 131,072 characters"]
+    originals, _ = glue.read_examples(glue.TASKS["rte"], str(real_data / "glue" / "RTE" / "dev.tsv"), "dev")
+    kept = originals[:2] + originals[3:8]
+    assert [(e.text_a, e.label) for e in examples] == [(e.text_a, e.label) for e in kept]
+
+
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("train_step", 0),
+        ("save_checkpoints_steps", -5),
+        ("train_batch_size", 0),
+        ("eval_batch_size", 0),
+        ("learning_rate", -5e-5),
+        ("learning_rate", float("inf")),
+        ("max_seq_length", 0),
+        ("warmup_step", -1),
+        ("dropout", 1.5),
+        ("num_train_epochs", 0.0),
+        ("grad_accum_steps", 0),
+    ],
+)
+def test_finetuning_settings_refuse_values_out_of_range(tmp_path, name, value):
+    from albert_tf.run_squad import SquadSettings
+    from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
+
+    for settings in (FineTuneSettings, SquadSettings):
+        with pytest.raises(FineTuneError, match=f"^--{name} {value}: must be"):
+            settings(output_dir=str(tmp_path), **{name: value})
+
+
+def test_a_seed_keras_cannot_take_is_refused(tmp_path):
+    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+    from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
+
+    for settings, error in ((FineTuneSettings, FineTuneError), (TrainSettings, TrainingError)):
+        for seed in (-1, 2**32):
+            with pytest.raises(error, match=f"^--seed {seed}: must be in \\[0, 2\\*\\*32 - 1\\]"):
+                settings(output_dir=str(tmp_path), seed=seed)
+
+
+def test_task_flags_out_of_range_are_refused():
+    from albert_tf.tasks import race, squad
+
+    with pytest.raises(squad.SquadDataError, match="^--doc_stride 0: must be a positive number"):
+        squad.SquadTask(doc_stride=0)
+    with pytest.raises(squad.SquadDataError, match="^--n_best_size -1: must be a positive number"):
+        squad.SquadTask(n_best_size=-1)
+    with pytest.raises(race.RaceDataError, match="^--max_qa_length 0: must be a positive number"):
+        race.RaceTask("data", max_qa_length=0)
+
+
+@pytest.mark.slow
+def test_cli_negative_learning_rate_is_one_line(tmp_path):
+    from paths import CONFIGS
+
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.run_classifier", "--task_name", "sst-2", "--data_dir", str(tmp_path)]
+        + ["--output_dir", str(tmp_path / "out"), "--albert_config_file", str(CONFIGS / "albert_tiny.json")]
+        + ["--do_train", "--learning_rate=-1e-5"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "error: --learning_rate -1e-05: must be a positive number"
+    assert not (tmp_path / "out").exists()
+
+
+def test_max_seq_length_too_short_for_the_task_fails_before_any_work(tmp_path):
+    from albert_tf.tasks import glue, race, runner, squad
+    from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
+
+    cases = [
+        (glue.task("mrpc", str(tmp_path)), 4, "needs at least 5 \\(\\[CLS\\] text_a \\[SEP\\] text_b \\[SEP\\]\\)"),
+        (glue.task("sst-2", str(tmp_path)), 2, "needs at least 3"),
+        (race.RaceTask(str(tmp_path)), 4, "needs at least 5"),
+        (squad.SquadTask(max_query_length=64), 64, "needs at least 68 .*--max_query_length 64"),
+    ]
+    for task, length, message in cases:
+        settings = FineTuneSettings(output_dir=str(tmp_path / "out"), max_seq_length=length, verbose=False)
+        with pytest.raises(FineTuneError, match=f"^--max_seq_length {length}: .* {message}"):
+            runner.run(task, settings)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.models.classifier import AlbertClassifier
+    from albert_tf.tasks import losses, training
+    from albert_tf.tasks.datasets import train_dataset
+    from albert_tf.tasks.settings import FineTuneSettings
+
+    from paths import CONFIGS
+    from toy_inputs import good_request
+
+    rng = np.random.default_rng(0)
+    features = good_request(16)
+    del features["masked_lm_positions"]
+    labels = rng.integers(0, 2, 16).astype("int32")
+    settings = FineTuneSettings(
+        output_dir=str(tmp_path), train_step=2, save_checkpoints_steps=1, train_batch_size=8, verbose=False
+    )
+
+    def train(scores):
+        model = AlbertClassifier(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), 2)
+        dataset = train_dataset(features, labels, 8, 0)
+        given = iter(scores)
+        return training.train(
+            model, dataset, settings, losses.classification_loss, lambda m: {"accuracy": next(given)}, "accuracy"
+        )
+
+    train([0.9, 0.7])  # the run that was killed after its evaluations
+    kept = (tmp_path / "best" / "model.keras").read_bytes()
+    result = train([0.5, 0.8])  # restarted at step 0: worse scores
+    assert result["best"]["accuracy"] == 0.9 and (tmp_path / "best" / "model.keras").read_bytes() == kept
+    assert json.loads((tmp_path / "best" / "eval_results.json").read_text())["accuracy"] == 0.9
+    train([0.95, 0.1])
+    assert json.loads((tmp_path / "best" / "eval_results.json").read_text())["accuracy"] == 0.95
+    lines = [json.loads(line) for line in (tmp_path / "eval_results.txt").read_text().splitlines()]
+    assert [line["accuracy"] for line in lines] == [0.9, 0.7, 0.5, 0.8, 0.95, 0.1]
+    runs = [line["run"] for line in lines]
+    assert runs[0] == runs[1] != runs[2] == runs[3] != runs[4] == runs[5] and len(set(runs)) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("asked", [["-v", "1"], ["ALBERT_TF_TRACEBACK=1"]])
+def test_cli_shows_the_traceback_when_asked(tmp_path, asked):
+    from paths import CONFIGS
+
+    flags = asked if asked[0] == "-v" else []
+    env = {**os.environ, **dict(a.split("=") for a in asked if "=" in a)}
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.run_classifier", "--task_name", "sst-2", "--data_dir", str(tmp_path)]
+        + ["--output_dir", str(tmp_path / "out"), "--albert_config_file", str(CONFIGS / "albert_tiny.json")]
+        + ["--do_train", "--learning_rate=-1e-5", *flags],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
+    assert result.returncode == 1 and "Traceback (most recent call last)" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].endswith("--learning_rate -1e-05: must be a positive number")
+    assert not (tmp_path / "out").exists()

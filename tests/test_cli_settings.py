@@ -125,3 +125,130 @@ def test_console_script_help_lists_the_flags_and_exits_0(entry, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "--output_dir" in result.stdout or "--output_file" in result.stdout
     assert "pfor" not in result.stdout  # TensorFlow's own flags stay out
+
+
+def run_module(module, argv, cwd=REPO, timeout=600):
+    return subprocess.run(
+        [sys.executable, "-m", module, *argv], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+CLASSIFIER_ARGV = ["--task_name", "sst-2", "--albert_config_file", str(CONFIGS / "albert_tiny.json"), "--do_train"]
+
+
+@pytest.mark.realdata
+def test_a_run_refused_by_the_lock_or_its_flags_writes_no_settings(real_data, tmp_path):
+    from locking_helpers import hold_lock
+
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "settings.json").write_text('{"argv": ["the running job"]}')
+    holder = hold_lock(busy)
+    try:
+        refused = run_module(
+            "albert_tf.run_classifier",
+            [
+                *CLASSIFIER_ARGV,
+                "--data_dir",
+                str(real_data / "glue"),
+                "--output_dir",
+                str(busy),
+                "--max_seq_length",
+                "64",
+            ],
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert refused.returncode == 1 and f"in use by pid {holder.pid}" in refused.stderr, refused.stderr[-2000:]
+    assert (busy / "settings.json").read_text() == '{"argv": ["the running job"]}'  # the running job's record
+
+    fresh = tmp_path / "fresh"
+    too_long = run_module(
+        "albert_tf.run_classifier",
+        [
+            *CLASSIFIER_ARGV,
+            "--data_dir",
+            str(real_data / "glue"),
+            "--output_dir",
+            str(fresh),
+            "--max_seq_length",
+            "1000",
+        ],
+    )
+    assert too_long.returncode == 1 and "--max_seq_length 1000" in too_long.stderr, too_long.stderr[-2000:]
+    assert not fresh.exists()  # no directory holding only settings.json
+
+
+HASH = """
+import json, sys
+from albert_tf.cli.run_record import input_hashes
+print(json.dumps(input_hashes({"data_dir": sys.argv[1], "model_dir": sys.argv[2]})))
+"""
+
+
+def test_input_hashes_read_only_regular_files_and_never_wait_on_a_fifo(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text("sentence\tlabel\nok\t1\n")
+    os.mkfifo(data / "pipe")  # nobody writes it: reading it would wait forever
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "zero").symlink_to("/dev/zero")  # reading it never ends
+    (model / "config.json").write_text("{}")
+    # A subprocess with a timeout: today's hang is a failure here, not a stuck test run.
+    result = subprocess.run(
+        [sys.executable, "-c", HASH, str(data), str(model)], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    hashes = json.loads(result.stdout)
+    train = data / "train.tsv"
+    assert hashes["data_dir"] == {
+        str(data / "pipe"): "not hashed: not a regular file",
+        str(train): hashlib.sha256(train.read_bytes()).hexdigest(),
+    }
+    assert hashes["model_dir"][str(model / "zero")] == "not hashed: not a regular file"
+
+
+@pytest.mark.slow
+def test_export_records_its_command_and_the_vocabulary_and_survives_a_device_link(tmp_path, wikitext_spm):
+    from albert_tf import formats
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.tokenization import SentencePieceTokenizer
+
+    tokenizer = SentencePieceTokenizer(wikitext_spm)
+    config = json.loads((CONFIGS / "albert_tiny.json").read_text()) | {"vocab_size": tokenizer.vocab_size}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    model_dir = tmp_path / "model"
+    formats.save(AlbertBackbone.from_albert_config(str(tmp_path / "config.json")), str(model_dir), tokenizer=tokenizer)
+    (model_dir / "zero").symlink_to("/dev/zero")
+    out = tmp_path / "served"
+    result = run_module(
+        "albert_tf.export", ["--model_dir", str(model_dir), "--output_dir", str(out), "--max_seq_length", "16"]
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads((out / "settings.json").read_text())
+    assert record["command"] == "albert_tf.export"
+    assert record["vocabulary_sha256"] == tokenizer.model_sha256
+    assert record["input_sha256"]["model_dir"][str(model_dir / "zero")] == "not hashed: not a regular file"
+
+
+@pytest.mark.slow
+@pytest.mark.realdata
+def test_data_prep_writes_settings_beside_its_dataset_and_a_refused_rerun_keeps_them(tmp_path, wikitext_spm, real_data):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text((real_data / "wikitext2" / "test.txt").read_text()[:200_000])
+    out = tmp_path / "data"
+    argv = [
+        "--input_file", str(corpus), "--output_dir", str(out), "--spm_model_file", wikitext_spm,
+        "--input_format", "wikitext", "--max_seq_length", "64", "--dupe_factor", "1", "--num_shards", "1",
+    ]  # fmt: skip
+    made = run_module("data_prep.create_pretraining_data", argv)
+    assert made.returncode == 0, made.stderr[-3000:]
+    record = json.loads((out / "settings.json").read_text())
+    assert record["command"] == "data_prep.create_pretraining_data" and record["argv"] == argv
+    assert record["input_sha256"]["input_file"] == {str(corpus): hashlib.sha256(corpus.read_bytes()).hexdigest()}
+    before = (out / "settings.json").read_text()
+    again = run_module("data_prep.create_pretraining_data", argv)  # no --overwrite: refused
+    assert again.returncode == 1 and "already holds a dataset" in again.stderr, again.stderr[-2000:]
+    assert (out / "settings.json").read_text() == before

@@ -6,9 +6,10 @@ import random
 import numpy as np
 import pytest
 
+from albert_tf.tokenization import is_start_piece
 from data_prep import documents
 from data_prep.instances import InstanceBuilder, InstanceOptions, truncate_seq_pair
-from data_prep.masking import MaskingOptions, NgramMasker, is_start_piece
+from data_prep.masking import MaskingOptions, NgramMasker
 from data_prep.tfrecord import encode_example, write_record
 
 PIECES = [
@@ -154,3 +155,36 @@ def test_example_encoding_parses_in_tensorflow(tmp_path):
     assert list(example.features.feature["input_ids"].int64_list.value) == [2, 5, 70000, 3, 0]
     assert list(example.features.feature["negative"].int64_list.value) == [-1]
     np.testing.assert_allclose(example.features.feature["weights"].float_list.value, [1.0, 0.25])
+
+
+# ---- data_prep on a full disk: one line, the old dataset kept (hardening probes) ----
+def test_data_prep_out_of_disk_is_one_line_and_keeps_the_old_dataset(fox_spm, tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from albert_tf.publish import STAGING_PREFIX
+    from data_prep import pipeline
+
+    from toy_inputs import TOY_LINES
+
+    (tmp_path / "in.txt").write_text("\n\n".join(" ".join(TOY_LINES[i : i + 5]) for i in range(0, 200, 5)))
+    settings = pipeline.Settings(
+        input_file=str(tmp_path / "in.txt"),
+        output_dir=str(tmp_path / "out"),
+        spm_model_file=fox_spm,
+        max_seq_length=32,
+        dupe_factor=1,
+        num_shards=2,
+        overwrite=True,
+    )
+    pipeline.run(settings)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")}
+
+    def full_disk(stream, record):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(pipeline, "write_record", full_disk)
+    with pytest.raises(pipeline.DataPrepError, match="out: no space left on device while writing the dataset"):
+        pipeline.run(settings)
+    after = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")}
+    assert after == before and not [p for p in os.listdir(tmp_path / "out") if p.startswith(STAGING_PREFIX)]

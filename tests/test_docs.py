@@ -58,3 +58,30 @@ def test_bench_scripts_find_the_peer_harness_in_the_checkout():
     for script in (REPO / "bench").rglob("*.py"):
         text = script.read_text(encoding="utf-8")
         assert not re.search(r"shared/peer_bench|[\"']peer_bench[\"']", text), script.name
+
+
+def failure_table_rows():
+    """(what happens, [(test file, test function)]) for each row of docs/failures.md's table."""
+    rows = []
+    for line in (REPO / "docs" / "failures.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| ") and not line.startswith("| what happens |"):
+            cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+            rows.append((cells[0], re.findall(r"`tests/(test_\w+\.py)::(test_\w+)`", cells[-1])))
+    return rows
+
+
+def test_every_failure_row_names_a_test_that_exists():
+    import ast
+
+    rows = failure_table_rows()
+    assert len(rows) > 40
+    missing = []
+    for what, tests in rows:
+        if not tests:
+            missing.append(f"{what}: names no test")
+        for file, function in tests:
+            path = REPO / "tests" / file
+            tree = ast.parse(path.read_text(encoding="utf-8")) if path.exists() else ast.Module(body=[])
+            if function not in {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}:
+                missing.append(f"{what}: tests/{file}::{function} does not exist")
+    assert missing == []

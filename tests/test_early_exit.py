@@ -7,22 +7,12 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertBackbone
-from albert_tf.config import AlbertConfig
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
 from albert_tf.tasks.losses import depth_weighted_loss, depth_weights, exit_classification_loss, exit_regression_loss
 
+from early_exit_helpers import build, reference_exit
+
 TINY = "configs/albert_tiny.json"
-
-
-def build(num_classes=3, seed=0, **config_changes):
-    keras.utils.set_random_seed(seed)
-    fields = {**AlbertConfig.from_json_file(TINY).backbone_kwargs(), **config_changes}
-    backbone = AlbertBackbone(**fields)
-    # Larger head weights than the 0.02 init, so that the classifiers disagree across layers and rows.
-    model = AlbertEarlyExitClassifier(backbone, num_classes=num_classes)
-    kernel = model.exit_classifiers.kernel
-    kernel.assign(np.random.default_rng(seed).normal(0, 1.0, kernel.shape).astype("float32"))
-    return model
 
 
 def inputs(batch=8, seq=12, seed=1):
@@ -31,25 +21,6 @@ def inputs(batch=8, seq=12, seed=1):
     mask = np.ones_like(ids)
     mask[0, seq // 2 :] = 0
     return {"input_ids": ids, "input_mask": mask, "segment_ids": (np.arange(seq) >= seq // 3) * np.ones_like(ids)}
-
-
-def reference_exit(exit_logits, patience, threshold=None):
-    """The rule in plain numpy, row by row: exit when `patience` consecutive classifiers agree."""
-    answers, layers = [], []
-    for row in exit_logits:
-        run = 0
-        for j, logits in enumerate(row):
-            if j == 0:
-                run = 1
-            elif threshold is None:
-                run = run + 1 if logits.argmax() == row[j - 1].argmax() else 1
-            else:
-                run = run + 1 if abs(logits[0] - row[j - 1][0]) < threshold else 1
-            if run >= patience or j == len(row) - 1:
-                answers.append(logits)
-                layers.append(j + 1)
-                break
-    return np.array(answers), np.array(layers)
 
 
 def test_depth_weights_and_loss_are_the_papers():
@@ -378,7 +349,9 @@ def test_text_signatures_and_warmup_requests_of_an_early_exit_export(tmp_path, w
     from albert_tf.tokenization import SentencePieceTokenizer
 
     model = build(num_classes=2, vocab_size=4000)
-    path = export_saved_model(model, str(tmp_path / "serving"), version=1, spm_model_file=wikitext_spm)
+    path = export_saved_model(
+        model, str(tmp_path / "serving"), version=1, tokenizer=SentencePieceTokenizer(wikitext_spm)
+    )
     loaded = tf.saved_model.load(path)
     assert set(SIGNATURES) <= set(loaded.signatures)
     tokenizer = SentencePieceTokenizer(wikitext_spm)

@@ -7,12 +7,12 @@ import sys
 import keras
 import numpy as np
 import pytest
-from test_early_exit import build, reference_exit
 
 from albert_tf.cli.predict import run
 from albert_tf.inference import PredictError, pack, pad_batch
 from albert_tf.tokenization import SentencePieceTokenizer
 
+from early_exit_helpers import build, reference_exit
 from interop_helpers import save_ours
 from paths import REPO
 

@@ -57,11 +57,12 @@ def test_serve_text_pair_rejects_mismatched_batches_and_keeps_serving(toy_spm, t
     from albert_tf.config import AlbertConfig
     from albert_tf.export import export_saved_model
     from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.tokenization import SentencePieceTokenizer
 
     config = json.loads((CONFIGS / "albert_tiny.json").read_text())
     backbone = AlbertBackbone.from_albert_config(AlbertConfig.from_dict(dict(config, vocab_size=60)))  # toy vocab
     export = export_saved_model(
-        backbone, str(tmp_path / "export"), spm_model_file=toy_spm, max_seq_length=16, warmup=False
+        backbone, str(tmp_path / "export"), tokenizer=SentencePieceTokenizer(toy_spm), max_seq_length=16, warmup=False
     )
     done = subprocess.run(
         [sys.executable, "-c", SERVE_MISMATCHED, export],
@@ -325,8 +326,8 @@ def long_run_texts(lines):
 def test_long_runs_and_the_word_budget_never_change_surviving_ids(real_data, wikitext_spm):
     import tensorflow as tf
 
-    from albert_tf.tf_tokenization import TFSentencePieceTokenizer
     from albert_tf.tokenization import SentencePieceTokenizer, encode_pieces
+    from albert_tf.tokenization.tf_sentencepiece import TFSentencePieceTokenizer
 
     lines = [
         l.strip()

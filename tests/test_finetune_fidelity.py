@@ -257,7 +257,7 @@ def test_run_squad_trains_the_epoch_derived_steps(real_data, pretraining_data, t
     from albert_tf.run_squad import SquadSettings, run
     from albert_tf.tasks.squad import SquadTask
 
-    from test_squad import squad_slice
+    from squad_helpers import squad_slice
 
     source = real_data / "squad_v1.1" / "dev-v1.1.json"
     train = squad_slice(real_data, tmp_path, "train.json", source, slice(0, 4))

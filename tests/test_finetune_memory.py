@@ -59,3 +59,30 @@ def test_batch_must_divide_into_micro_batches():
 
     with pytest.raises(FineTuneError, match="--train_batch_size 10 must divide by --grad_accum_steps 4"):
         _ = FineTuneSettings(output_dir="x", train_batch_size=10, grad_accum_steps=4).micro_batch_size
+
+
+# ---- a batch far beyond the machine's memory is refused before training (hardening probes) ----
+@pytest.mark.parametrize("remat", [False, True])
+def test_a_batch_far_beyond_memory_is_refused_before_training(tmp_path, monkeypatch, remat):
+    from albert_tf import memory_check
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.models.classifier import AlbertClassifier
+    from albert_tf.tasks import losses, training
+    from albert_tf.tasks.settings import FineTuneSettings
+
+    from toy_inputs import good_request
+
+    monkeypatch.setattr(memory_check, "available_bytes", lambda: 2 * 2**30)  # a 2 GiB machine
+    backbone = AlbertBackbone.from_albert_config(str(CONFIGS / "albert_base_v2.json"), remat=remat)
+    model = AlbertClassifier(backbone, 2)
+    features = good_request(4)
+    del features["masked_lm_positions"]
+    batch = 100_000 if remat else 2_000
+    settings = FineTuneSettings(
+        output_dir=str(tmp_path / "out"), train_batch_size=batch, max_seq_length=128, verbose=False
+    )
+    with pytest.raises(memory_check.MemoryLimitError, match=f"^--train_batch_size: {batch} sequences of 128 per step"):
+        training.train(model, None, settings, losses.classification_loss, None, "accuracy")
+    assert not (tmp_path / "out").exists()
+    # What fits is not refused: the lower bound of a real batch.
+    memory_check.check_batch_fits(backbone.albert_config, model.count_params(), 8, 128, remat)

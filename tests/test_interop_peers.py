@@ -226,3 +226,67 @@ def test_we_load_keras_hub_own_presets_with_the_same_numbers(tmp_path, task):
     files = ["model.weights.h5"] + (["task.weights.h5"] if task else [])
     for name in files:
         assert _keras_hub_structure(tmp_path / "again" / name) == _keras_hub_structure(tmp_path / "kh" / name)
+
+
+def real_texts(real_data, name):
+    """SST-2 dev sentences, SQuAD dev contexts and questions, or NSMC reviews (Korean)."""
+    import csv
+    import json
+
+    if name == "sst2":
+        with open(real_data / "glue" / "SST-2" / "dev.tsv", encoding="utf-8") as f:
+            return [row[0] for row in list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]]
+    if name == "squad":
+        articles = json.loads((real_data / "squad_v1.1" / "dev-v1.1.json").read_text(encoding="utf-8"))["data"]
+        return [
+            t for a in articles[:8] for p in a["paragraphs"] for t in [p["context"]] + [q["question"] for q in p["qas"]]
+        ]
+    reviews = []
+    for path in sorted((real_data / "nsmc" / "raw").glob("*.json"))[40:70]:  # not the vocabulary's own reviews
+        reviews += [r["review"] for r in json.loads(path.read_text(encoding="utf-8"))]
+    return reviews
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize(
+    "data",
+    [
+        "sst2",
+        pytest.param(
+            "squad",
+            marks=pytest.mark.xfail(
+                strict=True, reason="open: a SQuAD context differs at a digit-comma piece (hf_tokenizer)"
+            ),
+        ),
+        "nsmc",
+    ],
+)
+def test_auto_tokenizer_on_our_hf_export_gives_our_ids_on_real_text(
+    tmp_path, real_data, wikitext_spm, korean_spm, data
+):
+    transformers = pytest.importorskip("transformers")
+    ours = SentencePieceTokenizer(korean_spm if data == "nsmc" else wikitext_spm)
+    (tmp_path / "hf").mkdir()
+    formats.save(build("classifier"), str(tmp_path / "hf"), "hf", ours)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    texts = real_texts(real_data, data)
+    assert len(texts) > 800
+    differing = []
+    for text in texts:
+        expected = [ours.cls_id] + ours.encode(text) + [ours.sep_id]
+        got = theirs(text)["input_ids"]
+        if got != expected:
+            differing.append((text, expected, got))
+    # The one documented difference (albert_tf.formats.hf_tokenizer): a tie between two orders of the
+    # same pieces with the same score (runs like ㅜㅜㅜ), which SentencePiece and tokenizers break apart.
+    score = ours.sp_model.get_score
+    for text, expected, got in differing:
+        assert sorted(got) == sorted(expected), (text, ours.sp_model.id_to_piece(expected), got)
+        assert sum(map(score, got)) == pytest.approx(sum(map(score, expected)), abs=1e-4), text
+    assert len(differing) <= len(texts) // 100, f"{len(differing)} ties of {len(texts)}"
+    if data == "squad":  # pairs: [CLS] question [SEP] context [SEP] with segment ids 0 then 1
+        question, context = texts[1], texts[0]
+        pair = theirs(question, context)
+        a, b = ours.encode(question), ours.encode(context)
+        assert pair["input_ids"] == [ours.cls_id, *a, ours.sep_id, *b, ours.sep_id]
+        assert pair["token_type_ids"] == [0] * (len(a) + 2) + [1] * (len(b) + 1)

@@ -3,30 +3,17 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
 from albert_tf.locking import LOCK_FILE, LockError, OutputDirLock
 from albert_tf.publish import STAGING_PREFIX
 
-HOLD = (
-    "import sys, time\nfrom albert_tf.locking import OutputDirLock\n"
-    "with OutputDirLock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(600)\n"
-)
-
-
-def hold_lock(directory):
-    """A process that holds the lock of `directory` until killed (returns once it holds it)."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(directory)],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    )
-    assert process.stdout.readline().strip() == "held"  # blocks until the lock is taken: no timing involved
-    return process
+from locking_helpers import hold_lock
 
 
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
@@ -114,3 +101,56 @@ def test_data_prep_refuses_a_busy_dir_and_cleans_the_staging_of_killed_runs(tmp_
         "spm.model",  # the vocabulary travels with the data
         "tokenizer.json",
     ]
+
+
+# Each contender waits for `go`, tries the lock, reports; the one that holds it stays inside until every
+# other has reported, so exactly one holder is the only correct count (no timing involved).
+CONTEND = """
+import json, os, sys, time
+from albert_tf.locking import LockError, OutputDirLock
+directory, reports, contenders = sys.argv[1], sys.argv[2], int(sys.argv[3])
+open(os.path.join(reports + "-ready", str(os.getpid())), "w").close()
+while not os.path.exists(os.path.join(reports, "go")):
+    time.sleep(0.001)
+def report(outcome):
+    with open(os.path.join(reports, str(os.getpid())), "w") as f:
+        f.write(outcome)
+try:
+    with OutputDirLock(directory, note=lambda message: None):
+        report("held")
+        while len(os.listdir(reports)) < contenders + 1:
+            time.sleep(0.005)
+except LockError:
+    report("refused")
+except Exception as error:
+    report(f"crashed: {type(error).__name__}: {error}")
+"""
+
+
+def test_a_stale_lock_is_taken_over_by_exactly_one_of_many_processes(tmp_path):
+    contenders, trials = 8, 30
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    for trial in range(trials):
+        directory, reports = tmp_path / f"out{trial}", tmp_path / f"reports{trial}"
+        directory.mkdir()
+        reports.mkdir()
+        ready = tmp_path / f"reports{trial}-ready"
+        ready.mkdir()
+        stale = {"pid": dead_pid, "host": socket.gethostname(), "started": "earlier", "command": "killed"}
+        (directory / LOCK_FILE).write_text(json.dumps(stale))
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-c", CONTEND, str(directory), str(reports), str(contenders)],
+                cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            )
+            for _ in range(contenders)
+        ]
+        while len(os.listdir(ready)) < contenders:  # all started: they try at once
+            time.sleep(0.01)
+        (reports / "go").write_text("")
+        for process in processes:
+            process.wait(timeout=300)
+        outcomes = sorted((reports / str(p.pid)).read_text() for p in processes)
+        assert outcomes == ["held"] + ["refused"] * (contenders - 1), f"trial {trial}: {outcomes}"
+        assert not (directory / LOCK_FILE).exists()

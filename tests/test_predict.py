@@ -203,3 +203,51 @@ def test_one_call_loads_a_model_directory_and_predicts_on_texts(tmp_path, toy_sp
     assert len(predictor.fill_mask("the [MASK] fox", top_k=2)[0]) == 2
     with pytest.raises(PredictError, match="3 texts but 1 second segments"):
         predict(directory, texts, texts_b[:1])
+
+
+# ---- --output_file that is --input_file; a line over the segmenting limit (hardening probes) ----
+def test_predict_refuses_an_output_file_that_is_the_input_file(tmp_path, monkeypatch):
+    from albert_tf.predict import PredictError, run
+
+    lines = tmp_path / "lines.txt"
+    lines.write_text("one line\nanother line\n")
+    (tmp_path / "link.txt").symlink_to(lines)
+    os_link = tmp_path / "hard.txt"
+    os_link.hardlink_to(lines)
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    for output in (
+        str(lines),
+        "../lines.txt",
+        str(tmp_path / "sub" / ".." / "lines.txt"),
+        "../link.txt",
+        "../hard.txt",
+    ):
+        with pytest.raises(PredictError, match="is --input_file .* it would be overwritten"):
+            run("no-model-needed", input_file=str(lines), output_file=output)
+    assert lines.read_text() == "one line\nanother line\n"
+    with pytest.raises(PredictError, match="is a directory"):
+        run("no-model-needed", input_file=str(lines), output_file=str(tmp_path))
+
+
+def test_predict_names_the_line_whose_text_is_over_the_limit(fox_spm, tmp_path):
+    from albert_tf import formats
+    from albert_tf.predict import PredictError, run
+    from albert_tf.tokenization import MAX_SEGMENTED_CHARS
+
+    from toy_inputs import toy_backbone
+
+    model_dir = str(tmp_path / "model")
+    formats.save(toy_backbone(), model_dir)
+    lines = tmp_path / "lines.txt"
+    lines.write_text("a fine line\n" + "z" * (MAX_SEGMENTED_CHARS + 5) + "\n")
+    output = tmp_path / "out.npy"
+    with pytest.raises(PredictError, match=f"^{lines}:2: a text of 1,000,005 characters"):
+        run(model_dir, input_file=str(lines), output_file=str(output), spm_model_file=fox_spm, progress=False)
+    with pytest.raises(PredictError, match="^--text:1: a text of 1,000,005 characters"):
+        run(model_dir, text="z" * (MAX_SEGMENTED_CHARS + 5), spm_model_file=fox_spm)
+    assert not output.exists()
+    # A long line with spaces is fine (only its first words are tokenised).
+    lines.write_text("the quick brown fox " * 250_000 + "\n")
+    run(model_dir, input_file=str(lines), output_file=str(output), spm_model_file=fox_spm, progress=False)
+    assert np.load(output).shape == (1, 64)

@@ -11,12 +11,12 @@ import time
 
 import numpy as np
 import pytest
-from test_pretraining import cli, common_args, final_weights, latest_checkpoint_step
 
 from albert_tf import preemption
 from albert_tf.locking import LOCK_FILE
 
 from paths import REPO
+from pretraining_helpers import cli, common_args, final_weights, latest_checkpoint_step
 
 
 def test_stop_signals_defer_the_first_signal_and_restore_the_handlers():

@@ -3,70 +3,16 @@
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from paths import CONFIGS, REPO
+from paths import CONFIGS
+from pretraining_helpers import cli, common_args, final_weights, free_ports, latest_checkpoint_step
 
 pytestmark = pytest.mark.realdata
 SEQ = 64
-
-
-def cli(args, env=None, **kwargs):
-    return subprocess.Popen(
-        [sys.executable, "-m", "albert_tf.run_pretraining"] + args,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})},
-        **kwargs,
-    )
-
-
-def common_args(data, output_dir, steps, **extra):
-    args = {
-        "input_file": data["data"],
-        "albert_config_file": data["config"],
-        "output_dir": output_dir,
-        "train_batch_size": 16,
-        "num_train_steps": steps,
-        "num_warmup_steps": 2,
-        "learning_rate": 0.01,
-        "save_checkpoints_steps": 5,
-        "log_every_steps": 5,
-        "deterministic": True,
-        "export": False,
-    }
-    args.update(extra)
-    return [f"--{k}={v}" if not isinstance(v, bool) else (f"--{k}" if v else f"--no{k}") for k, v in args.items()]
-
-
-def latest_checkpoint_step(checkpoint_dir) -> int:
-    """The step of the checkpoint the `checkpoint` state file names (-1: none yet)."""
-    import tensorflow as tf
-
-    latest = tf.train.latest_checkpoint(str(checkpoint_dir)) if os.path.isdir(checkpoint_dir) else None
-    return int(latest.rsplit("-", 1)[1]) if latest else -1
-
-
-def final_weights(output_dir):
-    from albert_tf.config import AlbertConfig
-    from albert_tf.formats import load_weights
-    from albert_tf.models.backbone import AlbertBackbone
-    from albert_tf.models.pretrainer import AlbertPretrainer
-
-    final = os.path.join(output_dir, "final")
-    model = AlbertPretrainer(
-        AlbertBackbone.from_albert_config(AlbertConfig.from_json_file(os.path.join(final, "albert_config.json")))
-    )
-    load_weights(model, final)
-    return model.get_weights()
 
 
 @pytest.mark.slow
@@ -136,16 +82,6 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(pretraining_data, tmp_
     assert again.returncode == 0 and "nothing to train" in out
 
 
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 @pytest.mark.slow
 def test_two_local_workers_finish_with_identical_weights(pretraining_data, tmp_path):
     ports = free_ports(2)
@@ -173,6 +109,7 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
     from albert_tf.export import export_pretraining_run
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.tokenization import SentencePieceTokenizer
 
     settings = TrainSettings(
         output_dir=str(tmp_path),
@@ -188,7 +125,7 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
         settings,
         pretraining_data["config"],
         pretraining_data["data"],
-        spm_model_file=pretraining_data["spm"],
+        tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
         strategy_name="mirrored",
     )
     summary["outputs"].update(export_pretraining_run(str(tmp_path), version=4, max_seq_length=SEQ))
@@ -221,7 +158,7 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     from albert_tf.inputs.shard_reader import DataError
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainingError, TrainSettings
-    from albert_tf.tokenization import TokenizerError
+    from albert_tf.tokenization import SentencePieceTokenizer, TokenizerError, resolve_tokenizer
 
     settings = TrainSettings(
         output_dir=str(tmp_path / "out"), train_batch_size=8, max_seq_length=SEQ, num_train_steps=2, verbose=False
@@ -231,13 +168,12 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     other_length = TrainSettings(output_dir=str(tmp_path / "out"), max_seq_length=128, num_train_steps=2)
     with pytest.raises(DataError, match=r"sequence length 64 \(--max_seq_length is 128\)"):
         pretrain(other_length, pretraining_data["config"], pretraining_data["data"])
+    # The CLI resolves --spm_model_file into the tokenizer `pretrain` takes.
     with pytest.raises(TokenizerError, match=r"--spm_model_file .*missing.model: cannot be read \(No such file"):
-        pretrain(
-            settings,
-            pretraining_data["config"],
-            pretraining_data["data"],
-            spm_model_file=str(tmp_path / "missing.model"),
-        )
+        resolve_tokenizer(files={"spm_model_file": str(tmp_path / "missing.model")}, required=False)
+    cased = SentencePieceTokenizer(pretraining_data["spm"], do_lower_case=False)
+    with pytest.raises(DataError, match="do_lower_case is False but the data was made with do_lower_case True"):
+        pretrain(settings, pretraining_data["config"], pretraining_data["data"], tokenizer=cased)
     with pytest.raises(DataError, match=r"vocabulary of 4000 pieces \(the config's vocab_size is 8000\)"):
         pretrain(settings, str(CONFIGS / "albert_tiny.json"), pretraining_data["data"])
     small = json.loads(open(pretraining_data["config"]).read())
@@ -413,6 +349,7 @@ def test_best_and_final_carry_the_datas_vocabulary_with_no_flag(pretraining_data
         assert loaded.tokenizer is not None and loaded.tokenizer.model_sha256 == expected, published
     record = json.loads((output_dir / "settings.json").read_text())
     assert record["flags"]["num_train_steps"] == 4 and record["input_sha256"]["input_file"]
+    assert record["vocabulary_sha256"] == expected  # the data's vocabulary, not null
 
 
 @pytest.mark.slow

@@ -15,22 +15,10 @@ from data_prep.documents import read_documents
 from data_prep.pipeline import DataPrepError, Settings, run
 
 from paths import REPO
+from pretraining_helpers import read_dataset
 
 pytestmark = pytest.mark.realdata
 SEQ = 128
-
-
-def read_dataset(directory):
-    import tensorflow as tf
-
-    from albert_tf.inputs.shard_reader import decode_batch, feature_description
-    from albert_tf.shard_set import PretrainingData
-
-    data = PretrainingData.load(str(directory))
-    spec = feature_description(data.max_seq_length, data.max_predictions_per_seq)
-    records = tf.data.TFRecordDataset(data.shard_paths()).batch(100000)
-    batches = [decode_batch(b, spec) for b in records]
-    return data.metadata, {k: np.concatenate([b[k].numpy() for b in batches]) for k in spec}
 
 
 def make_settings(tmp_path, spm_model, input_file, **overrides):

@@ -202,3 +202,51 @@ def test_a_full_disk_while_checkpointing_names_the_path_and_leaves_no_temp_dir(p
         "no earlier checkpoint exists; free space (or fix the directory) and run the same command again"
     )
     assert not [p for p in os.listdir(checkpoints) if "_temp" in p]
+
+
+# ---- settings out of range; a resume with another batch size (hardening probes) ----
+@pytest.mark.parametrize(
+    "name,value",
+    [
+        ("num_train_steps", 0),
+        ("save_checkpoints_steps", 0),
+        ("keep_checkpoint_max", 0),
+        ("train_batch_size", -8),
+        ("learning_rate", -1e-3),
+        ("learning_rate", float("nan")),
+        ("max_predictions_per_seq", 0),
+        ("log_every_steps", 0),
+        ("num_warmup_steps", -1),
+        ("grad_accum_steps", 0),
+    ],
+)
+def test_pretraining_settings_refuse_values_out_of_range(tmp_path, name, value):
+    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+
+    with pytest.raises(TrainingError, match=f"^--{name} {value}: must be"):
+        TrainSettings(output_dir=str(tmp_path), **{name: value})
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_resume_with_another_batch_size_is_one_clear_error(pretraining_data, tmp_path):
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+
+    def settings(batch, steps):
+        return TrainSettings(
+            output_dir=str(tmp_path / "run"),
+            train_batch_size=batch,
+            max_seq_length=64,
+            num_train_steps=steps,
+            num_warmup_steps=0,
+            save_checkpoints_steps=2,
+            verbose=False,
+        )
+
+    pretrain(settings(8, 2), pretraining_data["config"], pretraining_data["data"])
+    kept = sorted(os.listdir(tmp_path / "run" / "checkpoints"))
+    with pytest.raises(TrainingError, match="trained with --train_batch_size 8 \\(now 4\\).*same flags"):
+        pretrain(settings(4, 4), pretraining_data["config"], pretraining_data["data"])
+    assert sorted(os.listdir(tmp_path / "run" / "checkpoints")) == kept
+    pretrain(settings(8, 4), pretraining_data["config"], pretraining_data["data"])  # the same flags resume

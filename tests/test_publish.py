@@ -98,3 +98,33 @@ def test_every_writer_uses_the_one_staging_prefix():
     assert data_prep.pipeline.STAGING_PREFIX is publish.STAGING_PREFIX
     assert saved_model.remove_stale_staging is tflite.remove_stale_staging is publish.remove_stale_staging
     assert data_prep.pipeline.remove_stale_staging is publish.remove_stale_staging
+
+
+# ---- file modes: what is published follows the umask (hardening probes) ----
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def modes(directory):
+    return {str(p.relative_to(directory)): oct(p.stat().st_mode & 0o777) for p in [directory, *directory.rglob("*")]}
+
+
+def test_published_directories_and_files_follow_the_umask(umask_022, tmp_path):
+    from albert_tf import formats
+    from albert_tf.convert_checkpoint import convert
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.tasks import best_model  # what fine-tuning publishes as best/
+
+    from paths import CONFIGS
+
+    backbone = AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json"))
+    model_dir = str(tmp_path / "model")
+    formats.save(backbone, model_dir)
+    convert(model_dir, output_dir=str(tmp_path / "hf"), output_format="hf")
+    assert modes(tmp_path / "hf")["model.safetensors"] == "0o644"
+    best_model.save(backbone, str(tmp_path / "run"), {"accuracy": 0.5})
+    best = modes(tmp_path / "run" / "best")
+    assert best["."] == "0o755" and set(best.values()) <= {"0o755", "0o644"}, best

@@ -103,3 +103,22 @@ def test_no_usable_file_is_a_clear_error(tmp_path):
     (tmp_path / "dev" / "middle" / "1.txt").write_text("not json at all")
     with pytest.raises(race.RaceDataError, match=r"no usable RACE example \(1 records or questions skipped: .*1.txt: "):
         race.read_examples(str(tmp_path), "dev", ("middle",))
+
+
+# ---- one bad question drops that question, not its article (hardening probes) ----
+@pytest.mark.realdata
+def test_race_bad_question_drops_only_itself(real_data, tmp_path):
+    from albert_tf.tasks import race
+
+    source = sorted((real_data / "race" / "dev" / "middle").glob("*.txt"))[0]
+    record = json.loads(source.read_text(encoding="utf-8"))
+    assert len(record["questions"]) >= 3
+    record["options"][1] = record["options"][1][:3]  # three options
+    record["answers"][0] = [record["answers"][0]]  # a list, not a letter
+    (tmp_path / "dev" / "middle").mkdir(parents=True)
+    (tmp_path / "dev" / "middle" / source.name).write_text(json.dumps(record))
+    examples, report = race.read_examples(str(tmp_path), "dev", ("middle",))
+    kept = [i for i in range(len(record["questions"])) if i not in (0, 1)]
+    assert [e.question for e in examples] == [record["questions"][i] for i in kept]
+    assert [e.label for e in examples] == ["ABCD".index(record["answers"][i]) for i in kept]
+    assert report["skipped"] == 2 and f"{source.name}: question 1: needs" in report["first_problems"][1]

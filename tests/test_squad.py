@@ -7,6 +7,8 @@ import warnings
 import numpy as np
 import pytest
 
+from squad_helpers import squad_slice
+
 pytestmark = pytest.mark.realdata
 
 
@@ -144,16 +146,6 @@ def test_bad_answers_are_skipped_and_reported(real_data, tmp_path):
         squad.read_examples(str(tmp_path / "not.json"), is_training=True)
 
 
-def squad_slice(real_data, tmp_path, name, source, paragraphs):
-    data = json.loads(source.read_text(encoding="utf-8"))
-    article = data["data"][0]
-    article["paragraphs"] = article["paragraphs"][paragraphs]
-    data["data"] = [article]
-    path = tmp_path / name
-    path.write_text(json.dumps(data))
-    return str(path)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "version,source", [("1.1", "squad_v1.1/dev-v1.1.json"), ("2.0", "squad_v2.0/dev-v2.0.Normans-Rhine.json")]
@@ -223,11 +215,16 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
     if version == "2.0":
         from albert_tf.export import export_saved_model
         from albert_tf.models.span_qa_answerability import AlbertSpanQAv2
+        from albert_tf.tokenization import SentencePieceTokenizer
 
         assert isinstance(best, AlbertSpanQAv2)
         # The fine-tuned head exports (the export verifies its signatures against Keras).
         export_saved_model(
-            best, str(tmp_path / "served"), spm_model_file=pretraining_data["spm"], max_seq_length=96, warmup=False
+            best,
+            str(tmp_path / "served"),
+            tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
+            max_seq_length=96,
+            warmup=False,
         )
         null_odds = json.load(open(tmp_path / "out" / "null_odds.json"))
         assert set(null_odds) == set(predictions)
@@ -237,3 +234,58 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
         chosen = max(summary["history"], key=lambda h: h["f1"])  # the checkpoint best/ holds
         spans_only = squad.evaluate(dev_examples, {q: e[0]["text"] for q, e in nbest.items()})
         assert chosen["HasAns_f1_answering_all"] == pytest.approx(spans_only["HasAns_f1"], abs=1e-6)
+
+
+# ---- malformed SQuAD JSON, duplicate ids (hardening probes) ----
+def squad_file(tmp_path, qas, context="Paris is in France.", top=None):
+    data = top if top is not None else {"data": [{"paragraphs": [{"context": context, "qas": qas}]}]}
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def good_question(qas_id="q1"):
+    return {"id": qas_id, "question": "Where is Paris?", "answers": [{"text": "France", "answer_start": 12}]}
+
+
+@pytest.mark.parametrize(
+    "bad,problem",
+    [
+        ({"id": "b", "question": "Where?"}, "no answer with an answer_start"),
+        ({"id": "b", "question": "Where?", "answers": [{"text": "France", "answer_start": "12"}]}, '"answers" must be'),
+        ({"id": "b", "question": "Where?", "answers": "France"}, '"answers" must be'),
+        ({"id": "b", "question": "Where?", "answers": [{"text": "France", "answer_start": -3}]}, "is not at"),
+        ({"question": "Where?", "answers": []}, 'needs an "id" and a "question"'),
+        ({"id": "b", "question": None, "answers": []}, 'needs an "id" and a "question"'),
+        (good_question("q1"), "question q1: duplicate id"),
+    ],
+)
+def test_squad_malformed_questions_are_skipped_and_named(tmp_path, bad, problem):
+    from albert_tf.tasks import squad
+
+    path = squad_file(tmp_path, [good_question("q1"), bad, good_question("q3")])
+    examples, report = squad.read_examples(path, is_training=True)
+    assert [e.qas_id for e in examples] == ["q1", "q3"]
+    assert report["skipped"] == 1 and problem in report["first_problems"][0]
+    assert "data[0].paragraphs[0]" in report["first_problems"][0]
+
+
+def test_squad_malformed_files_are_one_clear_error(tmp_path):
+    from albert_tf.tasks import squad
+
+    for top in ([good_question()], {"data": {"x": 1}}, {"version": "1.1"}):
+        with pytest.raises(squad.SquadDataError, match='not a SQuAD JSON file \\(expected an object with a "data"'):
+            squad.read_examples(squad_file(tmp_path, [], top=top), is_training=False)
+    no_context = {
+        "data": [{"paragraphs": [{"qas": [good_question()]}, {"context": "x", "qas": [good_question("q2")]}]}]
+    }
+    examples, report = squad.read_examples(squad_file(tmp_path, [], top=no_context), is_training=False)
+    assert [e.qas_id for e in examples] == ["q2"] and report["skipped"] == 1
+    assert 'paragraphs[0]: needs a "context" string' in report["first_problems"][0]
+    with pytest.raises(squad.SquadDataError, match="no usable question"):
+        squad.read_examples(squad_file(tmp_path, [], top={"data": [{"paragraphs": "none"}]}), is_training=False)
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(squad.SquadDataError, match="not a SQuAD JSON file \\(RecursionError"):
+        squad.read_examples(str(tmp_path / "deep.json"), is_training=False)
+    (tmp_path / "bom.json").write_text(json.dumps({"data": no_context["data"]}), encoding="utf-8-sig")
+    assert [e.qas_id for e in squad.read_examples(str(tmp_path / "bom.json"), is_training=False)[0]] == ["q2"]

@@ -62,7 +62,7 @@ def test_digit_comma_resplit_as_the_original(wikitext_spm):
 def test_tf_text_twin_gives_identical_ids_on_wikitext(wikitext_spm, real_data):
     import tensorflow as tf
 
-    from albert_tf.tf_tokenization import TFSentencePieceTokenizer
+    from albert_tf.tokenization.tf_sentencepiece import TFSentencePieceTokenizer
 
     tok = SentencePieceTokenizer(wikitext_spm)
     twin = TFSentencePieceTokenizer(tok.model_proto)
@@ -81,7 +81,7 @@ def test_tf_text_twin_gives_identical_ids_on_wikitext(wikitext_spm, real_data):
 def test_tf_text_twin_gives_identical_ids_on_korean(korean_spm, korean_reviews):
     import tensorflow as tf
 
-    from albert_tf.tf_tokenization import TFSentencePieceTokenizer
+    from albert_tf.tokenization.tf_sentencepiece import TFSentencePieceTokenizer
 
     tok = SentencePieceTokenizer(korean_spm)
     twin = TFSentencePieceTokenizer(tok.model_proto)
@@ -153,3 +153,22 @@ def test_train_sentencepiece_cli_uncased_and_cased(tmp_path):
     )
     assert missing.returncode != 0
     assert "nothing*.txt" in missing.stderr and "Traceback" not in missing.stderr
+
+
+# ---- resource cliffs: a text without spaces over the segmenting limit (hardening probes) ----
+def test_text_without_spaces_over_the_limit_is_refused_and_with_spaces_is_bounded(fox_spm):
+    from albert_tf.tokenization import MAX_SEGMENTED_CHARS, SentencePieceTokenizer, TokenizerError
+
+    from toy_inputs import TOY_LINES
+
+    tokenizer = SentencePieceTokenizer(fox_spm)
+    no_spaces = "thequickbrownfox" * (MAX_SEGMENTED_CHARS // 16 + 1)
+    with pytest.raises(TokenizerError, match="^a text of 1,000,0.. characters to segment at once, over the limit"):
+        tokenizer.encode(no_spaces, max_ids=16)
+    with pytest.raises(TokenizerError, match="over the limit of 1,000,000"):
+        tokenizer.encode(no_spaces)
+    # With spaces only the first max_ids words are segmented: no limit reached, the ids of the start.
+    long_text = " ".join(TOY_LINES * 200)
+    assert len(long_text) > 2 * MAX_SEGMENTED_CHARS
+    assert tokenizer.encode(long_text, max_ids=16) == tokenizer.encode(" ".join(TOY_LINES[:3]))[:16]
+    assert tokenizer.encode(no_spaces[:1000], max_ids=16) == tokenizer.encode(no_spaces[:1000])[:16]

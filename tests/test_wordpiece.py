@@ -93,8 +93,8 @@ def test_bad_vocab_files_and_flags_are_clear_errors(tmp_path):
 def test_tf_twin_gives_identical_ids(wordpiece_vocab, wordpiece_corpus, do_lower_case):
     import tensorflow as tf
 
-    from albert_tf.tf_tokenization import TFWordPieceTokenizer, tf_tokenizer_for
-    from albert_tf.tokenization import WordPieceTokenizer
+    from albert_tf.tokenization import WordPieceTokenizer, tf_tokenizer_for
+    from albert_tf.tokenization.tf_wordpiece import TFWordPieceTokenizer
 
     python = WordPieceTokenizer(wordpiece_vocab, do_lower_case=do_lower_case)
     graph = tf_tokenizer_for(python)
@@ -181,9 +181,9 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     from albert_tf.tokenization import WordPieceTokenizer
     from data_prep.pipeline import Settings
     from data_prep.pipeline import run as create_data
-    from tests.test_pretraining_data import read_dataset
 
     from paths import CONFIGS
+    from pretraining_helpers import read_dataset
 
     tokenizer = WordPieceTokenizer(wordpiece_vocab, do_lower_case=False)
     # Corpus: one document per Chinese sentence pair, per 20 Korean reviews, per 40 WikiText sentences.
@@ -235,9 +235,7 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
         save_checkpoints_steps=3,
         verbose=False,
     )
-    summary = pretrain(
-        settings, str(tmp_path / "albert_config.json"), str(tmp_path / "data"), vocab_file=wordpiece_vocab
-    )
+    summary = pretrain(settings, str(tmp_path / "albert_config.json"), str(tmp_path / "data"), tokenizer=tokenizer)
     summary["outputs"].update(export_pretraining_run(settings.output_dir, version=3, max_seq_length=64))
     served = tf.saved_model.load(summary["outputs"]["saved_model_pretrainer"])
     assert "vocab.txt" in os.listdir(os.path.join(summary["outputs"]["saved_model_pretrainer"], "assets"))
@@ -286,7 +284,10 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     assert loaded.vocab_file.endswith("vocab.txt") and loaded.spm_model_file is None
     assert loaded.model.backbone.albert_config.hidden_act == "relu"
     path = export_saved_model(
-        loaded.model, str(tmp_path / "export"), vocab_file=loaded.vocab_file, do_lower_case=False, max_seq_length=64
+        loaded.model,
+        str(tmp_path / "export"),
+        tokenizer=WordPieceTokenizer(loaded.vocab_file, do_lower_case=False),
+        max_seq_length=64,
     )
     classifier = tf.saved_model.load(path).signatures["serve_text"]
     review = rows[-1][0]

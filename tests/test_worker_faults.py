@@ -14,10 +14,11 @@ import types
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_pretraining import cli, common_args, final_weights, free_ports, latest_checkpoint_step
 
 from albert_tf.inputs.shard_reader import pretraining_dataset, resolve_input
 from albert_tf.pretraining import worker_faults
+
+from pretraining_helpers import cli, common_args, final_weights, free_ports, latest_checkpoint_step
 
 pytestmark = pytest.mark.realdata
 

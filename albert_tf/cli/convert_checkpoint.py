@@ -22,10 +22,11 @@ from absl import flags
 
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.run_record import SETTINGS_FILE, write_settings
+from albert_tf.cli.run_record import record_settings
 from albert_tf.config import AlbertConfig
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_files
+from albert_tf.run_layout import SETTINGS_FILE
 
 FLAGS = flags.FLAGS
 
@@ -115,7 +116,7 @@ def main(argv):
         FLAGS.vocab_file,
         FLAGS.do_lower_case,
     )
-    write_settings(FLAGS.output_dir)
+    record_settings(FLAGS.output_dir)
     for note in notes:
         print(f"note: {note}")
     for path in written:

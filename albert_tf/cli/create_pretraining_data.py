@@ -14,6 +14,8 @@ from absl import flags
 
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import settings_from_flags
+from albert_tf.cli.run_record import write_settings
+from albert_tf.locking import OutputDirLock
 from data_prep import documents as documents_lib
 from data_prep.instances import ONE_SENTENCE_CHUNK_MODES
 from data_prep.pipeline import Settings, run, sentences_per_document_note
@@ -64,7 +66,11 @@ def define_flags():
 
 def main(argv):
     settings = settings_from_flags(Settings)
-    metadata = run(settings, argv[1:])
+    # settings.json beside the dataset, written under the run's lock once the dataset is: a refused run
+    # (bad flags, a dataset there without --overwrite) leaves the directory's record as it was.
+    with OutputDirLock(settings.output_dir):
+        metadata = run(settings, argv[1:])
+        write_settings(settings.output_dir)
     counts = metadata["counts"]
     print(
         f"wrote {metadata['num_instances']} instances in {len(metadata['shards'])} shards to "

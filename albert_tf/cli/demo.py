@@ -25,6 +25,7 @@ from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.job import pretrain
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainSettings
+from albert_tf.tokenization import SentencePieceTokenizer
 from data_prep.documents import split_sentences
 
 DEMO_CONFIG = os.path.join(shipped_configs_dir(), "albert_tiny.json")
@@ -133,7 +134,7 @@ def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
     )
     say(f"4/5 pretraining albert_tiny for {steps} steps (batch {BATCH_SIZE} x {SEQ_LENGTH}, LAMB)")
     start = time.perf_counter()
-    summary = pretrain(settings, DEMO_CONFIG, train_input, spm_model_file=spm_model)
+    summary = pretrain(settings, DEMO_CONFIG, train_input, tokenizer=SentencePieceTokenizer(spm_model))
     summary["outputs"].update(
         export_pretraining_run(output_dir, version=summary["end_step"], max_seq_length=SEQ_LENGTH)
     )

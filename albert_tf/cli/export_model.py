@@ -12,7 +12,7 @@ from absl import flags
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags
-from albert_tf.cli.run_record import write_settings
+from albert_tf.cli.run_record import record_settings
 from albert_tf.export.common import ExportError
 from albert_tf.export.patience_signatures import EARLY_EXIT_MODELS, export_early_exit_tflite
 from albert_tf.export.precision import PRECISIONS
@@ -85,6 +85,8 @@ def main(argv):
     loaded = formats.load(
         FLAGS.model_dir, FLAGS.albert_config_file, FLAGS.spm_model_file, FLAGS.vocab_file, FLAGS.do_lower_case
     )
+    # Written once the export has checked its flags and holds the output directory's lock.
+    record_settings(FLAGS.output_dir, loaded.tokenizer)
     if FLAGS.format == "saved_model":
         path = export_saved_model(
             loaded.model,
@@ -111,7 +113,6 @@ def main(argv):
         if isinstance(loaded.model, EARLY_EXIT_MODELS):
             export_early_exit_tflite(loaded.model, FLAGS.output_dir, FLAGS.max_seq_length)
     tokenizer = loaded.tokenizer
-    write_settings(FLAGS.output_dir, tokenizer)
     print(
         json.dumps(
             {

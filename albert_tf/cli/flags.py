@@ -5,10 +5,11 @@ Names and help are the original's where it has the flag.
 
 import dataclasses
 import typing
-from typing import Type, TypeVar
+from typing import Dict, Optional, Type, TypeVar
 
 from absl import flags
 
+from albert_tf import tokenization
 from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES
 
 FLAGS = flags.FLAGS
@@ -16,11 +17,13 @@ Settings = TypeVar("Settings")
 
 
 def define_vocabulary_flags(default_help: str = "", lower_case_flag: bool = True) -> None:
-    """--spm_model_file / --vocab_file (at most one) and, where the command tokenizes, --do_lower_case."""
-    flags.DEFINE_string("spm_model_file", None, "SentencePiece model (or --vocab_file)." + default_help)
-    flags.DEFINE_string(
-        "vocab_file", None, "WordPiece vocab.txt (Chinese models), instead of --spm_model_file." + default_help
-    )
+    """Each tokenizer kind's vocabulary flag (at most one given) and, where the command tokenizes, --do_lower_case.
+
+    The flags are the registry's (--spm_model_file, --vocab_file, ...), so a new kind adds its own.
+    """
+    for kind in tokenization.kinds():
+        others = ", ".join(f"--{other.flag}" for other in tokenization.kinds() if other is not kind)
+        flags.DEFINE_string(kind.flag, None, f"{kind.description} (instead of {others})." + default_help)
     if lower_case_flag:
         flags.DEFINE_bool(
             "do_lower_case",
@@ -28,6 +31,11 @@ def define_vocabulary_flags(default_help: str = "", lower_case_flag: bool = True
             "Lowercase. Default: the setting saved with the model "
             "(tokenizer.json), else True (the released English models are uncased).",
         )
+
+
+def vocabulary_flag_values() -> Dict[str, Optional[str]]:
+    """{flag: value} of the vocabulary flags (for `resolve_tokenizer(files=...)`)."""
+    return {kind.flag: FLAGS[kind.flag].value for kind in tokenization.kinds()}
 
 
 def define_model_flags(init_help: str = "Google's TF1 checkpoint, our model dir, run dir or .keras.") -> None:

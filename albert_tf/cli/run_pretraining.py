@@ -22,16 +22,17 @@ from absl import flags
 from albert_tf import preemption
 from albert_tf.cli import demo
 from albert_tf.cli.app import our_flags, run_cli
-from albert_tf.cli.flags import define_speed_flags, define_vocabulary_flags, settings_from_flags
-from albert_tf.cli.run_record import write_settings
+from albert_tf.cli.flags import define_speed_flags, define_vocabulary_flags, settings_from_flags, vocabulary_flag_values
+from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
 from albert_tf.export import export_pretraining_run
 from albert_tf.export.from_run import SAVED_MODEL_DIR
 from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.health import DIVERGENCE_ACTIONS, SENTENCE_TASKS
-from albert_tf.pretraining.job import evaluate_checkpoints, pretrain
+from albert_tf.pretraining.job import data_tokenizer, evaluate_checkpoints, pretrain
 from albert_tf.pretraining.settings import TrainSettings
 from albert_tf.pretraining.strategy import make_strategy
+from albert_tf.tokenization import resolve_tokenizer
 
 FLAGS = flags.FLAGS
 
@@ -169,7 +170,11 @@ def main(argv):
         for step, metrics in checkpoints.items():
             print(json.dumps({"global_step": step, **metrics}), flush=True)
         return
-    write_settings(settings.output_dir)
+    # Written once pretrain() has checked its inputs and holds the lock; the vocabulary is the data's.
+    record_settings(
+        settings.output_dir,
+        tokenizer_loader=lambda: data_tokenizer(data_input, FLAGS.spm_model_file, FLAGS.vocab_file),
+    )
     with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75
         summary = pretrain(
             settings,
@@ -177,8 +182,9 @@ def main(argv):
             data_input,
             eval_file=FLAGS.eval_file,
             init_checkpoint=FLAGS.init_checkpoint,
-            spm_model_file=FLAGS.spm_model_file,
-            vocab_file=FLAGS.vocab_file,
+            tokenizer=resolve_tokenizer(
+                files=vocabulary_flag_values(), do_lower_case=data_input.data.do_lower_case, required=False
+            ),
             strategy=strategy,
         )
         if FLAGS.export and summary["outputs"]:

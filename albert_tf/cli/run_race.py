@@ -18,7 +18,7 @@ from absl import flags
 from albert_tf import preemption
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, define_task_flags, settings_from_flags
-from albert_tf.cli.run_record import write_settings
+from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
 from albert_tf.tasks import race, runner
 from albert_tf.tasks.settings import FineTuneSettings
@@ -70,7 +70,7 @@ def from_flags() -> "tuple[race.RaceTask, RaceSettings]":
 def main(argv):
     del argv
     task, settings = from_flags()
-    write_settings(settings.output_dir)
+    record_settings(settings.output_dir)  # written once the run holds the lock
     with preemption.stop_signals():  # the work done, a signal before the exit must not fail it
         runner.print_summary(run(task, settings))
 

@@ -6,9 +6,12 @@ inputs the flags name (data files and directories, the vocabulary), so a run
 can be reproduced and its inputs checked later. A data_prep directory is
 hashed through its `metadata.json` (which holds every shard's sha256).
 
-The record is replaced atomically; a rerun in the same directory (a resumed
+The record is written once the run holds the directory's lock
+(`record_settings`): a run refused by its flags or by the lock writes
+nothing. It is replaced atomically; a rerun in the same directory (a resumed
 pretraining run) records its own invocation and keeps the earlier ones in
-`previous`.
+`previous`. Only regular files are hashed (a FIFO or a link to a device is
+recorded as such, not read), within a budget of files and bytes.
 """
 
 import datetime
@@ -16,14 +19,16 @@ import glob
 import hashlib
 import json
 import os
+import stat
 import sys
-from typing import Dict, Iterable, Optional
+from typing import Callable, Dict, Iterable, List, Optional
 
 from absl import flags
 
 import albert_tf
 from albert_tf.cli.app import our_flags
 from albert_tf.formats import run_dir
+from albert_tf.locking import when_locked
 from albert_tf.publish import staged_file
 from albert_tf.run_layout import SETTINGS_FILE
 
@@ -43,11 +48,33 @@ INPUT_FLAGS = (
 )
 DATA_METADATA = "metadata.json"  # a data_prep directory: its shards' hashes are inside
 KEPT_PREVIOUS = 20
+# The hashing budget of one record: an input past it is named, not hashed (a run does not wait on its record).
+MAX_HASHED_FILES = 10_000
+MAX_HASHED_BYTES = 8 << 30
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
+class _Budget:
+    def __init__(self):
+        self.files, self.bytes = MAX_HASHED_FILES, MAX_HASHED_BYTES
+
+
+def _sha256(path: str, budget: Optional[_Budget] = None) -> str:
+    """The file's sha256; a FIFO, device or socket (itself or through a link) is not read: a note instead."""
+    budget = budget or _Budget()
+    try:
+        # O_NONBLOCK: opening a FIFO does not wait for a writer; what it is is known before any read.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        return f"not read: {error.strerror}"
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "not hashed: not a regular file"
+        if budget.files <= 0 or info.st_size > budget.bytes:
+            return "not hashed: over the record's hashing budget"
+        budget.files -= 1
+        budget.bytes -= info.st_size
+        digest = hashlib.sha256()
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -69,12 +96,20 @@ def _files_of(value: str) -> Iterable[str]:
 
 
 def input_hashes(values: Dict[str, object]) -> Dict[str, Dict[str, str]]:
-    """{flag: {file: sha256}} for the input flags that are set."""
-    hashes = {}
+    """{flag: {file: sha256, or why it is not hashed}} for the input flags that are set."""
+    hashes, budget = {}, _Budget()
     for name in INPUT_FLAGS:
         if values.get(name):
-            hashes[name] = {path: _sha256(path) for path in _files_of(values[name])}
+            hashes[name] = {path: _sha256(path, budget) for path in _files_of(values[name])}
     return hashes
+
+
+def command_name() -> str:
+    """The command as typed: `albert_tf.export` for `python -m albert_tf.export` (not `__main__.py`)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name:
+        return spec.name.removesuffix(".__main__")
+    return os.path.basename(sys.argv[0]) if sys.argv else ""
 
 
 def flag_values(flag_values_: Optional[flags.FlagValues] = None) -> Dict[str, object]:
@@ -85,11 +120,32 @@ def flag_values(flag_values_: Optional[flags.FlagValues] = None) -> Dict[str, ob
     return dict(sorted(values.items()))
 
 
+def record_settings(
+    output_dir: str,
+    tokenizer=None,
+    flag_values_: Optional[flags.FlagValues] = None,
+    *,
+    tokenizer_loader: Optional[Callable[[], object]] = None,
+) -> None:
+    """Writes `output_dir/settings.json` once this process holds the directory's lock (at once if it does).
+
+    Call it after the flags are checked and before the work: the run's
+    library call takes the lock, and the record is written then; a run the
+    lock refuses writes none. `tokenizer` (or `tokenizer_loader()`, called
+    then) supplies `vocabulary_sha256`.
+    """
+
+    def write() -> List[str]:
+        return [write_settings(output_dir, tokenizer_loader() if tokenizer_loader else tokenizer, flag_values_)]
+
+    when_locked(output_dir, write)
+
+
 def write_settings(output_dir: str, tokenizer=None, flag_values_: Optional[flags.FlagValues] = None) -> str:
-    """Writes `output_dir/settings.json` for this invocation; returns its path."""
+    """Writes `output_dir/settings.json` for this invocation now; returns its path (`record_settings` waits)."""
     values = flag_values(flag_values_)
     record = {
-        "command": os.path.basename(sys.argv[0]) if sys.argv else "",
+        "command": command_name(),
         "argv": sys.argv[1:],
         "albert_tf_version": albert_tf.__version__,
         "written_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

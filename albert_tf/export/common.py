@@ -1,28 +1,23 @@
 """What every export format shares: the error, the model's test inputs, output comparison."""
 
-from typing import Dict, Optional
+from typing import Dict
 
 import numpy as np
 
 from albert_tf.errors import AlbertError
 from albert_tf.export.signatures import MLM_POSITIONS
 from albert_tf.formats.table import backbone_of
-from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
+from albert_tf.tokenization import check_vocab_size
 
 
 class ExportError(AlbertError, RuntimeError):
     """An export that cannot be made or does not match its model; nothing was written."""
 
 
-def python_tokenizer(
-    model, tokenizer, spm_model_file: Optional[str], vocab_file: Optional[str], do_lower_case: Optional[bool]
-):
-    """The export's tokenizer (given, or from the files), None for an ids-only export; sized as the model."""
-    if tokenizer is None:
-        tokenizer = resolve_tokenizer(spm_model_file, vocab_file, do_lower_case, required=False)
+def check_tokenizer_fits(model, tokenizer) -> None:
+    """The export's tokenizer (None: an ids-only export) must have the model's vocabulary size."""
     if tokenizer is not None:
         check_vocab_size(backbone_of(model).albert_config.vocab_size, tokenizer, "export")
-    return tokenizer
 
 
 def random_inputs(model, batch: int, seq: int, predictions: int = 3, seed: int = 0) -> Dict[str, np.ndarray]:

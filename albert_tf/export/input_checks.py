@@ -28,9 +28,10 @@ from a table of the valid values; `check_patience` names it in Python).
 
 Example:
 
+>>> import dataclasses
 >>> import numpy as np
 >>> from albert_tf.config import AlbertConfig
->>> config = AlbertConfig(vocab_size=100)
+>>> config = dataclasses.replace(AlbertConfig.from_json_file("configs/albert_tiny.json"), vocab_size=100)
 >>> ids = np.array([[2, -7, 3]], "int32")
 >>> check_tflite_inputs({"input_ids": ids}, config, {"input_ids": (1, -1)}, max_seq_length=8)
 Traceback (most recent call last):

@@ -24,12 +24,13 @@ import shutil
 from typing import Optional
 
 from albert_tf.export import patience_signatures, verify
-from albert_tf.export.common import ExportError, python_tokenizer
+from albert_tf.export.common import ExportError, check_tokenizer_fits
 from albert_tf.export.precision import VERIFY_ATOL, with_precision
 from albert_tf.export.warmup import write_warmup_requests
 from albert_tf.formats.table import backbone_of
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import remove_stale_staging, staged_dir
+from albert_tf.tokenization import tf_tokenizer_for
 
 SERVING_CONFIG = "serving_config.json"
 
@@ -56,13 +57,10 @@ def export_saved_model(
     model,
     export_base: str,
     version: Optional[int] = None,
-    spm_model_file: Optional[str] = None,
-    do_lower_case: Optional[bool] = None,
+    tokenizer=None,
     max_seq_length: int = 128,
     top_k: int = 5,
     warmup: bool = True,
-    vocab_file: Optional[str] = None,
-    tokenizer=None,
     jit_compile: bool = False,
     precision: str = "float32",
 ) -> str:
@@ -72,10 +70,8 @@ def export_saved_model(
         model: any albert_tf Keras model (backbone, pretrainer, task model).
         export_base: TF Serving's model base path.
         version: the version directory (default: the next free number); an existing one is refused.
-        spm_model_file: adds the text signatures and the spm asset.
-        do_lower_case: the text signatures' lowercasing (as in training; default True).
-        vocab_file: a WordPiece vocab.txt instead of `spm_model_file`.
-        tokenizer: the model's `Tokenizer` instead of the files (e.g. `formats.load(...).tokenizer`).
+        tokenizer: the model's `Tokenizer` (e.g. `formats.load(...).tokenizer`): adds the text
+            signatures (its lowercasing) and the vocabulary asset. None: ids only.
         max_seq_length: the text signatures' truncation length.
         top_k: MLM candidates returned.
         warmup: write TF Serving warm-up requests.
@@ -101,7 +97,8 @@ def export_saved_model(
     if precision != "float32" and isinstance(model, patience_signatures.EARLY_EXIT_MODELS):
         raise ExportError(f"--precision {precision}: early-exit models are exported in float32 only")
     model = with_precision(model, precision)
-    vocab_tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
+    check_tokenizer_fits(model, tokenizer)
+    vocab_tokenizer = tokenizer
     with OutputDirLock(export_base):
         remove_stale_staging(export_base)
         if version is None:
@@ -113,7 +110,7 @@ def export_saved_model(
 
 def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, warmup, jit_compile, precision):
     config = backbone_of(model).albert_config
-    in_graph = vocab_tokenizer.to_tf() if vocab_tokenizer is not None else None
+    in_graph = tf_tokenizer_for(vocab_tokenizer) if vocab_tokenizer is not None else None
     special_ids = vocab_tokenizer.special_ids if vocab_tokenizer is not None else None
     with staged_dir(os.path.join(export_base, str(version))) as staging:
         endpoints = patience_signatures.endpoints_class(model)(

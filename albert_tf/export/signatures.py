@@ -4,7 +4,7 @@
   `segment_ids` [batch, seq], plus e.g. `masked_lm_positions`).
 - `serve_text` (string `text_a` [batch]) and `serve_text_pair` (`text_a`,
   `text_b`): tokenised in-graph with tf-text exactly as in training (see
-  `albert_tf.tf_tokenization`), packed `[CLS] a [SEP] (b [SEP])`, truncated
+  `albert_tf.tokenization.tf_sentencepiece`), packed `[CLS] a [SEP] (b [SEP])`, truncated
   as the original (longer segment first) to `max_seq_length`, padded to the
   longest row of the batch. Invalid UTF-8 is replaced by U+FFFD first, as
   Python's `bytes.decode(errors="replace")`. For the MLM model, each literal

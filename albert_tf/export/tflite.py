@@ -25,8 +25,8 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.export.common import (
     ExportError,
+    check_tokenizer_fits,
     compare_outputs,
-    python_tokenizer,
     random_inputs,
 )
 from albert_tf.export.full_integer import quantize_full_integer
@@ -202,9 +202,6 @@ def export_tflite(
     quantize: str = "none",
     max_seq_length: int = 128,
     max_predictions_per_seq: int = 20,
-    spm_model_file: Optional[str] = None,
-    do_lower_case: Optional[bool] = None,
-    vocab_file: Optional[str] = None,
     tokenizer=None,
     representative_data: Optional[str] = None,
     representative_task: Optional[str] = None,
@@ -228,7 +225,7 @@ def export_tflite(
         )
     if max_predictions_per_seq < 1 or max_predictions_per_seq > max_seq_length:
         raise ExportError(f"--max_predictions_per_seq {max_predictions_per_seq}: must be in [1, --max_seq_length]")
-    tokenizer = python_tokenizer(model, tokenizer, spm_model_file, vocab_file, do_lower_case)
+    check_tokenizer_fits(model, tokenizer)
     signature = tflite_input_signature(model)
     samples = None
     if representative_data and quantize != "full_int8":
@@ -236,7 +233,9 @@ def export_tflite(
     if quantize == "full_int8":
         texts = read_texts(representative_data, representative_task, representative_samples_count)
         if tokenizer is None:
-            raise ExportError("--quantize full_int8: needs the model's tokenizer (--spm_model_file or --vocab_file)")
+            raise ExportError(
+                "--quantize full_int8: needs the model's tokenizer (a vocabulary flag or one saved with it)"
+            )
         samples = representative_samples(texts, tokenizer, list(signature[0]), max_seq_length, max_predictions_per_seq)
     with OutputDirLock(output_dir):
         remove_stale_staging(output_dir)
@@ -246,7 +245,8 @@ def export_tflite(
 
 def verify_lengths(max_seq_length: int) -> List[int]:
     """The sequence lengths an export is checked at: short, middle and full."""
-    return sorted({min(5, max_seq_length), max(3, max_seq_length // 3), max_seq_length})
+    # At least 4: `random_inputs` masks positions in the first half and pads row 0's second half.
+    return sorted({min(5, max_seq_length), min(max_seq_length, max(4, max_seq_length // 3)), max_seq_length})
 
 
 def _write(model, output_dir, quantize, signature, max_seq_length, samples, tokenizer, config) -> str:

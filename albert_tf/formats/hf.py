@@ -2,7 +2,8 @@
 
 An HF directory holds `config.json` (`model_type: albert`), `model.safetensors`
 (or shards with `model.safetensors.index.json`) and the tokenizer files
-(`spiece.model`, `tokenizer_config.json`). Tensor names are those of
+(`spiece.model`, `tokenizer_config.json`, and `tokenizer.json`, with which
+`AutoTokenizer` gives our ids: `albert_tf.formats.hf_tokenizer`). Tensor names are those of
 transformers' `modeling_albert.py`: `AlbertModel` has no prefix, every other
 architecture puts the encoder under `albert.`. Linear weights are `[out, in]`
 (our Dense kernels transposed); query/key/value and the attention output are
@@ -30,7 +31,6 @@ Example:
 
 import json
 import os
-import shutil
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -39,6 +39,7 @@ from safetensors.numpy import load_file, save_file
 
 from albert_tf.config import REQUIRED_FIELDS, AlbertConfig, ConfigError
 from albert_tf.confined import path_inside
+from albert_tf.formats import hf_tokenizer
 from albert_tf.formats.base import Format
 from albert_tf.formats.loaded import LoadedModel
 from albert_tf.formats.table import (
@@ -74,6 +75,7 @@ WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
 SPM_FILE = "spiece.model"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+HF_TOKENIZER_FILE = "tokenizer.json"
 SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 PICKLE_FILES = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 TRANSFORMERS_VERSION = "5.23.0"  # the version whose save_pretrained output we write (and test with)
@@ -369,7 +371,7 @@ def architecture_of(model) -> str:
 
 
 def tokenizer_files(do_lower_case: bool = True) -> Dict[str, Dict]:
-    """tokenizer_config.json and special_tokens_map.json for HF's AlbertTokenizer."""
+    """tokenizer_config.json and special_tokens_map.json for transformers (with `tokenizer.json`)."""
     special = {
         "bos_token": "[CLS]",
         "eos_token": "[SEP]",
@@ -385,7 +387,8 @@ def tokenizer_files(do_lower_case: bool = True) -> Dict[str, Dict]:
         "keep_accents": False,
         "remove_space": True,
         "model_max_length": 512,
-        "tokenizer_class": "AlbertTokenizer",
+        # The generic fast class reads tokenizer.json as written; AlbertTokenizer rebuilds its own pipeline.
+        "tokenizer_class": hf_tokenizer.TOKENIZER_CLASS,
     }
     return {TOKENIZER_CONFIG_FILE: config, SPECIAL_TOKENS_FILE: special}
 
@@ -412,10 +415,18 @@ def save_hf_dir(model, directory: str, spm_model_file: Optional[str] = None) -> 
     )
     save_file(export_table(model, table), os.path.join(directory, WEIGHTS_FILE), metadata={"format": "pt"})
     if spm_model_file:
-        shutil.copyfile(spm_model_file, os.path.join(directory, SPM_FILE))
-        for name, values in tokenizer_files().items():
-            _write_json(os.path.join(directory, name), values)
+        write_tokenizer(directory, SentencePieceTokenizer(spm_model_file))
     return sorted(os.listdir(directory))
+
+
+def write_tokenizer(directory: str, tokenizer) -> None:
+    """`spiece.model` and transformers' tokenizer files for our SentencePiece `tokenizer`."""
+    with open(os.path.join(directory, SPM_FILE), "wb") as f:
+        f.write(tokenizer.model_proto)
+    for name, values in tokenizer_files(tokenizer.do_lower_case).items():
+        _write_json(os.path.join(directory, name), values)
+    with open(os.path.join(directory, HF_TOKENIZER_FILE), "w", encoding="utf-8") as f:
+        json.dump(hf_tokenizer.tokenizer_json(tokenizer), f, ensure_ascii=False)
 
 
 # ---- the format (albert_tf.formats) -----------------------------------------------------------
@@ -454,8 +465,9 @@ class HfFormat(Format):
 
     def save(self, model, directory, tokenizer=None) -> None:
         """The model, and the tokenizer when it is a SentencePiece one (the only kind an HF directory holds)."""
-        spm = tokenizer.model_file if isinstance(tokenizer, SentencePieceTokenizer) else None
-        save_hf_dir(model, directory, spm)
+        save_hf_dir(model, directory)
+        if isinstance(tokenizer, SentencePieceTokenizer):
+            write_tokenizer(directory, tokenizer)
 
     def near_miss(self, path: str) -> Optional[str]:
         if os.path.isdir(path) and not os.path.isfile(os.path.join(path, CONFIG_FILE)):

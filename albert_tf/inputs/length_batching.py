@@ -169,7 +169,7 @@ def train_dataset(
     16 and the features' length) that holds its longest row. Shapes: batch
     dimension fixed, sequence dimension unknown (`None`) with known rank. Without
     it: `shuffle(count, seed, reshuffle_each_iteration=True).repeat().batch(...)`,
-    the fixed padding of `albert_tf.finetuning.train_dataset`.
+    the fixed padding of `albert_tf.tasks.datasets.train_dataset`.
 
     Each pool holds consecutive examples of the shuffled, repeated stream, so
     `k` pools that span whole epochs hold every example once per epoch.

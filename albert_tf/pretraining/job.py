@@ -25,23 +25,30 @@ from albert_tf.pretraining.settings import TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import is_chief, make_strategy
 from albert_tf.run_layout import CHECKPOINT_DIR, FINAL_DIR, PRETRAINING_SUMMARY_FILE
 from albert_tf.shard_set import DataError
-from albert_tf.tokenization import check_vocab_size, resolve_tokenizer
+from albert_tf.tokenization import Tokenizer, check_vocab_size, load_tokenizer_dir
 
 
-def data_tokenizer(train_input: PretrainingInput, spm_model_file: Optional[str], vocab_file: Optional[str]):
-    """The data's tokenizer: the vocabulary flag, else the data's own; lowercasing as the data was made.
+def data_tokenizer(train_input: PretrainingInput, tokenizer: Optional[Tokenizer] = None) -> Optional[Tokenizer]:
+    """The data's tokenizer: the one given, else the one data_prep wrote beside the shards.
+
+    None for data made before data_prep wrote one, and no tokenizer given.
 
     Raises:
-        DataError: both files given, or a vocabulary other than the one the data was made with.
+        DataError: a vocabulary or lowercasing other than the ones the data was made with.
     """
-    if spm_model_file and vocab_file:
-        raise DataError("give at most one of --spm_model_file and --vocab_file")
-    # Without a flag: the vocabulary data_prep wrote beside the shards (None for data made before it did).
-    model_dir = None if spm_model_file or vocab_file else train_input.data.directory
-    tokenizer = resolve_tokenizer(spm_model_file, vocab_file, train_input.data.do_lower_case, model_dir, required=False)
+    data = train_input.data
     if tokenizer is None:
-        return None
-    train_input.data.check_vocabulary(tokenizer.model_sha256, tokenizer.model_file)
+        if not data.directory:
+            return None
+        tokenizer = load_tokenizer_dir(data.directory, data.do_lower_case)
+        if tokenizer is None:
+            return None
+    elif tokenizer.do_lower_case != data.do_lower_case:
+        raise DataError(
+            f"{tokenizer.model_file}: the tokenizer's do_lower_case is {tokenizer.do_lower_case} but the data "
+            f"was made with do_lower_case {data.do_lower_case} (its metadata.json)"
+        )
+    data.check_vocabulary(tokenizer.model_sha256, tokenizer.model_file)
     return tokenizer
 
 
@@ -84,8 +91,7 @@ def pretrain(
     *,
     eval_file: Optional[Union[str, PretrainingInput]] = None,
     init_checkpoint: Optional[str] = None,
-    spm_model_file: Optional[str] = None,
-    vocab_file: Optional[str] = None,
+    tokenizer: Optional[Tokenizer] = None,
     strategy_name: str = "default",
     tpu: Optional[str] = None,
     strategy=None,
@@ -98,7 +104,7 @@ def pretrain(
         input_file: shards (directory, glob or comma list), or an already resolved `PretrainingInput`.
         eval_file: eval shards (default: the training shards, as the original).
         init_checkpoint: warm start of a fresh run (Google's TF1 checkpoint or ours).
-        spm_model_file / vocab_file: the data's vocabulary, saved into `final/` with the data's lowercasing.
+        tokenizer: the data's tokenizer (default: the one saved beside the data), saved into `final/`.
         strategy_name / tpu: the tf.distribute strategy (or `strategy`, already made: a multi-worker
             strategy must exist before any TensorFlow op runs, so the CLI makes it first).
     """
@@ -122,7 +128,7 @@ def pretrain(
         corrupt = train_input.data.corrupt_shards()
         if corrupt:
             raise DataError(f"{', '.join(corrupt)}: checksum differs from metadata.json (corrupt or replaced)")
-    tokenizer = data_tokenizer(train_input, spm_model_file, vocab_file)
+    tokenizer = data_tokenizer(train_input, tokenizer)
     check_vocab_size(config.vocab_size, tokenizer, albert_config_file)
     # Before anything is built or written: an absurd config or batch would be killed minutes later.
     memory_check.check_config_fits(config, albert_config_file, settings.max_seq_length, settings.remat)

@@ -73,6 +73,32 @@ def build_cases():
         for jit, tag in ((0, "eager"), (1, "compile")):
             c[f"infer-b{b}-hf-albert-{tag}"] = ("torch", "hf_albert.py", infer(b, steps, warm) + ["--jit", str(jit)])
         c[f"infer-b{b}-hf-bert-eager"] = ("torch", "hf_albert.py", infer(b, steps, warm) + ["--model", "bert"])
+    c.update(realwork_cases())
+    return c
+
+
+def realwork_cases():
+    """Real GLUE text, one shared spm (ours_realwork.py, hf_realwork.py, kh_realwork.py); runtime 'bench' is the
+    venv with bench/requirements-bench.txt (ONNX Runtime, OpenVINO)."""
+    c = {}
+    for task in ("SST-2", "CoLA", "MRPC"):
+        ft = ["--work", "finetune", "--task", task]
+        c[f"rw-ft-{task}-ours-grouped"] = ("tf", "ours_realwork.py", ft + ["--length_grouping", "1"])
+        c[f"rw-ft-{task}-ours-fixed128"] = ("tf", "ours_realwork.py", ft + ["--length_grouping", "0"])
+        c[f"rw-ft-{task}-hf-default"] = ("torch", "hf_realwork.py", ft)
+        c[f"rw-ft-{task}-hf-grouped"] = ("torch", "hf_realwork.py", ft + ["--group_by_length", "1"])
+        c[f"rw-ft-{task}-kh-512"] = ("tf", "kh_realwork.py", ft)
+        c[f"rw-ft-{task}-kh-128"] = ("tf", "kh_realwork.py", ft + ["--sequence_length", "128"])
+    for work in ("classify", "request"):
+        w, tag = ["--work", work], "cls" if work == "classify" else "req"
+        c[f"rw-{tag}-ours-savedmodel"] = ("tf", "ours_realwork.py", w + ["--engine", "savedmodel"])
+        c[f"rw-{tag}-ours-openvino"] = ("bench", "ours_realwork.py", w + ["--engine", "openvino"])
+        for engine in ("eager", "compile", "ort", "ort-int8", "ov-onnx"):
+            runtime = "torch" if engine in ("eager", "compile") else "bench"
+            c[f"rw-{tag}-hf-{engine}"] = (runtime, "hf_realwork.py", w + ["--engine", engine])
+    c["rw-cls-ours-keras"] = ("tf", "ours_realwork.py", ["--work", "classify", "--engine", "keras"])
+    c["rw-cls-kh-512"] = ("tf", "kh_realwork.py", ["--work", "classify"])
+    c["rw-cls-kh-128"] = ("tf", "kh_realwork.py", ["--work", "classify", "--sequence_length", "128"])
     return c
 
 
@@ -101,6 +127,10 @@ SUITES = {
     "infer32": [n for n in build_cases() if n.startswith("infer-b32-")],
 }
 SUITES["infer"] = SUITES["infer1"] + SUITES["infer32"]
+for _tag in ("ft", "cls", "req"):
+    SUITES[f"rw-{_tag}"] = [n for n in realwork_cases() if n.startswith(f"rw-{_tag}-")]
+SUITES["rw-ft-SST-2"] = [n for n in SUITES["rw-ft"] if n.startswith("rw-ft-SST-2-")]
+SUITES["realwork"] = SUITES["rw-ft"] + SUITES["rw-cls"] + SUITES["rw-req"]
 SUITES["all"] = SUITES["train"] + SUITES["bert"] + SUITES["infer"]
 
 
@@ -148,6 +178,42 @@ def run_case(name, case, py, timeout_s, passthrough, precision="float32"):
         return base
     rec.update(base)
     return rec
+
+
+def realwork_figure(r):
+    for key, unit in (("examples_per_s", "examples/s"), ("texts_per_s", "texts/s"), ("median_ms", "ms")):
+        if key in r:
+            return r[key], unit
+    return None, ""
+
+
+def realwork_line(r):
+    value, unit = realwork_figure(r)
+    return f"{value} {unit}, cpu use {r.get('cpu_use')}, load {r.get('loadavg')}, rss {r['wait4_maxrss_mb']:.0f} MB"
+
+
+def realwork_table(recs):
+    """Real-work runs: median over rounds of each case's figure, its range, CPU use, load; per CPU kind."""
+    out = []
+    for kind in sorted({r.get("cpu_kind", "?") for r in recs}):
+        out.append(f"CPU kind: {kind}\n")
+        out.append("| case | figure (median over rounds) | range | unit | cpu use | load (1 min) | rounds |")
+        out.append("|---|---|---|---|---|---|---|")
+        by_case = {}
+        for r in recs:
+            if r.get("cpu_kind", "?") == kind:
+                by_case.setdefault(r["case"], []).append(r)
+        for case, runs in by_case.items():
+            vals = [realwork_figure(r)[0] for r in runs]
+            unit = realwork_figure(runs[0])[1]
+            use = statistics.median(r["cpu_use"] for r in runs)
+            load_1 = statistics.median(r["loadavg"][0] for r in runs)
+            out.append(
+                f"| {case} | {statistics.median(vals):.3g} | {fmt_range(vals)} | {unit} | {use:.2f} | {load_1:.1f} "
+                f"| {len(runs)} |"
+            )
+        out.append("")
+    return "\n".join(out)
 
 
 def load(paths):
@@ -332,6 +398,11 @@ def main():
         default=os.environ.get("BENCH_TORCH_PYTHON", "python"),
         help="python of the torch venv (torch, transformers)",
     )
+    ap.add_argument(
+        "--bench-python",
+        default=os.environ.get("BENCH_ENGINE_PYTHON", "/work/benchvenv/bin/python"),
+        help="python of the venv with bench/requirements-bench.txt (ONNX Runtime, OpenVINO) for the rw-* engine cases",
+    )
     ap.add_argument("--timeout", type=float, default=420.0, help="per-process limit, seconds")
     ap.add_argument("--out", default="", help="append JSON lines here")
     ap.add_argument("--baseline", default=None, help="case the speed ratios refer to")
@@ -347,6 +418,9 @@ def main():
         return
     if a.table is not None:
         recs = [r for r in load(a.table) if not a.only or re.search(a.only, r["case"])]
+        if any("work" in r for r in recs):
+            print(realwork_table([r for r in recs if "work" in r]))
+            recs = [r for r in recs if "work" not in r]
         print(tables(recs, a.baseline, min_util=a.min_util, util_frac=a.util_frac))
         return
     if a.cases:
@@ -364,7 +438,7 @@ def main():
     if any(p not in PRECISIONS for p in precisions):
         sys.exit(f"--precision {a.precision}: expected a comma list of {', '.join(PRECISIONS)}")
     runs = [(n, p) for p in precisions for n in names]
-    py = {"tf": a.tf_python, "torch": a.torch_python}
+    py = {"tf": a.tf_python, "torch": a.torch_python, "bench": a.bench_python}
     recs = []
     session = a.session or time.strftime("%Y%m%d-%H%M%S")
     out = open(a.out, "a") if a.out else None
@@ -381,6 +455,8 @@ def main():
                 f"first {r['first_step_s']:.1f}s, rss {r['wait4_maxrss_mb']:.0f} MB, "
                 f"util {r.get('timed_cpu_util')}"
                 if "step_median_ms" in r
+                else realwork_line(r)
+                if "work" in r
                 else f"FAILED rc={r['rc']}\n{r.get('error_tail', '')}"
             )
             print(msg, flush=True)
@@ -388,6 +464,9 @@ def main():
                 out.write(json.dumps(r, sort_keys=True) + "\n")
                 out.flush()
     print()
+    if any("work" in r for r in recs):
+        print(realwork_table([r for r in recs if "work" in r]))
+        recs = [r for r in recs if "work" not in r]
     order = [n + ("" if p == "float32" else " bf16") for n in names for p in precisions]
     print(tables(recs, a.baseline, order, min_util=a.min_util, util_frac=a.util_frac))
 

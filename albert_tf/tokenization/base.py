@@ -1,0 +1,122 @@
+"""What every tokenizer kind shares: the `Tokenizer` interface, its error, `tokenizer.json`, bounded work."""
+
+import hashlib
+import json
+import os
+import re
+from typing import List, Optional
+
+from albert_tf.errors import AlbertError
+from albert_tf.tokenization import registry
+
+TOKENIZER_FILE = "tokenizer.json"  # {kind, do_lower_case, vocabulary}: saved beside every model's vocabulary
+
+
+class TokenizerError(AlbertError, ValueError):
+    """A vocabulary (SentencePiece model or vocab.txt) that cannot serve ALBERT, or none given."""
+
+
+_NON_SPACE = re.compile(r"\S+")  # `\s` is `str.isspace`, the whitespace `preprocess_text` splits on
+
+
+def word_prefix(text: str, words: int) -> Optional[str]:
+    """`text` up to its `words`-th whitespace-separated word, or None when nothing follows it.
+
+    The budget of `encode(text, max_ids)`. Cutting at whitespace never changes
+    the ids before the cut: `preprocess_text` keeps every whitespace a word
+    boundary, and SentencePiece (split_by_whitespace, as every ALBERT model) and
+    WordPiece never let a piece cross one; so the prefix's ids begin the full
+    text's ids. A word gives at least one id unless normalisation empties it,
+    so the prefix's first `max_ids` ids are the text's whenever the prefix
+    yields that many; `encode` checks this and otherwise tokenises the whole text.
+    """
+    match = None
+    for index, match in enumerate(_NON_SPACE.finditer(text), start=1):  # noqa: B007  (read after the loop)
+        if index == words:
+            break
+    if match is None or _NON_SPACE.search(text, match.end()) is None:
+        return None
+    return text[: match.end()]
+
+
+# SentencePiece holds ~200 bytes per character of what it segments at once (tf-text ~370; WordPiece
+# ~100 on CJK): one text, after `encode`'s word budget and the foreign-run shortening, may hand it at
+# most this many (~200 MB; a serving request, all its texts together: ~370 MB). Far above any real
+# field (GLUE's are under csv's 131,072), so only text without spaces reaches it.
+MAX_SEGMENTED_CHARS = 1_000_000
+
+
+def too_long_to_segment(chars) -> str:
+    return (
+        f"a text of {chars:,} characters to segment at once, over the limit of {MAX_SEGMENTED_CHARS:,} "
+        "(the tokenizer needs ~100-370 bytes per character; only text up to the max_seq_length-th "
+        "space-separated word is segmented, so this text has too few spaces): split it or shorten it"
+    )
+
+
+class Tokenizer:
+    """What every ALBERT tokenizer offers (SentencePiece and WordPiece implement it).
+
+    `encode`/`tokenize`, the special ids, and `save(dir)` / `load_tokenizer_dir(dir)`:
+    the vocabulary file plus `tokenizer.json` (`kind`, `do_lower_case`), which
+    every model we save carries, so that no command has to be told again.
+    What differs by kind (asset name, flag, word-start rule, tf-text twin) is
+    its `registry.TokenizerKind`, found by `kind`.
+    """
+
+    kind = ""  # the name of its registry entry
+    model_proto: bytes = b""
+    do_lower_case: bool = True
+
+    @property
+    def model_sha256(self) -> str:
+        return hashlib.sha256(self.model_proto).hexdigest()
+
+    @property
+    def special_ids(self) -> dict:
+        return {"pad": self.pad_id, "unk": self.unk_id, "cls": self.cls_id, "sep": self.sep_id, "mask": self.mask_id}
+
+    @property
+    def asset_name(self) -> str:
+        """The vocabulary's file name in a model directory (`spm.model`, `vocab.txt`)."""
+        return registry.kind_named(self.kind).asset_name
+
+    def is_word_start(self, piece: str) -> bool:
+        """The whole-word masking rule of this vocabulary."""
+        return registry.kind_named(self.kind).is_word_start(piece)
+
+    def metadata(self) -> dict:
+        return {
+            "kind": self.kind,
+            "do_lower_case": self.do_lower_case,
+            "vocabulary": self.asset_name,
+            "vocab_size": self.vocab_size,
+            "vocab_sha256": self.model_sha256,
+        }
+
+    def save(self, directory: str) -> List[str]:
+        """Writes the vocabulary (`spm.model` / `vocab.txt`) and `tokenizer.json` into `directory`."""
+        os.makedirs(directory, exist_ok=True)
+        vocabulary = os.path.join(directory, self.asset_name)
+        with open(vocabulary, "wb") as f:
+            f.write(self.model_proto)
+        settings = os.path.join(directory, TOKENIZER_FILE)
+        with open(settings, "wb") as f:
+            f.write(tokenizer_json(self))
+        return [vocabulary, settings]
+
+
+def tokenizer_json(tokenizer: Tokenizer) -> bytes:
+    """The bytes of `tokenizer.json` for `tokenizer`."""
+    return json.dumps(tokenizer.metadata(), indent=2).encode("utf-8")
+
+
+def read_bytes(path: str) -> bytes:
+    """Reads a local or remote (`gs://`, `hdfs://`) file through Beam's file systems."""
+    if "://" in path:
+        from apache_beam.io.filesystems import FileSystems  # remote paths only
+
+        with FileSystems.open(path) as f:
+            return f.read()
+    with open(path, "rb") as f:
+        return f.read()

@@ -1,0 +1,263 @@
+"""albert_tf on real GLUE text: fine-tuning throughput, batch classification, one request.
+
+A thin adapter over our public entry points, easy to re-point when the library moves:
+  finetune  the keras `compile` + `fit` path `run_classifier` trains with (AlbertClassifier, our
+            optimizer, clip 1.0); `--length_grouping 1` pads each batch to the smallest multiple of
+            16 >= its longest row, batches cut from sorted pools of 50 (0: fixed 128, as today).
+  classify  SST-2 dev, batch 32, tokenization included: `--engine keras` (our model, per-batch padding,
+            one tf.function), `savedmodel` (the exported SavedModel's `serve_text`), `openvino` (OpenVINO
+            reading that SavedModel's `serving_default`; spm tokenization in Python).
+  request   the median-length SST-2 dev sentence, batch 1, real length: `savedmodel` (ids signature)
+            or `openvino`.
+albert_base shapes, random weights (seed 0), 2 threads. Prints `RESULT {json}` with cpu_use and the load.
+
+  python bench/peers/ours_realwork.py --work finetune --task SST-2 --length_grouping 1 --steps 5
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+T0 = time.perf_counter()
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.environ.get("ALBERT_TF_REPO", REPO))
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import realwork_data as rd  # noqa: E402
+
+p = argparse.ArgumentParser()
+p.add_argument("--work", choices=["finetune", "classify", "request"], required=True)
+p.add_argument("--engine", choices=["keras", "savedmodel", "openvino"], default="keras")
+p.add_argument("--task", default="SST-2")
+p.add_argument("--length_grouping", type=int, choices=[0, 1], default=1)
+p.add_argument("--batch", type=int, default=32)
+p.add_argument("--steps", type=int, default=10, help="timed steps (finetune) / timed passes over dev (classify)")
+p.add_argument("--warmup", type=int, default=3)
+p.add_argument("--threads", type=int, default=2, help="intra-op threads")
+p.add_argument("--inter", type=int, default=2, help="inter-op threads (TF's default on 2 cores is 2)")
+p.add_argument("--config", default=os.path.join(REPO, "configs", "albert_base_v2.json"))
+p.add_argument("--limit", type=int, default=0, help="classify: the first N dev texts only (0: all 872)")
+p.add_argument("--tag", default="")
+p.add_argument("--precision", default="float32")
+args, _ = p.parse_known_args()
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+tf.config.threading.set_inter_op_parallelism_threads(args.inter)
+import keras  # noqa: E402
+
+from albert_tf import optimization  # noqa: E402
+from albert_tf.models.backbone import AlbertBackbone  # noqa: E402
+from albert_tf.models.classifier import AlbertClassifier  # noqa: E402
+
+MAX_LEN = 128
+
+
+def build_model(num_classes=2):
+    keras.utils.set_random_seed(0)
+    config = json.load(open(args.config))
+    config["vocab_size"] = rd.vocab_size()
+    path = os.path.join(rd.OUT, "albert_base_spm.json")
+    with open(path, "w") as f:
+        json.dump(config, f)
+    backbone = AlbertBackbone.from_albert_config(path)
+    return AlbertClassifier(backbone, num_classes)
+
+
+def padded(encoded, idx, length):
+    ids = np.zeros((len(idx), length), np.int32)
+    seg = np.zeros_like(ids)
+    for r, i in enumerate(idx):
+        a, s = encoded[i]
+        ids[r, : len(a)] = a
+        seg[r, : len(s)] = s
+    return {"input_ids": ids, "input_mask": (ids != 0).astype(np.int32), "segment_ids": seg}
+
+
+def finetune():
+    sp = rd.processor()
+    rows = rd.load(args.task, "train")
+    encoded = rd.encode(sp, rows, MAX_LEN)
+    labels = np.array([r[2] for r in rows], np.int32)
+    need = args.warmup + args.steps
+    if args.length_grouping:
+        plan = rd.batches_grouped([len(e[0]) for e in encoded], args.batch, max_len=MAX_LEN)
+    else:
+        rng = np.random.default_rng(0)
+        order = rng.permutation(len(rows))
+        starts = range(0, len(order) - args.batch + 1, args.batch)
+        plan = [(order[s : s + args.batch].tolist(), MAX_LEN) for s in starts]
+    plan = plan[:need]
+    real = sum(len(encoded[i][0]) for b, _ in plan[args.warmup :] for i in b)
+    computed = sum(n * len(b) for b, n in plan[args.warmup :])
+
+    def gen():
+        while True:
+            for b, n in plan:
+                yield padded(encoded, b, n), {"logits": labels[b]}
+
+    spec = {k: tf.TensorSpec([None, None], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")}
+    dataset = tf.data.Dataset.from_generator(
+        gen, output_signature=(spec, {"logits": tf.TensorSpec([None], tf.int32)})
+    ).prefetch(tf.data.AUTOTUNE)
+    model = build_model()
+    optimizer = optimization.create_optimizer("adamw", 2e-5, 1000, 100, clip_norm=1.0)
+    model.compile(
+        optimizer=optimizer,
+        loss={"logits": lambda y, z: keras.losses.sparse_categorical_crossentropy(y, z, from_logits=True)},
+    )
+    meter = rd.Meter()
+    marks = {}
+
+    class Clock(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch + 1 == args.warmup:
+                meter.start()
+                marks["t0"] = time.perf_counter()
+
+    model.fit(dataset, steps_per_epoch=need, epochs=1, verbose=0, callbacks=[Clock()])
+    rec = meter.record()
+    return dict(
+        rec,
+        examples_per_s=round(args.steps * args.batch / rec["wall_s"], 3),
+        tokens_computed_per_real=round(computed / real, 3),
+        length_grouping=args.length_grouping,
+    )
+
+
+def export_savedmodel():
+    """Our SavedModel of the random-weight SST-2 classifier (cached), exported by the library."""
+    from albert_tf.export.saved_model import export_saved_model
+
+    base = os.path.join(rd.OUT, "savedmodel")
+    path = os.path.join(base, "1")
+    if not os.path.exists(os.path.join(path, "saved_model.pb")):
+        export_saved_model(
+            build_model(), base, version=1, spm_model_file=rd.spm_path(), do_lower_case=False, warmup=False
+        )
+    return path
+
+
+def classify():
+    sp = rd.processor()
+    rows = rd.load("SST-2", "dev")[: args.limit or None]
+    texts = [r[0] for r in rows]
+    chunks = [range(s, min(s + args.batch, len(texts))) for s in range(0, len(texts), args.batch)]
+    if args.engine == "keras":
+        model = build_model()
+        fn = tf.function(lambda x: model(x, training=False)["logits"], reduce_retracing=True)
+
+        def one_pass():
+            out = []
+            for c in chunks:
+                enc = rd.encode(sp, [rows[i] for i in c], MAX_LEN)
+                n = max(len(e[0]) for e in enc)
+                out.append(fn(padded(enc, range(len(enc)), n)).numpy())
+            return np.concatenate(out)
+
+    elif args.engine == "savedmodel":
+        serve = tf.saved_model.load(export_savedmodel()).signatures["serve_text"]
+        key = list(serve.structured_input_signature[1])[0]
+
+        def one_pass():
+            out = []
+            for c in chunks:
+                res = serve(**{key: tf.constant([texts[i] for i in c])})
+                out.append(res["logits"].numpy())
+            return np.concatenate(out)
+
+    else:
+        infer = openvino_ids()
+
+        def one_pass():
+            out = []
+            for c in chunks:
+                enc = rd.encode(sp, [rows[i] for i in c], MAX_LEN)
+                n = max(len(e[0]) for e in enc)
+                out.append(infer(padded(enc, range(len(enc)), n)))
+            return np.concatenate(out)
+
+    for _ in range(max(1, args.warmup)):
+        one_pass()
+    meter = rd.Meter()
+    for _ in range(args.steps):
+        logits = one_pass()
+    rec = meter.record()
+    return dict(
+        rec,
+        texts_per_s=round(args.steps * len(texts) / rec["wall_s"], 3),
+        logits_checksum=float(np.abs(logits).sum()),
+    )
+
+
+def openvino_ids():
+    import openvino as ov
+
+    core = ov.Core()
+    core.set_property("CPU", {"INFERENCE_NUM_THREADS": args.threads})
+    model = ov.convert_model(export_savedmodel())
+    compiled = core.compile_model(model, "CPU")
+    names = [i.get_any_name() for i in compiled.inputs]
+
+    def infer(features):
+        res = compiled({n: features[next(k for k in features if k in n)] for n in names})
+        return next(v for k, v in res.items() if "logits" in k.get_any_name())
+
+    return infer
+
+
+def request():
+    sp = rd.processor()
+    rows = rd.load("SST-2", "dev")
+    i, row = rd.median_row(rows, rd.encode(sp, rows, MAX_LEN))
+    enc = rd.encode(sp, [row], MAX_LEN)
+    features = padded(enc, [0], len(enc[0][0]))
+    if args.engine == "openvino":
+        infer = openvino_ids()
+    else:
+        serve = tf.saved_model.load(export_savedmodel()).signatures["serving_default"]
+
+        def infer(f):
+            return serve(**{k: tf.constant(v) for k, v in f.items()})
+
+    for _ in range(max(1, args.warmup)):
+        infer(features)
+    times = []
+    meter = rd.Meter()
+    for _ in range(args.steps):
+        t = time.perf_counter()
+        infer(features)
+        times.append(time.perf_counter() - t)
+    rec = meter.record()
+    times.sort()
+    return dict(rec, median_ms=round(1000 * times[len(times) // 2], 3), pieces=len(enc[0][0]))
+
+
+def main():
+    rec = {"finetune": finetune, "classify": classify, "request": request}[args.work]()
+    rd.emit(
+        dict(
+            rec,
+            peer="ours",
+            tag=args.tag,
+            work=args.work,
+            engine=args.engine,
+            task=args.task,
+            batch=args.batch,
+            steps=args.steps,
+            threads=args.threads,
+            inter_op=args.inter,
+            tf=tf.__version__,
+            process_s=round(time.perf_counter() - T0, 1),
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
