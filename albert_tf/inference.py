@@ -31,6 +31,7 @@ import numpy as np
 
 from albert_tf import formats
 from albert_tf.errors import AlbertError
+from albert_tf.inputs import length_batching
 from albert_tf.inputs.packing import encode_with_masks, pack_segments
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
@@ -216,9 +217,15 @@ class Predictor:
             return {"embeddings": self.embed(texts, texts_b, batch_size, progress, source)}
         inference = PatientInference(self.model) if patience is not None else None
         logits, layers = [], []
-        for _, _, rows in self._batches(texts, texts_b, batch_size, progress, source):
+        # Without early exit: chunks of many batches, each predicted on length-sorted batches cut to a
+        # bucket (one traced graph, little padding) and returned in input order.
+        chunk_size = batch_size * length_batching.POOL_BATCHES if inference is None else batch_size
+        for _, _, rows in self._batches(texts, texts_b, chunk_size, progress, source):
             if inference is None:
-                logits.append(np.asarray(self.model(pad_batch(rows))["logits"], np.float32))
+                features = pad_batch(rows)
+                buckets = length_batching.fine_bucket_lengths(features["input_ids"].shape[1])
+                outputs = length_batching.predict_in_order(self.model, features, batch_size, buckets=buckets)
+                logits.append(np.asarray(outputs["logits"], np.float32))
             else:
                 outputs = inference(pad_batch(rows), patience=patience, threshold=threshold or 0.0)
                 logits.append(np.asarray(outputs["logits"], np.float32))

@@ -184,10 +184,18 @@ def test_training_batches_hold_every_example_once_per_epoch_cut_to_buckets(glue_
 
 @pytest.mark.realdata
 def test_off_switch_is_todays_fixed_padding(glue_dev):
-    from albert_tf.finetuning import train_dataset
+    from albert_tf.tasks.datasets import train_dataset
 
     features, labels = glue_dev["mrpc"]
-    today = train_dataset(features, labels, 16, seed=9)
+    # The original's pipeline: every row at max_seq_length, examples shuffled, batches in stream order.
+    today = (
+        tf.data.Dataset.from_tensor_slices((features, {"logits": labels}))
+        .shuffle(len(labels), seed=9, reshuffle_each_iteration=True)
+        .repeat()
+        .batch(16, drop_remainder=True)
+    )
+    runner_off = train_dataset(features, labels, 16, seed=9, length_grouping=False)
+    assert runner_off.element_spec == today.element_spec
     off = length_batching.train_dataset(features, labels, 16, seed=9, length_grouping=False)
     assert off.element_spec == today.element_spec
     assert off.element_spec[0]["input_ids"].shape.as_list() == [16, MAX_SEQ_LENGTH]

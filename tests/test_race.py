@@ -1,5 +1,6 @@
 """RACE on the real files: reading, packing as the original, the runner, bad files."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -74,6 +75,25 @@ def test_runner_trains_evaluates_and_reports_levels(real_data, pretraining_data,
     predictions = json.load(open(tmp_path / "out" / "dev_predictions.json"))
     assert len(predictions) == summary["eval"]["num_examples"] and set(predictions.values()) <= set("ABCD")
     assert os.path.isfile(tmp_path / "out" / "best" / "model.keras")
+    # The best model evaluated with every choice at max_seq_length (--nolength_grouping): the same answers.
+    fixed = run(
+        task,
+        dataclasses.replace(
+            settings,
+            output_dir=str(tmp_path / "fixed"),
+            init_checkpoint=str(tmp_path / "out"),
+            do_train=False,
+            length_grouping=False,
+        ),
+    )
+    grouped = run(
+        task,
+        dataclasses.replace(
+            settings, output_dir=str(tmp_path / "grouped"), init_checkpoint=str(tmp_path / "out"), do_train=False
+        ),
+    )
+    assert fixed["eval"] == grouped["eval"] == summary["eval"]
+    assert json.load(open(tmp_path / "fixed" / "dev_predictions.json")) == predictions
 
 
 def test_no_usable_file_is_a_clear_error(tmp_path):

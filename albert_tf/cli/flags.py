@@ -10,6 +10,7 @@ from typing import Dict, Optional, Type, TypeVar
 from absl import flags
 
 from albert_tf import tokenization
+from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES
 
 FLAGS = flags.FLAGS
 Settings = TypeVar("Settings")
@@ -40,6 +41,23 @@ def vocabulary_flag_values() -> Dict[str, Optional[str]]:
 def define_model_flags(init_help: str = "Google's TF1 checkpoint, our model dir, run dir or .keras.") -> None:
     flags.DEFINE_string("albert_config_file", None, "ALBERT config (default: the one beside --init_checkpoint).")
     flags.DEFINE_string("init_checkpoint", None, init_help)
+
+
+def define_speed_flags(defaults) -> None:
+    """--mixed_precision, --strategy (and --tpu), --jit_compile: pretraining's and every fine-tuning runner's.
+
+    `defaults` has `mixed_precision` and `jit_compile` (a `TrainSettings` or `FineTuneSettings`).
+    """
+    flags.DEFINE_enum(
+        "mixed_precision",
+        defaults.mixed_precision,
+        sorted(PRECISIONS),
+        "Compute dtype policy: bfloat16/float16 matmuls, float32 weights, LayerNorm and softmax "
+        "(float16 with loss scaling).",
+    )
+    flags.DEFINE_enum("strategy", STRATEGIES[0], STRATEGIES, "tf.distribute strategy (multi_worker reads TF_CONFIG).")
+    flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
+    flags.DEFINE_bool("jit_compile", defaults.jit_compile, "XLA-compile the training step.")
 
 
 def define_finetune_flags(defaults, head_dropout: bool = True, epochs: bool = False, early_exit: bool = False) -> None:
@@ -101,6 +119,13 @@ def define_finetune_flags(defaults, head_dropout: bool = True, epochs: bool = Fa
         defaults.remat,
         "Recompute each layer application in the backward pass: much less "
         "activation memory for some extra compute (large models on small GPUs).",
+    )
+    define_speed_flags(defaults)
+    flags.DEFINE_bool(
+        "length_grouping",
+        defaults.length_grouping,
+        "Batch rows of similar length and cut each batch to the shortest of a few lengths that holds it "
+        "(same outputs, much less padding); --nolength_grouping pads every row to --max_seq_length.",
     )
     if early_exit:
         flags.DEFINE_bool(

@@ -22,7 +22,7 @@ from absl import flags
 from albert_tf import preemption
 from albert_tf.cli import demo
 from albert_tf.cli.app import our_flags, run_cli
-from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags, vocabulary_flag_values
+from albert_tf.cli.flags import define_speed_flags, define_vocabulary_flags, settings_from_flags, vocabulary_flag_values
 from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
 from albert_tf.export import export_pretraining_run
@@ -30,7 +30,7 @@ from albert_tf.export.from_run import SAVED_MODEL_DIR
 from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.health import DIVERGENCE_ACTIONS, SENTENCE_TASKS
 from albert_tf.pretraining.job import data_tokenizer, evaluate_checkpoints, pretrain
-from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES, TrainSettings
+from albert_tf.pretraining.settings import TrainSettings
 from albert_tf.pretraining.strategy import make_strategy
 from albert_tf.tokenization import resolve_tokenizer
 
@@ -77,16 +77,19 @@ def define_flags():
         "--input_file) and print one JSON line each; nothing is trained or written.",
     )
     flags.DEFINE_integer("max_eval_steps", d.max_eval_steps, "Eval batches.")
-    flags.DEFINE_enum("strategy", "default", STRATEGIES, "tf.distribute strategy (multi_worker reads TF_CONFIG).")
-    flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
+    flags.DEFINE_bool(
+        "length_grouping",
+        d.length_grouping,
+        "Cut each eval batch to the shortest of a few lengths that holds its longest row (same metrics, less "
+        "padding); --nolength_grouping evaluates every row at --max_seq_length.",
+    )
+    define_speed_flags(d)
     flags.DEFINE_float(
         "worker_timeout_seconds",
         d.worker_timeout_seconds,
         "--strategy=multi_worker: end the run (naming the unreachable workers) when no training step has "
         "finished for this long; more than the slowest step + checkpoint + eval. 0: off.",
     )
-    flags.DEFINE_enum("mixed_precision", d.mixed_precision, sorted(PRECISIONS), "Compute dtype policy.")
-    flags.DEFINE_bool("jit_compile", d.jit_compile, "XLA-compile the per-replica step.")
     flags.DEFINE_integer("grad_accum_steps", d.grad_accum_steps, "Micro-batches per optimizer step.")
     flags.DEFINE_bool(
         "remat",

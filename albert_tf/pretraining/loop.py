@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from albert_tf import preemption
 from albert_tf.config import AlbertConfig
+from albert_tf.inputs import length_batching
 from albert_tf.inputs.shard_reader import PretrainingInput, find_corrupt_shard, pretraining_dataset
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
@@ -204,21 +205,27 @@ class PretrainingLoop:
 
         return eval_step
 
+    def eval_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
+        """This pipeline's eval batches; with `length_grouping` each cut to the bucket of its longest row."""
+        s = self.settings
+        dataset = pretraining_dataset(
+            self.eval_input,
+            context.get_per_replica_batch_size(s.eval_batch_size),
+            is_training=False,
+            input_context=context,
+        )
+        if not s.length_grouping:
+            return dataset
+        # Eval metrics are sums over the batches: a row's padding beyond the bucket changes none of them.
+        buckets = length_batching.fine_bucket_lengths(s.max_seq_length)
+        return dataset.map(lambda inputs, labels: (length_batching.cut_batch(inputs, buckets), labels))
+
     def evaluate(self) -> Dict[str, float]:
         """`max_eval_steps` batches of the eval shards, as the original's eval."""
         s = self.settings
         if self._eval_step is None:
             self._eval_step = self._make_eval_step()
-        iterator = iter(
-            self.strategy.distribute_datasets_from_function(
-                lambda context: pretraining_dataset(
-                    self.eval_input,
-                    context.get_per_replica_batch_size(s.eval_batch_size),
-                    is_training=False,
-                    input_context=context,
-                )
-            )
-        )
+        iterator = iter(self.strategy.distribute_datasets_from_function(self.eval_dataset))
         totals = dict.fromkeys(objective.STAT_KEYS, 0.0)
         for _ in range(s.max_eval_steps):
             stats = self._eval_step(iterator)

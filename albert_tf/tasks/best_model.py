@@ -21,10 +21,24 @@ from albert_tf.run_layout import BEST_DIR, BEST_RESULTS_FILE
 
 def save(model, output_dir: str, metrics: dict, tokenizer=None) -> None:
     """Publishes `model` (with `tokenizer` and `metrics`) as `output_dir/best/`, whole or not at all."""
+    model = in_float32(model)
     with staged_dir(os.path.join(output_dir, BEST_DIR)) as staging:
         formats.save(model, staging, tokenizer=tokenizer)  # the model carries its tokenizer
         with open(os.path.join(staging, BEST_RESULTS_FILE), "w") as f:
             json.dump(metrics, f, indent=2)
+
+
+def in_float32(model):
+    """`model`, or a float32 copy of a mixed-precision one (`--mixed_precision`): what best/ holds."""
+    backbone = getattr(model, "backbone", model)
+    if backbone.dtype_policy.name == "float32":
+        return model
+    config = model.get_config()
+    backbone_config = config if model is backbone else config["backbone"]["config"]
+    backbone_config["dtype"] = "float32"
+    copy = type(model).from_config(config)
+    copy.set_weights(model.get_weights())
+    return copy
 
 
 def fine_tuned_dir(path: str) -> Optional[str]:

@@ -1,23 +1,40 @@
-"""The training input: shuffled, repeated batches of encoded examples."""
+"""The fine-tuning inputs: shuffled, repeated training batches and in-order predictions, length-grouped.
+
+With `length_grouping` (the default) rows of similar length share a batch and
+each batch is cut to the smallest of `fine_bucket_lengths(max_seq_length)` that holds its
+longest row (`albert_tf.inputs.length_batching`); without it, every row is
+padded to `max_seq_length`, as the original.
+"""
 
 from typing import Dict
 
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.inputs import length_batching
+from albert_tf.inputs.length_batching import LengthBatchingError, fine_bucket_lengths
 from albert_tf.tasks.settings import FineTuneError
 
 
-def train_dataset(features: Dict[str, np.ndarray], labels, batch_size: int, seed: int) -> tf.data.Dataset:
+def train_dataset(
+    features: Dict[str, np.ndarray], labels, batch_size: int, seed: int, length_grouping: bool = True
+) -> tf.data.Dataset:
     """Shuffled, repeated batches of `(features, labels)`; an array of labels is `{"logits": labels}`."""
-    labels = labels if isinstance(labels, dict) else {"logits": labels}
-    count = len(next(iter(labels.values())))
-    if count < batch_size:
-        raise FineTuneError(f"{count} training examples, fewer than --train_batch_size {batch_size}")
-    dataset = tf.data.Dataset.from_tensor_slices((features, labels))
-    return (
-        dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True)
-        .repeat()
-        .batch(batch_size, drop_remainder=True)
-        .prefetch(tf.data.AUTOTUNE)
-    )
+    width = np.shape(features["input_ids"])[-1]
+    try:
+        return length_batching.train_dataset(
+            features, labels, batch_size, seed, length_grouping=length_grouping, buckets=fine_bucket_lengths(width)
+        )
+    except LengthBatchingError as error:
+        raise FineTuneError(str(error)) from None
+
+
+def predict(model, features: Dict[str, np.ndarray], batch_size: int, length_grouping: bool = True):
+    """`model.predict(features)`, computed on length-grouped batches and returned in input order."""
+    width = np.shape(features["input_ids"])[-1]
+    try:
+        return length_batching.predict_in_order(
+            model, features, batch_size, length_grouping=length_grouping, buckets=fine_bucket_lengths(width)
+        )
+    except LengthBatchingError as error:
+        raise FineTuneError(str(error)) from None

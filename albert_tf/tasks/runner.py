@@ -28,10 +28,11 @@ import keras
 
 from albert_tf import preemption
 from albert_tf.locking import OutputDirLock
+from albert_tf.pretraining.settings import PRECISIONS
+from albert_tf.pretraining.strategy import make_strategy
 from albert_tf.run_layout import SUMMARY_FILE
-from albert_tf.tasks import best_model, start, training
+from albert_tf.tasks import best_model, datasets, start, training
 from albert_tf.tasks.base import Encoded, Task
-from albert_tf.tasks.datasets import train_dataset
 from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
 
@@ -55,6 +56,7 @@ def run(
     Without `do_train`, the model is the `best/` that `output_dir` already holds, else the one
     `init_checkpoint` names (a fine-tuning output directory or its `best/`).
     """
+    strategy = make_strategy(settings.strategy, settings.tpu)  # before any TF op (multi-worker collectives)
     if settings.early_exit:
         task = task.with_early_exit()
     minimum, holds = task.min_seq_length()
@@ -72,7 +74,7 @@ def run(
     _check_inputs(task, settings, evaluate, eval_split, predict_split)
     # SIGTERM/SIGINT stop training after the current batch (`albert_tf.preemption`), lock released.
     with preemption.stop_signals(), OutputDirLock(settings.output_dir):
-        return _run(task, settings, model_start, evaluate, eval_split, predict_split)
+        return _run(task, settings, model_start, evaluate, eval_split, predict_split, strategy)
 
 
 def _check_inputs(task: Task, settings: FineTuneSettings, evaluate: bool, eval_split: str, predict_split):
@@ -97,6 +99,7 @@ def _run(
     evaluate: bool,
     eval_split: str,
     predict_split: Optional[str],
+    strategy,
 ):
     log = print if settings.verbose else logging.info
     tokenizer = model_start.tokenizer if model_start else None
@@ -114,7 +117,9 @@ def _run(
         return task.encode(split, examples, tokenizer, settings.max_seq_length, training)
 
     def predict(model, data: Encoded):
-        outputs = model.predict(data.features, batch_size=settings.eval_batch_size, verbose=0)
+        outputs = datasets.predict(
+            model, data.features, settings.eval_batch_size, length_grouping=settings.length_grouping
+        )
         return task.postprocess(data, outputs, tokenizer)
 
     dev = load(eval_split) if settings.do_train or evaluate else None
@@ -123,23 +128,32 @@ def _run(
         train = load("train", training=True)
         settings = settings.with_schedule(len(train.examples))
         summary["train_step"], summary["warmup_step"] = settings.train_step, settings.warmup_step
-        model = task.build_model(model_start.backbone(remat=settings.remat), settings.dropout)
-        result = training.train(
-            task.training_model(model),
-            # A fresh dataset per call: its order is fixed by the seed, so a resumed run can skip what was used.
-            lambda: train_dataset(train.features, train.labels, settings.micro_batch_size, settings.seed),
-            settings,
-            task.losses(),
-            lambda trained: task.score(dev, predict(trained, dev)),
-            task.metric,
-            loss_weights=task.loss_weights(),
-            inference_model=model,
-            tokenizer=tokenizer,
-            task_name=task.name,
-            start_line=model_start.origin,
-            metric_names=task.metric_names(),
-            majority=task.majority_share(dev),
-        )
+        # Built, compiled and fit under the strategy: Keras distributes `fit` over its replicas.
+        with strategy.scope():
+            backbone = model_start.backbone(remat=settings.remat, dtype=PRECISIONS[settings.mixed_precision])
+            model = task.build_model(backbone, settings.dropout)
+            result = training.train(
+                task.training_model(model),
+                # A fresh dataset per call: its order is fixed by the seed, so a resumed run can skip what was used.
+                lambda: datasets.train_dataset(
+                    train.features,
+                    train.labels,
+                    settings.micro_batch_size,
+                    settings.seed,
+                    length_grouping=settings.length_grouping,
+                ),
+                settings,
+                task.losses(),
+                lambda trained: task.score(dev, predict(trained, dev)),
+                task.metric,
+                loss_weights=task.loss_weights(),
+                inference_model=model,
+                tokenizer=tokenizer,
+                task_name=task.name,
+                start_line=model_start.origin,
+                metric_names=task.metric_names(),
+                majority=task.majority_share(dev),
+            )
         summary["history"] = result["history"]
         summary["best_step"] = result["best"]["global_step"] if result["best"] else None
         summary["stopped_early"] = result["stopped_early"]

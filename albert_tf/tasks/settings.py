@@ -20,6 +20,7 @@ import dataclasses
 from typing import Optional, Tuple
 
 from albert_tf.errors import AlbertError
+from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES
 from albert_tf.range_checks import check_ranges, check_seed
 
 
@@ -55,6 +56,11 @@ class FineTuneSettings:
     early_exit: bool = False  # a classifier per layer application (PABEE; the task's `with_early_exit`)
     metric: Optional[str] = None  # the metric that picks best/ (None: the task's); any key its score returns
     early_stopping_patience: int = 0  # stop after this many evaluations without a better metric (0: never)
+    length_grouping: bool = True  # batches of similar lengths cut to a bucket (False: every row at max_seq_length)
+    mixed_precision: str = "float32"  # compute policy (PRECISIONS); best/ is saved in float32
+    strategy: str = "default"  # tf.distribute strategy (STRATEGIES; multi_worker reads TF_CONFIG)
+    tpu: Optional[str] = None  # TPU name or address for strategy "tpu"
+    jit_compile: bool = False  # XLA-compile the training step
     verbose: bool = True
 
     def __post_init__(self):
@@ -67,6 +73,10 @@ class FineTuneSettings:
             fractions=("warmup_proportion", "dropout"),
         )
         check_seed(self, FineTuneError)
+        if self.mixed_precision not in PRECISIONS:
+            raise FineTuneError(f"--mixed_precision must be one of {sorted(PRECISIONS)}, got {self.mixed_precision!r}")
+        if self.strategy not in STRATEGIES:
+            raise FineTuneError(f"--strategy must be one of {list(STRATEGIES)}, got {self.strategy!r}")
         if self.train_step is None and self.warmup_step is not None:
             raise FineTuneError("--warmup_step needs --train_step (else use --warmup_proportion)")
 

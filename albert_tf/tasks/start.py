@@ -42,9 +42,12 @@ class Start:
     tokenizer: Tokenizer
     origin: str = "initialized from scratch (random weights)"  # the line a training run starts with
 
-    def backbone(self, remat: bool = False) -> AlbertBackbone:
-        """A backbone of `config` holding the loaded model's weights (a fresh one without a model)."""
-        backbone = AlbertBackbone.from_albert_config(self.config, remat=remat)
+    def backbone(self, remat: bool = False, dtype: str = "float32") -> AlbertBackbone:
+        """A backbone of `config` holding the loaded model's weights (a fresh one without a model).
+
+        `dtype`: its Keras dtype policy (`mixed_bfloat16`: bf16 compute, float32 weights).
+        """
+        backbone = AlbertBackbone.from_albert_config(self.config, remat=remat, dtype=dtype)
         if self.model is not None:
             try:
                 backbone.set_weights(backbone_of(self.model).get_weights())

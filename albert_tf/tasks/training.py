@@ -153,9 +153,14 @@ def train(
         clip_norm=CLIP_NORM,
         grad_accum_steps=accum,
     )
+    if settings.mixed_precision == "float16":  # float16 gradients underflow without loss scaling
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     with unread_pooler_frozen(task_model):
         model.compile(
-            optimizer=optimizer, loss=loss if isinstance(loss, dict) else {"logits": loss}, loss_weights=loss_weights
+            optimizer=optimizer,
+            loss=loss if isinstance(loss, dict) else {"logits": loss},
+            loss_weights=loss_weights,
+            jit_compile=settings.jit_compile,
         )
         optimizer.build(model.trainable_variables)  # its slots must exist before a checkpoint restores them
         checkpoints = FineTuneCheckpoints(settings, task_name, model, optimizer)
