@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from finetune_helpers import write_slice
 from paths import REPO
 
 pytestmark = pytest.mark.realdata
@@ -78,15 +79,6 @@ def test_bad_rows_are_skipped_with_locations_and_nothing_usable_is_an_error(real
     (tmp_path / "none.tsv").write_text("header\nx\ty\n")
     with pytest.raises(glue.GlueDataError, match="no usable example"):
         glue.read_examples(glue.TASKS["rte"], str(tmp_path / "none.tsv"), "dev")
-
-
-def write_slice(real_data, tmp_path, directory, train_rows, dev_rows, header=True):
-    target = tmp_path / "glue" / directory
-    target.mkdir(parents=True)
-    for name, rows in (("train.tsv", train_rows), ("dev.tsv", dev_rows)):
-        lines = (real_data / "glue" / directory / name).read_text(encoding="utf-8-sig").splitlines()
-        (target / name).write_text("\n".join(lines[: rows + int(header)]) + "\n", encoding="utf-8")
-    return target
 
 
 @pytest.mark.slow

@@ -5,22 +5,10 @@ import json
 
 import numpy as np
 import pytest
-from test_classifier import write_slice
+
+from finetune_helpers import scalars, write_slice
 
 pytestmark = pytest.mark.realdata
-
-
-def scalars(directory) -> dict:
-    """{tag: [(step, value), ...]} of every TensorBoard event file under `directory`."""
-    import tensorflow as tf
-
-    found = {}
-    for path in sorted(directory.glob("events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                number = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
-                found.setdefault(value.tag, []).append((event.step, number))
-    return found
 
 
 def sst2_settings(real_data, pretraining_data, tmp_path, **overrides):

@@ -10,10 +10,10 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_preemption import leftovers, stopped_at_exit, wait_for_checkpoint, write_glue_slice
 
 from albert_tf import preemption
 
+from finetune_helpers import leftovers, stopped_at_exit, wait_for_checkpoint, write_glue_slice
 from paths import REPO
 
 pytestmark = [pytest.mark.realdata, pytest.mark.slow]

@@ -1,7 +1,6 @@
 """A preempted run (SIGTERM, Ctrl-C's SIGINT): the current step is saved, the lock released, exit 75,
 and the same command resumes to the weights of an uninterrupted run."""
 
-import contextlib
 import json
 import os
 import signal
@@ -13,8 +12,8 @@ import numpy as np
 import pytest
 
 from albert_tf import preemption
-from albert_tf.locking import LOCK_FILE
 
+from finetune_helpers import leftovers, stopped_at_exit, wait_for_checkpoint, write_glue_slice
 from paths import REPO
 from pretraining_helpers import cli, common_args, final_weights, latest_checkpoint_step
 
@@ -33,35 +32,6 @@ def test_stop_signals_defer_the_first_signal_and_restore_the_handlers():
             time.sleep(5)  # the signal is delivered between two bytecodes, long before this ends
     assert not preemption.requested()
     assert signal.getsignal(signal.SIGTERM) is before
-
-
-@contextlib.contextmanager
-def stopped_at_exit(process):
-    """Kills `process` if the test leaves it running (a failed assertion)."""
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-
-
-def wait_for_checkpoint(process, checkpoint_dir, step, deadline_s=300):
-    deadline = time.time() + deadline_s
-    while latest_checkpoint_step(checkpoint_dir) < step:
-        assert process.poll() is None, process.communicate()[1][-3000:]
-        assert time.time() < deadline
-        time.sleep(0.05)
-
-
-def leftovers(directory):
-    """Lock files and temporary/staging files anywhere under `directory`."""
-    found = []
-    for root, dirs, files in os.walk(directory):
-        for name in dirs + files:
-            if name == LOCK_FILE or "temp" in name or "tmp" in name or "staging" in name:
-                found.append(os.path.join(root, name))
-    return found
 
 
 @pytest.mark.realdata
@@ -98,15 +68,6 @@ def test_sigterm_and_sigint_save_the_current_step_and_the_same_command_resumes(p
         for a, b in zip(expected, final_weights(output_dir)):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
         assert not leftovers(output_dir)
-
-
-def write_glue_slice(real_data, root, train_rows=400, dev_rows=40):
-    target = root / "glue" / "SST-2"
-    target.mkdir(parents=True)
-    for name, rows in (("train.tsv", train_rows), ("dev.tsv", dev_rows)):
-        lines = (real_data / "glue" / "SST-2" / name).read_text(encoding="utf-8-sig").splitlines()
-        (target / name).write_text("\n".join(lines[: rows + 1]) + "\n", encoding="utf-8")
-    return root / "glue"
 
 
 @pytest.mark.realdata

@@ -280,10 +280,10 @@ def test_cli_errors_have_no_traceback(tmp_path, pretraining_data):
 
 @pytest.mark.slow
 def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining_data, tmp_path):
-    from test_finetune_reporting import scalars
-
     from albert_tf.pretraining.job import evaluate_checkpoints, pretrain
     from albert_tf.pretraining.settings import TrainingError, TrainSettings
+
+    from finetune_helpers import scalars
 
     settings = TrainSettings(
         output_dir=str(tmp_path / "run"),
