@@ -50,6 +50,7 @@ def test_hf_round_trip_is_exact(tmp_path, toy_spm, kind):
         "model.safetensors",
         "special_tokens_map.json",
         "spiece.model",
+        "tokenizer.json",  # transformers' fast tokenizer, reproducing our SentencePiece pipeline
         "tokenizer_config.json",
     ]
     config = json.loads((tmp_path / "hf" / "config.json").read_text())

@@ -246,10 +246,11 @@ def test_early_exit_and_mixed_precision_models_predict_as_with_fixed_padding(glu
 @pytest.mark.slow
 @pytest.mark.realdata
 def test_fine_tuning_trains_on_grouped_batches_with_remat_and_gradient_accumulation(glue_dev, tmp_path):
-    from albert_tf import finetuning
+    from albert_tf.tasks import losses, training
+    from albert_tf.tasks.settings import FineTuneSettings
 
     features, labels = glue_dev["sst-2"]
-    settings = finetuning.FineTuneSettings(
+    settings = FineTuneSettings(
         output_dir=str(tmp_path),
         train_step=6,
         save_checkpoints_steps=3,
@@ -263,11 +264,11 @@ def test_fine_tuning_trains_on_grouped_batches_with_remat_and_gradient_accumulat
     keras.utils.set_random_seed(3)
     model = AlbertClassifier(AlbertBackbone.from_albert_config(TINY, remat=True), num_classes=2)
     dataset = length_batching.train_dataset(features, labels, settings.micro_batch_size, seed=3, pool_batches=10)
-    result = finetuning.train(
+    result = training.train(
         model,
         dataset,
         settings,
-        finetuning.classification_loss,
+        losses.classification_loss,
         lambda trained: {
             "accuracy": float(np.mean(predict_in_order(trained, features, 64)["logits"].argmax(-1) == labels))
         },

@@ -105,6 +105,7 @@ def refuse_to_mix(output_dir: str, new_names) -> None:
 def main(argv):
     del argv
     notes = []
+    record_settings(FLAGS.output_dir)  # written once convert holds the output directory's lock
     written = convert(
         FLAGS.input,
         FLAGS.albert_config_file,
@@ -116,7 +117,6 @@ def main(argv):
         FLAGS.vocab_file,
         FLAGS.do_lower_case,
     )
-    record_settings(FLAGS.output_dir)
     for note in notes:
         print(f"note: {note}")
     for path in written:

@@ -170,11 +170,12 @@ def main(argv):
         for step, metrics in checkpoints.items():
             print(json.dumps({"global_step": step, **metrics}), flush=True)
         return
-    # Written once pretrain() has checked its inputs and holds the lock; the vocabulary is the data's.
-    record_settings(
-        settings.output_dir,
-        tokenizer_loader=lambda: data_tokenizer(data_input, FLAGS.spm_model_file, FLAGS.vocab_file),
+    # The flags' vocabulary, resolved once: pretrain() checks it against the data's.
+    tokenizer = resolve_tokenizer(
+        files=vocabulary_flag_values(), do_lower_case=data_input.data.do_lower_case, required=False
     )
+    # Written once pretrain() has checked its inputs and holds the lock; the vocabulary is the data's.
+    record_settings(settings.output_dir, tokenizer_loader=lambda: data_tokenizer(data_input, tokenizer))
     with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75
         summary = pretrain(
             settings,
@@ -182,9 +183,7 @@ def main(argv):
             data_input,
             eval_file=FLAGS.eval_file,
             init_checkpoint=FLAGS.init_checkpoint,
-            tokenizer=resolve_tokenizer(
-                files=vocabulary_flag_values(), do_lower_case=data_input.data.do_lower_case, required=False
-            ),
+            tokenizer=tokenizer,
             strategy=strategy,
         )
         if FLAGS.export and summary["outputs"]:
