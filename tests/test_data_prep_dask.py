@@ -90,6 +90,7 @@ def dataset(directory):
     files = {p: (directory / p).read_bytes() for p in sorted(os.listdir(directory))}
     metadata = json.loads(files.pop("metadata.json"))
     del metadata["settings"]["output_dir"]
+    files.pop("settings.json")  # the run's record (its command line, time): not the data
     return files, metadata
 
 
