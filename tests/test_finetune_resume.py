@@ -51,7 +51,8 @@ def command(real_data, pretraining_data, root, output_dir, *extra):
 def checkpoint_weights(output_dir, step):
     """Every variable of `checkpoints/ckpt-<step>` (model and optimizer), by name."""
     reader = tf.train.load_checkpoint(str(output_dir / "checkpoints" / f"ckpt-{step}"))
-    names = [name for name in reader.get_variable_to_shape_map() if "OBJECT_GRAPH" not in name]
+    # save_counter counts saves, not training: a stopped run saved once more (at the signal).
+    names = [n for n in reader.get_variable_to_shape_map() if "OBJECT_GRAPH" not in n and "save_counter" not in n]
     return {name: reader.get_tensor(name) for name in names}
 
 
