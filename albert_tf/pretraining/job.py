@@ -168,7 +168,7 @@ def pretrain(
         if finished is not None:  # the README's "run the same command again" after the run ended
             say(
                 f"the run is complete: step {loop.step} of --num_train_steps {settings.num_train_steps}, final model "
-                f"in {finished['outputs']['final']}; nothing to do (raise --num_train_steps to train further)"
+                f"in {finished['outputs']['final']}; nothing to train (raise --num_train_steps to train further)"
             )
             return finished
         summary = {"start_step": loop.step}
