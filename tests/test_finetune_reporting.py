@@ -80,6 +80,16 @@ def test_an_unknown_metric_fails_before_any_work_listing_the_choices(real_data, 
     assert not (tmp_path / "out").exists()
 
 
+def test_no_step_asked_for_is_an_error_not_a_silent_exit(real_data, pretraining_data, tmp_path):
+    from albert_tf.run_classifier import run
+    from albert_tf.tasks.settings import FineTuneError
+
+    settings = sst2_settings(real_data, pretraining_data, tmp_path, do_train=False, do_eval=False)
+    with pytest.raises(FineTuneError, match=r"^nothing to do: pass --do_train, --do_eval or --do_predict$"):
+        run(settings)
+    assert not (tmp_path / "out").exists()
+
+
 def _scripted_run(tmp_path, scores, metric="accuracy", majority=None, patience=0, train_step=6, capsys=None):
     """The real loop on a tiny classifier, with evaluations that return `scores` in turn."""
     import keras

@@ -56,6 +56,8 @@ def run(
     Without `do_train`, the model is the `best/` that `output_dir` already holds, else the one
     `init_checkpoint` names (a fine-tuning output directory or its `best/`).
     """
+    if not (settings.do_train or evaluate or predict_split):  # the original's rule: exit 0 doing nothing hides a typo
+        raise FineTuneError("nothing to do: pass --do_train, --do_eval or --do_predict")
     strategy = make_strategy(settings.strategy, settings.tpu)  # before any TF op (multi-worker collectives)
     if settings.early_exit:
         task = task.with_early_exit()
