@@ -27,7 +27,7 @@ import numpy as np
 
 from albert_tf.formats.loaded import LoadedModel
 from albert_tf.formats.table import LoadReport
-from albert_tf.tokenization import TOKENIZER_FILE, Tokenizer, load_tokenizer_dir
+from albert_tf.tokenization import TOKENIZER_FILE, Tokenizer, load_tokenizer, load_tokenizer_dir
 
 
 class Format:
@@ -80,6 +80,37 @@ class Format:
         """(source, {Google's variable name: array}) when the format stores that layout; None otherwise."""
         del path
         return None
+
+
+class PeerDirectoryFormat(Format):
+    """A peer library's directory (HF, keras-hub): its own config, weights and SentencePiece model.
+
+    Subclasses say how to `read` the weights, where the SentencePiece model lies and
+    whether the peer lowercases; loading is the same for all of them.
+    """
+
+    def read(self, path: str) -> Tuple[object, LoadReport]:
+        """(our model, the report of what was filled) from the directory `path`."""
+        raise NotImplementedError
+
+    def spm_file(self, path: str) -> Optional[str]:
+        """The SentencePiece model stored in `path`, or None."""
+        raise NotImplementedError
+
+    def lower_case(self, path: str) -> bool:
+        """Whether the peer's tokenizer saved in `path` lowercases."""
+        raise NotImplementedError
+
+    def load(self, path, albert_config_file=None, tokenizer=None, do_lower_case=None) -> LoadedModel:
+        """Our model (the directory's own config: `albert_config_file` is not used) and its SentencePiece model."""
+        del albert_config_file
+        model, report = self.read(path)
+        notes = [f"{path}: has no {name}: set to zeros" for name in report.zero_filled]
+        spm = self.spm_file(path)
+        if tokenizer is None and spm is not None:
+            lower = self.lower_case(path) if do_lower_case is None else do_lower_case
+            tokenizer = load_tokenizer(spm_model_file=spm, do_lower_case=lower)
+        return LoadedModel(model, path, tokenizer, tuple(report.zero_filled), self.name, tuple(notes))
 
 
 def json_object_problem(path: str) -> Optional[str]:

@@ -40,8 +40,7 @@ from safetensors.numpy import load_file, save_file
 from albert_tf.config import REQUIRED_FIELDS, AlbertConfig, ConfigError
 from albert_tf.confined import path_inside
 from albert_tf.formats import hf_tokenizer
-from albert_tf.formats.base import Format
-from albert_tf.formats.loaded import LoadedModel
+from albert_tf.formats.base import PeerDirectoryFormat
 from albert_tf.formats.table import (
     BACKBONE,
     EYE,
@@ -68,7 +67,7 @@ from albert_tf.models.multiple_choice import AlbertMultipleChoice
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.models.span_qa import AlbertSpanQA
 from albert_tf.models.token_classifier import AlbertTokenClassifier
-from albert_tf.tokenization import SentencePieceTokenizer, load_tokenizer
+from albert_tf.tokenization import SentencePieceTokenizer
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -459,7 +458,7 @@ def write_tokenizer(directory: str, tokenizer) -> None:
 NAME = "hf"
 
 
-class HfFormat(Format):
+class HfFormat(PeerDirectoryFormat):
     """An HF transformers directory (`config.json` with `model_type` + `model.safetensors`)."""
 
     name = NAME
@@ -467,16 +466,11 @@ class HfFormat(Format):
     def claims(self, path: str) -> bool:
         return is_hf_dir(path)
 
-    def load(self, path, albert_config_file=None, tokenizer=None, do_lower_case=None) -> LoadedModel:
-        """Our model (its own config: `albert_config_file` is not used) and the SentencePiece model found in it."""
-        del albert_config_file
-        model, report = load_hf_dir(path)
-        notes = [f"{path}: has no {name}: set to zeros" for name in report.zero_filled]
-        spm = find_spm(path)
-        if tokenizer is None and spm is not None:
-            lower = self.lower_case(path) if do_lower_case is None else do_lower_case
-            tokenizer = load_tokenizer(spm_model_file=spm, do_lower_case=lower)
-        return LoadedModel(model, path, tokenizer, tuple(report.zero_filled), NAME, tuple(notes))
+    def read(self, path):
+        return load_hf_dir(path)
+
+    def spm_file(self, path):
+        return find_spm(path)
 
     def lower_case(self, path: str) -> bool:
         """HF's `tokenizer_config.json` `do_lower_case`; True otherwise (the released ALBERTs are uncased)."""

@@ -37,8 +37,7 @@ import keras
 import numpy as np
 
 from albert_tf.config import AlbertConfig, ConfigError
-from albert_tf.formats.base import Format, json_object_problem
-from albert_tf.formats.loaded import LoadedModel
+from albert_tf.formats.base import PeerDirectoryFormat, json_object_problem
 from albert_tf.formats.table import (
     BACKBONE,
     EYE,
@@ -58,7 +57,7 @@ from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.models.task_base import label_names
-from albert_tf.tokenization import SentencePieceTokenizer, load_tokenizer
+from albert_tf.tokenization import SentencePieceTokenizer
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
@@ -559,7 +558,7 @@ def save_preset(model, directory: str, spm_model_file: Optional[str] = None) -> 
 NAME = "keras_hub"
 
 
-class KerasHubFormat(Format):
+class KerasHubFormat(PeerDirectoryFormat):
     """A keras-hub preset directory (`config.json` naming a Keras class + `model.weights.h5`)."""
 
     name = NAME
@@ -567,16 +566,11 @@ class KerasHubFormat(Format):
     def claims(self, path: str) -> bool:
         return is_preset_dir(path)
 
-    def load(self, path, albert_config_file=None, tokenizer=None, do_lower_case=None) -> LoadedModel:
-        """Our model (its own config: `albert_config_file` is not used) and the SentencePiece model found in it."""
-        del albert_config_file
-        model, report = load_preset(path)
-        notes = [f"{path}: has no {name}: set to zeros" for name in report.zero_filled]
-        spm = find_spm(path)
-        if tokenizer is None and spm is not None:
-            lower = self.lower_case(path) if do_lower_case is None else do_lower_case
-            tokenizer = load_tokenizer(spm_model_file=spm, do_lower_case=lower)
-        return LoadedModel(model, path, tokenizer, tuple(report.zero_filled), NAME, tuple(notes))
+    def read(self, path):
+        return load_preset(path)
+
+    def spm_file(self, path):
+        return find_spm(path)
 
     def lower_case(self, path: str) -> bool:
         """keras-hub records no lowercasing (it does none), but its weights are Google's uncased models."""
