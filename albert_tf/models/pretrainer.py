@@ -5,10 +5,11 @@ from keras import ops
 
 from albert_tf.layers.heads import AlbertMaskedLMHead
 from albert_tf.models.backbone import LAYER_NORM_EPSILON, AlbertBackbone  # noqa: F401  (the docstring example)
+from albert_tf.models.task_base import TaskModel
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPretrainer(keras.Model):
+class AlbertPretrainer(TaskModel):
     """ALBERT with the pretraining heads of Google's `run_pretraining.py`.
 
     Inputs (dict): the backbone's `input_ids`, `input_mask`, `segment_ids`,
@@ -68,19 +69,6 @@ class AlbertPretrainer(keras.Model):
         )
 
         # === Config ===
-        self.backbone = backbone
+        self._set_task_config(backbone)
         self.mlm_head = mlm_head
         self.sop_head = sop_head
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)

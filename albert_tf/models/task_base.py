@@ -9,7 +9,7 @@ def head_initializer(backbone):
 
 
 class TaskModel(keras.Model):
-    """Base of the fine-tuning models: `backbone` plus flat keyword config values.
+    """Base of the models with heads (pretraining and fine-tuning): `backbone` plus flat keyword config values.
 
     Subclasses build their functional graph in `__init__`, then call
     `_set_task_config(backbone, **values)`; `get_config` returns those values
