@@ -13,7 +13,7 @@ are described in `data_prep.pipeline`.
 from absl import flags
 
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import settings_from_flags
+from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags
 from albert_tf.cli.run_record import write_settings
 from albert_tf.locking import OutputDirLock
 from data_prep import documents as documents_lib
@@ -25,8 +25,7 @@ def define_flags():
     defaults = Settings("", "")
     flags.DEFINE_string("input_file", None, "Comma-separated text files or globs.", required=True)
     flags.DEFINE_string("output_dir", None, "Where the shards and metadata.json go.", required=True)
-    flags.DEFINE_string("spm_model_file", None, "SentencePiece model (data_prep.train_sentencepiece).")
-    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt instead (data_prep.build_wordpiece_vocab).")
+    define_vocabulary_flags(lower_case_flag=False)  # data_prep's default is its own: uncased
     flags.DEFINE_enum("input_format", defaults.input_format, documents_lib.FORMATS, "Layout of the input.")
     flags.DEFINE_bool("do_lower_case", defaults.do_lower_case, "Lowercase (uncased models).")
     flags.DEFINE_integer("max_seq_length", defaults.max_seq_length, "Tokens per sequence.")
