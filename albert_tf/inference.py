@@ -24,6 +24,7 @@ Example:
 ([[2, 7, 3], [2, 3, 0]], [[1, 1, 1], [1, 1, 0]])
 """
 
+import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import keras
@@ -37,9 +38,10 @@ from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.models.task_base import label_names
-from albert_tf.tokenization import TokenizerError
+from albert_tf.tokenization import TokenizerError, resolve_tokenizer
 
 MASK_TEXT = "[MASK]"
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
 class PredictError(AlbertError, ValueError):
@@ -248,6 +250,78 @@ class Predictor:
         if not isinstance(self.model, AlbertPretrainer):
             raise PredictError(f"{type(self.model).__name__}: filling [MASK] needs a pretraining (MLM) model")
         return fill_mask(self.model, self.tokenizer, text, text_b, top_k, self.max_seq_length)
+
+
+class TFLitePredictor:
+    """A .tflite file (`albert_tf.export.export_tflite`) and its tokenizer, one text at a time at its own length.
+
+    What a phone runs: batch 1, no padding. A classifier answers as `Predictor.predict`
+    (class names from the file's metadata); an encoder's `embed` gives its pooled
+    output. The config and the tokenizer are the ones exported beside the file.
+    """
+
+    def __init__(self, model_file: str, tokenizer, max_seq_length: Optional[int] = None):
+        from albert_tf.export.tflite import TFLiteRunner  # TensorFlow Lite loads only for a .tflite file
+
+        self.runner = TFLiteRunner(model_file)
+        self.tokenizer = tokenizer
+        limit = self.runner.max_seq_length or self.runner.config.max_position_embeddings
+        self.max_seq_length = limit if max_seq_length is None else max_seq_length
+        if not 3 <= self.max_seq_length <= limit:
+            raise PredictError(f"--max_seq_length {self.max_seq_length}: {model_file} takes 3 to {limit} pieces")
+        outputs = self.runner.output_names
+        self.is_classifier = "logits" in outputs and set(self.runner.input_shapes) == set(INPUT_NAMES)
+        self.labels = self.runner.labels if self.is_classifier else None
+        self.notes = ()
+
+    @classmethod
+    def load(
+        cls,
+        model_file: str,
+        max_seq_length: Optional[int] = None,
+        spm_model_file: Optional[str] = None,
+        vocab_file: Optional[str] = None,
+        do_lower_case: Optional[bool] = None,
+    ) -> "TFLitePredictor":
+        """The file with the tokenizer exported beside it, or the one given."""
+        tokenizer = resolve_tokenizer(
+            spm_model_file, vocab_file, do_lower_case, model_dir=os.path.dirname(os.path.abspath(model_file))
+        )
+        return cls(model_file, tokenizer, max_seq_length)
+
+    def _outputs(self, texts, texts_b, source):
+        if texts_b is not None and len(texts_b) != len(texts):
+            raise PredictError(f"{len(texts)} texts but {len(texts_b)} second segments")
+        for _, _, rows in packed_chunks(self.tokenizer, texts, texts_b, 1, self.max_seq_length, source):
+            yield self.runner(pad_batch(rows))
+
+    def predict(self, texts: Sequence[str], texts_b: Optional[Sequence[str]] = None, source: str = "line") -> Dict:
+        """As `Predictor.predict` without early exit: `logits`, `probabilities`, `labels` (`label_names`)."""
+        if not self.is_classifier:
+            raise PredictError(
+                f"{self.runner.model_file}: not a classifier (outputs {', '.join(self.runner.output_names)})"
+            )
+        rows = [np.asarray(out["logits"], np.float32)[0] for out in self._outputs(list(texts), texts_b, source)]
+        result = {"logits": np.stack(rows) if rows else np.zeros((0, 0), np.float32)}
+        if result["logits"].shape[-1] == 1:
+            result["scores"] = result["logits"][:, 0]
+            return result
+        result["probabilities"] = softmax(result["logits"])
+        result["labels"] = result["logits"].argmax(-1)
+        if self.labels:
+            result["label_names"] = [self.labels[i] for i in result["labels"]]
+        return result
+
+    def embed(self, texts: Sequence[str], texts_b: Optional[Sequence[str]] = None, source: str = "line") -> np.ndarray:
+        """The pooled outputs `[len(texts), hidden]` of an encoder's file."""
+        if "pooled_output" not in self.runner.output_names:
+            raise PredictError(
+                f"{self.runner.model_file}: has no pooled_output (outputs {', '.join(self.runner.output_names)}); "
+                "embeddings need an encoder's file"
+            )
+        hidden = self.runner.config.hidden_size
+        rows = [np.asarray(out["pooled_output"], np.float32)[0] for out in self._outputs(list(texts), texts_b, source)]
+        return np.stack(rows) if rows else np.zeros((0, hidden), np.float32)
 
 
 def predict(path: str, texts: Sequence[str], texts_b: Optional[Sequence[str]] = None, **options) -> Dict:

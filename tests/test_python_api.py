@@ -179,3 +179,54 @@ def test_own_csv_fine_tunes_and_every_reader_of_the_model_says_the_label_names(r
     formats.save(predictor.model, str(preset), format="keras_hub")
     assert json.loads((preset / "metadata.json").read_text())["labels"] == ["negative", "positive"]
     assert inference.label_names(formats.load(str(preset)).model) == ("negative", "positive")
+
+
+@pytest.mark.slow
+def test_exported_files_carry_the_label_names_and_predict_reads_a_tflite_file(real_data, reviews_run, tmp_path):
+    import json
+
+    import tensorflow as tf
+
+    from albert_tf.cli import predict as predict_cli
+    from albert_tf.export import ExportError, export_saved_model, export_tflite
+    from albert_tf.export.tflite import labels_of
+    from albert_tf.inference import Predictor, TFLitePredictor
+
+    root, _ = reviews_run
+    predictor = Predictor.load(str(root / "out" / "best"), max_seq_length=32)
+    texts = [text for text, _ in _sst2_rows(real_data, "dev", 6)]
+    keras_answers = predictor.predict(texts)
+
+    # SavedModel: a `label_name` output beside `label`, from both the ids and the text signatures.
+    exported = export_saved_model(
+        predictor.model, str(tmp_path / "serving"), tokenizer=predictor.tokenizer, max_seq_length=32, warmup=False
+    )
+    served = tf.saved_model.load(exported).signatures["serve_text"](text_a=tf.constant(texts))
+    assert [n.decode() for n in served["label_name"].numpy()] == keras_answers["label_names"]
+    np.testing.assert_allclose(served["logits"].numpy(), keras_answers["logits"], atol=1e-4)
+
+    # TFLite: the names in the file's metadata; the predict command runs the file as a phone would.
+    tflite = export_tflite(predictor.model, str(tmp_path / "tflite"), max_seq_length=32, tokenizer=predictor.tokenizer)
+    assert labels_of(tflite) == ("negative", "positive")
+    on_file = TFLitePredictor.load(tflite)
+    assert on_file.max_seq_length == 32 and on_file.labels == ("negative", "positive")
+    file_answers = on_file.predict(texts)
+    np.testing.assert_allclose(file_answers["logits"], keras_answers["logits"], atol=1e-4)
+    assert file_answers["label_names"] == keras_answers["label_names"]
+    lines = predict_cli.run(tflite, text=texts[0])
+    assert lines == [f"{name}: {p:.4f}" for name, p in zip(("negative", "positive"), file_answers["probabilities"][0])]
+    (tmp_path / "lines.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    out = tmp_path / "answers.jsonl"
+    predict_cli.run(tflite, input_file=str(tmp_path / "lines.txt"), output_file=str(out))
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["label_name"] for r in records] == keras_answers["label_names"]
+    assert [r["text"] for r in records] == texts
+
+    # What the file cannot do is said, naming it.
+    with pytest.raises(predict_cli.PredictError, match=r"--max_seq_length 64: .*takes 3 to 32 pieces"):
+        predict_cli.run(tflite, text=texts[0], max_seq_length=64)
+    with pytest.raises(predict_cli.PredictError, match="--patience: .* answers at full depth"):
+        predict_cli.run(tflite, text=texts[0], patience=2)
+    (tmp_path / "broken.tflite").write_bytes(b"not a flatbuffer")
+    with pytest.raises(ExportError, match=r"broken.tflite: not a TFLite file"):
+        TFLitePredictor.load(str(tmp_path / "broken.tflite"), spm_model_file=predictor.tokenizer.model_file)

@@ -14,6 +14,12 @@ pooled embedding. With `--input_file`: the pooled embedding of every line
 `[lines, hidden]`) or `.jsonl` JSON lines (`{"text": ..., "embedding": [...]}`);
 other extensions are refused, and so is a path among the model's own files.
 
+`--model_dir` may also be a `.tflite` file (`albert_tf.export_model
+--format tflite`): it runs as on a phone, one text at a time at its own length,
+with the tokenizer and config exported beside it. A classifier prints its
+class probabilities (`--input_file`: JSON lines of answers); an encoder its
+pooled embedding.
+
 A classifier fine-tuned with `--early_exit` answers at full depth unless
 `--patience` is given (`albert_tf.inference` has the rule); the output says
 how many layers it used. With `--input_file`, `--patience` classifies every
@@ -34,12 +40,21 @@ from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.file_safety import same_file
 from albert_tf.formats.native import CONFIG_FILE
-from albert_tf.inference import MASK_TEXT, PredictError, Predictor, check_early_exit_request, is_classifier
+from albert_tf.inference import (
+    MASK_TEXT,
+    PredictError,
+    Predictor,
+    TFLitePredictor,
+    check_early_exit_request,
+    is_classifier,
+)
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.publish import naming_the_target
 from albert_tf.tokenization import TOKENIZER_FILE, TokenizerError, WordPieceTokenizer
 
 EMBEDDINGS_SUFFIX = ".npy"
+TFLITE_SUFFIX = ".tflite"
+DEFAULT_MAX_SEQ_LENGTH = 128
 JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
 FILES_READ_BESIDE = (CONFIG_FILE, TOKENIZER_FILE, WordPieceTokenizer.asset_name)  # and any *.model (SentencePiece)
 
@@ -62,8 +77,8 @@ def write_embeddings(path: str, texts, vectors: np.ndarray) -> str:
     return path
 
 
-def early_exit_records(texts, answers) -> List[dict]:
-    """One record a line: the text, its probabilities and label (or score), the layers it used."""
+def prediction_records(texts, answers) -> List[dict]:
+    """One record a line: the text, its probabilities and label (or score), the layers it used (early exit)."""
     records = []
     for number, text in enumerate(texts):
         record = {"text": text}
@@ -74,7 +89,8 @@ def early_exit_records(texts, answers) -> List[dict]:
             record["label"] = int(answers["labels"][number])
             if "label_names" in answers:
                 record["label_name"] = answers["label_names"][number]
-        record["layers_used"] = int(answers["layers_used"][number])
+        if "layers_used" in answers:
+            record["layers_used"] = int(answers["layers_used"][number])
         records.append(record)
     return records
 
@@ -159,7 +175,7 @@ def run(
     output_file=None,
     top_k=5,
     batch_size=32,
-    max_seq_length=128,
+    max_seq_length=None,
     spm_model_file=None,
     vocab_file=None,
     albert_config_file=None,
@@ -175,8 +191,14 @@ def run(
         raise PredictError("--input_file needs --output_file (.npy, or .jsonl for JSON lines)")
     if input_file is not None:
         check_output_file(output_file, input_file, model_dir, patience)
-    if top_k < 1 or batch_size < 1 or max_seq_length < 3:
+    if top_k < 1 or batch_size < 1 or (max_seq_length is not None and max_seq_length < 3):
         raise PredictError("--top_k and --batch_size must be ≥ 1, --max_seq_length ≥ 3")
+    if model_dir.endswith(TFLITE_SUFFIX):
+        if patience is not None:
+            raise PredictError(f"--patience: {model_dir} answers at full depth; early exit runs on the model directory")
+        predictor = TFLitePredictor.load(model_dir, max_seq_length, spm_model_file, vocab_file, do_lower_case)
+        return _predict_tflite(predictor, text, text_b, input_file, output_file)
+    max_seq_length = DEFAULT_MAX_SEQ_LENGTH if max_seq_length is None else max_seq_length
     predictor = Predictor.load(model_dir, max_seq_length, spm_model_file, vocab_file, albert_config_file, do_lower_case)
     for note in predictor.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -191,7 +213,7 @@ def run(
         answers = predictor.predict(
             texts, batch_size=batch_size, patience=patience, threshold=threshold, progress=progress, source=input_file
         )
-        records = early_exit_records(texts, answers)
+        records = prediction_records(texts, answers)
         _write_json_lines(output_file, records)
         average = sum(r["layers_used"] for r in records) / max(len(records), 1)
         exits = predictor.model.num_exits
@@ -228,15 +250,43 @@ def _predict_text(predictor: Predictor, text, text_b, top_k, patience, threshold
     )
 
 
+def _predict_tflite(predictor: TFLitePredictor, text, text_b, input_file, output_file) -> List[str]:
+    """A classifier's answers (JSON lines for --input_file) or an encoder's pooled embeddings, one text at a time."""
+    if input_file is None:
+        texts, texts_b, source = [text], None if text_b is None else [text_b], "--text"
+    else:
+        texts, texts_b, source = read_lines(input_file), None, input_file
+    if predictor.is_classifier:
+        answers = predictor.predict(texts, texts_b, source)
+        if input_file is None:
+            values = answers["logits"][0] if "scores" in answers else answers["probabilities"][0]
+            return _answer_lines(values, predictor.labels)
+        if output_file.endswith(EMBEDDINGS_SUFFIX):
+            raise PredictError(f"--output_file {output_file}: a classifier answers in JSON lines; name a .jsonl file")
+        _write_json_lines(output_file, prediction_records(texts, answers))
+        return [f"wrote {output_file} ({len(texts)} lines)"]
+    vectors = predictor.embed(texts, texts_b, source)
+    if input_file is None:
+        return [json.dumps([round(float(v), 6) for v in vectors[0]])]
+    return [f"wrote {write_embeddings(output_file, texts, vectors)} ({len(texts)} × {vectors.shape[1]})"]
+
+
 def define_flags():
-    flags.DEFINE_string("model_dir", None, "Any model albert_tf.formats reads (ours, TF1, HF dir, keras-hub preset).")
+    flags.DEFINE_string(
+        "model_dir", None, "Any model albert_tf.formats reads (ours, TF1, HF dir, keras-hub preset), or a .tflite file."
+    )
     flags.DEFINE_string("text", None, "Text to predict on ([MASK] marks what an MLM model fills in).")
     flags.DEFINE_string("text_b", None, "Second segment (sentence pairs).")
     flags.DEFINE_string("input_file", None, "Text file, one input per line: writes pooled embeddings.")
     flags.DEFINE_string("output_file", None, "Where --input_file's embeddings go: .npy, or .jsonl for JSON lines.")
     flags.DEFINE_integer("top_k", 5, "Fillers printed per [MASK].")
     flags.DEFINE_integer("batch_size", 32, "Lines per batch for --input_file.")
-    flags.DEFINE_integer("max_seq_length", 128, "Pieces per input, [CLS]/[SEP] included (longer is truncated).")
+    flags.DEFINE_integer(
+        "max_seq_length",
+        None,
+        f"Pieces per input, [CLS]/[SEP] included (longer is truncated). Default: {DEFAULT_MAX_SEQ_LENGTH}; "
+        "a .tflite file's own.",
+    )
     flags.DEFINE_string("spm_model_file", None, "SentencePiece model (default: the one beside the weights).")
     flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt instead of a SentencePiece model.")
     flags.DEFINE_string("albert_config_file", None, "Config of a TF1 checkpoint (default: beside it).")

@@ -60,6 +60,7 @@ from albert_tf.export.verify import VERIFY_TEXTS, reference_text_inputs
 from albert_tf.formats.table import backbone_of
 from albert_tf.locking import OutputDirLock
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier, AlbertEarlyExitMultipleChoice, PatientInference
+from albert_tf.models.task_base import label_names
 from albert_tf.publish import staged_files
 
 SIGNATURE = "serve_early_exit"
@@ -246,7 +247,7 @@ def export_early_exit_tflite(model, output_dir: str, max_seq_length: int = 128) 
         try:
             converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=[SIGNATURE])
             converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-            flatbuffer = finished_flatbuffer(converter.convert(), max_seq_length)
+            flatbuffer = finished_flatbuffer(converter.convert(), max_seq_length, label_names(model))
         except Exception as error:  # noqa: BLE001  (the converter's ConverterError lives in private modules)
             raise ExportError(f"early-exit TFLite conversion failed: {str(error).splitlines()[0]}") from None
         shutil.rmtree(saved)

@@ -16,7 +16,8 @@ vocabulary, mismatched shapes) with an `InvalidArgument` naming the input
 (`albert_tf.export.input_checks`).
 
 Outputs are the model's, plus ready-to-use ones: `probabilities` and `label`
-for a `logits` output (and `sop_`), `mlm_top_k_ids`/`mlm_top_k_probabilities`
+for a `logits` output (and `sop_`), `label_name` (string) for a classifier
+fine-tuned with class names, `mlm_top_k_ids`/`mlm_top_k_probabilities`
 for `mlm_logits`; the text signatures also return the packed ids.
 
 Example:
@@ -34,6 +35,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.export.input_checks import MLM_POSITIONS, serving_tensors
+from albert_tf.models.task_base import label_names
 from albert_tf.tokenization import MAX_SEGMENTED_CHARS
 
 TOKEN_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -77,6 +79,7 @@ class ServingEndpoints:
         self.special_ids = dict(special_ids or {})
         self.max_seq_length = max_seq_length
         self.top_k = top_k
+        self.label_names = label_names(model)
         self.input_specs = {
             name: tf.TensorSpec([None] + list(tensor.shape[1:]), tf.int32, name=name)
             for name, tensor in model.input.items()
@@ -145,6 +148,8 @@ class ServingEndpoints:
             if name in outputs and outputs[name].shape[-1] > 1:
                 result[prefix + "probabilities"] = tf.nn.softmax(outputs[name], axis=-1)
                 result[prefix + "label"] = tf.argmax(outputs[name], axis=-1, output_type=tf.int32)
+        if self.label_names and "label" in result:
+            result["label_name"] = tf.gather(tf.constant(self.label_names), result["label"])
         if MLM_LOGITS in outputs:
             top = tf.math.top_k(tf.nn.softmax(outputs[MLM_LOGITS], axis=-1), k=self.top_k)
             result["mlm_top_k_ids"] = top.indices

@@ -4,7 +4,8 @@
 sequence length S in [1, max_seq_length] (a dynamic dimension: an app resizes
 the inputs to its text's length, `resize_tensor_input` then `allocate_tensors`,
 and pays for no padding); the file records its `max_seq_length` (metadata
-`MAX_SEQ_LENGTH_METADATA`) and refuses longer inputs. Beside it the config,
+`MAX_SEQ_LENGTH_METADATA`) and refuses longer inputs, and a classifier's class
+names (`LABELS_METADATA`, a JSON list) when it was fine-tuned with them. Beside it the config,
 the vocabulary and `tokenizer_test_vectors.json` (texts with the ids the
 app's tokenizer must produce: TFLite has no op for ALBERT's NFKD
 preprocessing, so apps tokenise). Written aside, checked against the
@@ -41,6 +42,7 @@ from albert_tf.export.representative import (
 from albert_tf.formats.table import backbone_of
 from albert_tf.inputs.packing import pack_segments
 from albert_tf.locking import OutputDirLock
+from albert_tf.models.task_base import label_names
 from albert_tf.publish import remove_stale_staging, staged_files
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8", "full_int8")
@@ -61,6 +63,7 @@ TEST_VECTOR_TEXTS = (
     "",
 )
 MAX_SEQ_LENGTH_METADATA = "albert_tf.max_seq_length"
+LABELS_METADATA = "albert_tf.labels"  # a JSON list of the class names
 
 
 def converter_options(quantize: str) -> Dict:
@@ -80,12 +83,13 @@ def tflite_input_signature(model):
     return [specs]
 
 
-def finished_flatbuffer(flatbuffer: bytes, max_seq_length: int) -> bytes:
-    """`flatbuffer` with its `max_seq_length` recorded (`max_seq_length_of`), intermediate tensors unnamed.
+def finished_flatbuffer(flatbuffer: bytes, max_seq_length: int, labels=None) -> bytes:
+    """`flatbuffer` with its `max_seq_length` (and class names) recorded, intermediate tensors unnamed.
 
-    The dynamic length adds shape arithmetic between the ops; their tensors' names
-    (long Keras scopes, ~2% of a tiny file) serve no app: the inputs and outputs
-    keep theirs (apps look them up).
+    The records are metadata entries (`max_seq_length_of`, `labels_of`). The dynamic
+    length adds shape arithmetic between the ops; their tensors' names (long Keras
+    scopes, ~2% of a tiny file) serve no app: the inputs and outputs keep theirs
+    (apps look them up).
     """
     import flatbuffers
     from ai_edge_litert import schema_py_generated as schema
@@ -96,29 +100,45 @@ def finished_flatbuffer(flatbuffer: bytes, max_seq_length: int) -> bytes:
         for index, tensor in enumerate(graph.tensors):
             if index not in named:
                 tensor.name = None
-    buffer = schema.BufferT()
-    buffer.data = np.frombuffer(str(max_seq_length).encode(), np.uint8)
-    model.buffers.append(buffer)
-    entry = schema.MetadataT()
-    entry.name = MAX_SEQ_LENGTH_METADATA
-    entry.buffer = len(model.buffers) - 1
-    model.metadata = list(model.metadata or []) + [entry]
+    records = {MAX_SEQ_LENGTH_METADATA: str(max_seq_length)}
+    if labels:
+        records[LABELS_METADATA] = json.dumps(list(labels), ensure_ascii=False)
+    model.metadata = list(model.metadata or [])
+    for name, text in records.items():
+        buffer = schema.BufferT()
+        buffer.data = np.frombuffer(text.encode("utf-8"), np.uint8)
+        model.buffers.append(buffer)
+        entry = schema.MetadataT()
+        entry.name = name
+        entry.buffer = len(model.buffers) - 1
+        model.metadata.append(entry)
     builder = flatbuffers.Builder(len(flatbuffer) + 1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
 
 
-def max_seq_length_of(model_file: str) -> Optional[int]:
-    """The `max_seq_length` a .tflite file was exported for (None: a file without the record)."""
+def _metadata_text(model_file: str, name: str) -> Optional[str]:
     from ai_edge_litert import schema_py_generated as schema
 
     with open(model_file, "rb") as f:
         model = schema.Model.GetRootAs(f.read(), 0)
     for i in range(model.MetadataLength()):
         entry = model.Metadata(i)
-        if entry.Name().decode() == MAX_SEQ_LENGTH_METADATA:
-            return int(model.Buffers(entry.Buffer()).DataAsNumpy().tobytes())
+        if entry.Name().decode() == name:
+            return model.Buffers(entry.Buffer()).DataAsNumpy().tobytes().decode("utf-8")
     return None
+
+
+def max_seq_length_of(model_file: str) -> Optional[int]:
+    """The `max_seq_length` a .tflite file was exported for (None: a file without the record)."""
+    text = _metadata_text(model_file, MAX_SEQ_LENGTH_METADATA)
+    return None if text is None else int(text)
+
+
+def labels_of(model_file: str) -> Optional[Tuple[str, ...]]:
+    """The class names of a .tflite classifier fine-tuned with names (None: no names recorded)."""
+    text = _metadata_text(model_file, LABELS_METADATA)
+    return None if text is None else tuple(json.loads(text))
 
 
 def file_input_shapes(runner) -> Dict[str, Tuple[int, ...]]:
@@ -127,8 +147,8 @@ def file_input_shapes(runner) -> Dict[str, Tuple[int, ...]]:
     return {name: tuple(int(d) for d in detail["shape_signature"]) for name, detail in details.items()}
 
 
-def run_tflite(model_file: str, inputs: Dict[str, np.ndarray], config=None) -> Dict[str, np.ndarray]:
-    """Runs a .tflite file's `serving_default` signature (LiteRT's interpreter) at the inputs' length.
+class TFLiteRunner:
+    """A .tflite file's `serving_default` signature, loaded once, run on checked inputs of any length.
 
     The inputs are checked first (`check_tflite_inputs`: names, shapes, value
     ranges, a length up to the file's `max_seq_length`), against `config` or the
@@ -137,15 +157,31 @@ def run_tflite(model_file: str, inputs: Dict[str, np.ndarray], config=None) -> D
     inputs to the request's shape and allocates the tensors on every call
     (`resize_tensor_input`, `allocate_tensors`).
     """
-    from ai_edge_litert.interpreter import Interpreter  # the runtime loads only to run a file
 
-    if config is None:
-        config = AlbertConfig.from_json_file(
+    def __init__(self, model_file: str, config=None):
+        from ai_edge_litert.interpreter import Interpreter  # the runtime loads only to run a file
+
+        self.model_file = model_file
+        try:
+            self.runner = Interpreter(model_path=model_file).get_signature_runner("serving_default")
+        except ValueError as error:  # LiteRT's one error type for a missing, unreadable or foreign file
+            raise ExportError(f"{model_file}: not a TFLite file with a serving_default signature ({error})") from None
+        self.config = config or AlbertConfig.from_json_file(
             os.path.join(os.path.dirname(os.path.abspath(model_file)), "albert_config.json")
         )
-    runner = Interpreter(model_path=model_file).get_signature_runner("serving_default")
-    check_tflite_inputs(inputs, config, file_input_shapes(runner), max_seq_length_of(model_file))
-    return runner(**inputs)
+        self.input_shapes = file_input_shapes(self.runner)
+        self.max_seq_length = max_seq_length_of(model_file)
+        self.labels = labels_of(model_file)
+        self.output_names = sorted(self.runner.get_output_details())
+
+    def __call__(self, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        check_tflite_inputs(inputs, self.config, self.input_shapes, self.max_seq_length)
+        return self.runner(**inputs)
+
+
+def run_tflite(model_file: str, inputs: Dict[str, np.ndarray], config=None) -> Dict[str, np.ndarray]:
+    """Runs a .tflite file's `serving_default` signature once (`TFLiteRunner`) at the inputs' length."""
+    return TFLiteRunner(model_file, config)(inputs)
 
 
 def convert_to_tflite(
@@ -181,7 +217,7 @@ def convert_to_tflite(
             flatbuffer = quantize_full_integer(converter, samples, **full_integer_options)
         else:
             flatbuffer = converter.convert()
-    return finished_flatbuffer(flatbuffer, max_seq_length)
+    return finished_flatbuffer(flatbuffer, max_seq_length, label_names(model))
 
 
 def tokenizer_test_vectors(python_tokenizer, max_seq_length: int) -> List[Dict]:
