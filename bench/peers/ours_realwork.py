@@ -53,6 +53,7 @@ tf.config.threading.set_inter_op_parallelism_threads(args.inter)
 import keras  # noqa: E402
 
 from albert_tf import optimization  # noqa: E402
+from albert_tf.inputs import length_batching  # noqa: E402
 from albert_tf.models.backbone import AlbertBackbone  # noqa: E402
 from albert_tf.models.classifier import AlbertClassifier  # noqa: E402
 
@@ -86,26 +87,18 @@ def finetune():
     encoded = rd.encode(sp, rows, MAX_LEN)
     labels = np.array([r[2] for r in rows], np.int32)
     need = args.warmup + args.steps
-    if args.length_grouping:
-        plan = rd.batches_grouped([len(e[0]) for e in encoded], args.batch, max_len=MAX_LEN)
-    else:
-        rng = np.random.default_rng(0)
-        order = rng.permutation(len(rows))
-        starts = range(0, len(order) - args.batch + 1, args.batch)
-        plan = [(order[s : s + args.batch].tolist(), MAX_LEN) for s in starts]
-    plan = plan[:need]
-    real = sum(len(encoded[i][0]) for b, _ in plan[args.warmup :] for i in b)
-    computed = sum(n * len(b) for b, n in plan[args.warmup :])
-
-    def gen():
-        while True:
-            for b, n in plan:
-                yield padded(encoded, b, n), {"logits": labels[b]}
-
-    spec = {k: tf.TensorSpec([None, None], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")}
-    dataset = tf.data.Dataset.from_generator(
-        gen, output_signature=(spec, {"logits": tf.TensorSpec([None], tf.int32)})
-    ).prefetch(tf.data.AUTOTUNE)
+    # The library's own batching (albert_tf.inputs.length_batching), as run_classifier trains.
+    features = padded(encoded, range(len(encoded)), MAX_LEN)
+    dataset = length_batching.train_dataset(
+        features,
+        labels,
+        args.batch,
+        seed=0,
+        length_grouping=args.length_grouping,
+        buckets=length_batching.fine_bucket_lengths(MAX_LEN),
+    )
+    timed = [f["input_mask"].numpy() for f, _ in dataset.take(need)][args.warmup :]  # a fresh iterator: fit's batches
+    real, computed = sum(int(m.sum()) for m in timed), sum(m.size for m in timed)
     model = build_model()
     optimizer = optimization.create_optimizer("adamw", 2e-5, 1000, 100, clip_norm=1.0)
     model.compile(

@@ -118,26 +118,6 @@ def median_row(rows, encoded):
     return i, rows[i]
 
 
-def batches_grouped(lengths, batch, pool_batches=50, multiple=16, max_len=128, seed=0):
-    """Index batches: shuffled pools of `pool_batches` batches, sorted inside, cut, batches shuffled;
-    each with its pad length (the smallest multiple of `multiple` >= its longest row)."""
-    import random
-
-    rng = random.Random(seed)
-    idx = list(range(len(lengths)))
-    rng.shuffle(idx)
-    out = []
-    pool = batch * pool_batches
-    for p in range(0, len(idx), pool):
-        chunk = sorted(idx[p : p + pool], key=lambda i: lengths[i])
-        for s in range(0, len(chunk) - batch + 1, batch):
-            b = chunk[s : s + batch]
-            longest = max(lengths[i] for i in b)
-            out.append((b, min(max_len, -(-longest // multiple) * multiple)))
-    rng.shuffle(out)
-    return out
-
-
 def main():
     sp = processor()
     print("spm:", spm_path(), "pieces:", sp.get_piece_size())
