@@ -375,18 +375,23 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
 
 @contextlib.contextmanager
 def _worker_tracebacks_unlogged():
-    """Beam logs a failing bundle's traceback at ERROR before re-raising; the CLI says it in one line.
+    """Beam logs a failing bundle's traceback at ERROR before re-raising, and Dask's client logs its lost
+    connection's; the CLI says what happened in one line.
 
     Logged as before when the root logger shows INFO (`-v 1`).
     """
-    bundles = logging.getLogger("apache_beam.runners.common")
-    level = bundles.level
+    # distributed configures its modules' loggers one by one: each is quietened, not just the parent.
+    dask_names = [name for name in logging.Logger.manager.loggerDict if name.split(".")[0] == "distributed"]
+    loggers = [logging.getLogger(name) for name in ["apache_beam.runners.common", *dask_names]]
+    levels = [logger.level for logger in loggers]
     if logging.getLogger().getEffectiveLevel() > logging.INFO:
-        bundles.setLevel(logging.CRITICAL)
+        for logger in loggers:
+            logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
-        bundles.setLevel(level)
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def _cause_in(error: BaseException, kind: type) -> Optional[BaseException]:
@@ -411,8 +416,12 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
     FileSystems.mkdirs(temp_dir)
     try:
         options = _pipeline_options(pipeline_args or [])
-        with _worker_tracebacks_unlogged(), beam.Pipeline(options=PipelineOptions(options)) as pipeline:
+        with _worker_tracebacks_unlogged():
+            pipeline = beam.Pipeline(options=PipelineOptions(options))
             build_pipeline(pipeline, settings, input_paths, tokenizer, temp_dir)
+            result = pipeline.run()
+            result.wait_until_finish()
+        _check_every_task_finished(result, settings.output_dir)
         counts = _read_json(FileSystems.join(temp_dir, "_counts.json"))
         if not counts.get("instances"):
             raise DataPrepError(
@@ -451,6 +460,25 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
     finally:
         if FileSystems.exists(temp_dir):
             FileSystems.delete([temp_dir])
+
+
+def _check_every_task_finished(result, output_dir: str) -> None:
+    """Beam's DaskRunner reports DONE when its scheduler is lost mid-job (the futures end cancelled)."""
+    futures = getattr(result, "futures", None)  # a DaskRunnerResult's; other runners raise on failure
+    if not futures:
+        return
+    unfinished = [future for future in futures if future.status != "finished"]
+    if not unfinished:
+        return
+    client = result.client
+    address = getattr(client.scheduler, "address", None) or "its scheduler"
+    with _worker_tracebacks_unlogged():  # the client's reconnect attempts, cancelled
+        client.close(timeout=5)
+    statuses = ", ".join(sorted({future.status for future in unfinished}))
+    raise DataPrepError(
+        f"{output_dir}: the Dask cluster ({address}) was lost before the job finished ({len(unfinished)} of "
+        f"{len(futures)} tasks {statuses}); nothing was published (any earlier dataset there is intact)"
+    )
 
 
 def sentences_per_document_note(counts: dict, task: str) -> str:

@@ -4,6 +4,7 @@ as the DirectRunner's."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -32,7 +33,8 @@ def stop(processes):
 
 @pytest.fixture
 def dask_cluster(tmp_path):
-    """A scheduler and `WORKERS` single-threaded worker processes; yields (address, client); stops them all."""
+    """A scheduler and `WORKERS` single-threaded worker processes; yields (address, client, scheduler process);
+    stops them all."""
     from distributed import Client
 
     scheduler_file = tmp_path / "scheduler.json"
@@ -69,7 +71,7 @@ def dask_cluster(tmp_path):
             )
         client = Client(scheduler_file=str(scheduler_file), timeout=60)
         client.wait_for_workers(WORKERS, timeout=120)
-        yield json.loads(scheduler_file.read_text())["address"], client
+        yield json.loads(scheduler_file.read_text())["address"], client, processes[0]
     finally:
         if client is not None:
             client.close()
@@ -98,7 +100,7 @@ def dataset(directory):
 def test_dask_runner_on_a_two_worker_cluster_writes_the_direct_runners_bytes(
     dask_cluster, tmp_path, wikitext_spm, real_data
 ):
-    address, client = dask_cluster
+    address, client, _ = dask_cluster
     lines = (real_data / "tinyshakespeare" / "input.txt").read_text(encoding="utf-8").splitlines()[:6000]
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -128,6 +130,50 @@ def test_dask_runner_on_a_two_worker_cluster_writes_the_direct_runners_bytes(
     assert list(records) == [f"part-0000{i}-of-00003.tfrecord" for i in range(3)]
     assert sorted(set(shards) - set(records)) == ["spm.model", "tokenizer.json"]  # the data's vocabulary
     assert metadata["num_instances"] > 1000 and all(len(v) > 50_000 for v in records.values())
+
+
+@pytest.mark.slow
+def test_a_scheduler_lost_mid_job_is_one_line_and_the_earlier_dataset_stays(
+    dask_cluster, tmp_path, wikitext_spm, real_data
+):
+    address, client, scheduler = dask_cluster
+    output_dir = tmp_path / "out"
+    common = [f"--spm_model_file={wikitext_spm}", "--input_format=wikitext", f"--output_dir={output_dir}"]
+    small = tmp_path / "small.txt"
+    small.write_text((real_data / "wikitext2" / "valid.txt").read_text(encoding="utf-8")[:100_000], encoding="utf-8")
+    earlier = data_prep(common + [f"--input_file={small}"])
+    assert earlier.returncode == 0, earlier.stderr[-3000:]
+    before = dataset(output_dir)
+
+    wikitext = real_data / "wikitext2"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "data_prep.create_pretraining_data"]
+        + common
+        + [f"--input_file={wikitext}/valid.txt,{wikitext}/test.txt", "--dupe_factor=10", "--overwrite"]
+        + ["--runner", "DaskRunner", f"--dask_client_address={address}"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # The scheduler goes once a worker runs the job's tasks (minutes of work for one worker).
+        while not any(client.run(lambda dask_worker: dask_worker.state.executing_count).values()):
+            assert job.poll() is None, job.communicate()[1][-3000:]
+            time.sleep(0.2)
+        scheduler.kill()
+        _, err = job.communicate(timeout=300)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 1
+    assert "Traceback" not in err, err[-3000:]
+    assert re.fullmatch(
+        rf"error: {re.escape(str(output_dir))}: the Dask cluster \(tcp://127\.0\.0\.1:\d+\) was lost before the "
+        r"job finished \(\d+ of \d+ tasks \w+\); nothing was published \(any earlier dataset there is intact\)",
+        err.strip().splitlines()[-1],
+    )
+    assert dataset(output_dir) == before
 
 
 def test_dask_runner_refuses_data_that_needs_the_document_count(tmp_path, wikitext_spm, real_data):
