@@ -63,6 +63,10 @@ def test_a_run_says_where_it_starts_reports_each_evaluation_and_ends_with_a_tabl
     train = scalars(tmp_path / "out" / "train")
     assert [step for step, _ in train["loss"]] == [3, 6] and all(np.isfinite(v) for _, v in train["loss"])
     assert [step for step, _ in train["lr"]] == [3, 6] and "steps_per_s" in train
+    # Training accuracy per window of 3 steps × 8 examples: a count of right answers out of 24.
+    assert [step for step, _ in train["accuracy"]] == [3, 6]
+    assert all(0 <= v <= 1 and abs(v * 24 - round(v * 24)) < 1e-4 for _, v in train["accuracy"])
+    assert "accuracy (last 3 steps)" in out
     evaluated = scalars(tmp_path / "out" / "eval")
     for name in ("accuracy", "macro_f1", "matthews_corr", "f1", "majority_baseline", "train_loss"):
         assert [step for step, _ in evaluated[name]] == [3, 6], name

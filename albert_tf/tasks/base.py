@@ -113,6 +113,10 @@ class Task(abc.ABC):
     def loss_weights(self) -> Optional[Dict[str, float]]:
         return None
 
+    def train_accuracy(self) -> bool:
+        """Whether the training model's `logits` are class scores whose accuracy the bar shows while training."""
+        return False
+
     @abc.abstractmethod
     def postprocess(self, data: Encoded, outputs: Dict[str, np.ndarray], tokenizer) -> Any:
         """The task's predictions from the model's outputs on `data.features`."""

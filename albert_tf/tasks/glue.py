@@ -129,6 +129,9 @@ class TsvTask(Task):
     def losses(self):
         return {"logits": regression_loss if self.is_regression else classification_loss}
 
+    def train_accuracy(self) -> bool:
+        return not self.is_regression
+
     def postprocess(self, data, outputs, tokenizer) -> np.ndarray:
         return np.asarray(outputs["logits"])
 

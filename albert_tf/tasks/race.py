@@ -218,6 +218,9 @@ class RaceTask(Task):
     def losses(self):
         return {"logits": classification_loss}
 
+    def train_accuracy(self) -> bool:
+        return True
+
     def postprocess(self, data, outputs, tokenizer) -> np.ndarray:
         return np.asarray(outputs["logits"])
 

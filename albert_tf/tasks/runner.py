@@ -155,6 +155,7 @@ def _run(
                 start_line=model_start.origin,
                 metric_names=task.metric_names(),
                 majority=task.majority_share(dev),
+                train_accuracy=task.train_accuracy(),
             )
         summary["history"] = result["history"]
         summary["best_step"] = result["best"]["global_step"] if result["best"] else None

@@ -9,7 +9,7 @@ early-stopped score) as `best/model.keras`; predictions come from it.
 `--early_stopping_patience N` stops after N evaluations without improvement.
 
 Training is Keras `fit`, one call per evaluation interval. The run shows a live bar
-(`albert_tf.progress`: ETA, steps/s, the last window's loss and the learning rate), one
+(`albert_tf.progress`: ETA, steps/s, the last window's loss (and accuracy) and the learning rate), one
 line per evaluation below it, and writes TensorBoard scalars to `output_dir/train` and
 `output_dir/eval`. After each evaluation the training state goes to
 `output_dir/checkpoints` (`albert_tf.tasks.checkpoints`): the same command resumes a
@@ -35,6 +35,7 @@ from albert_tf.tasks.metrics import is_better
 from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
 CLIP_NORM = 1.0  # the original's create_optimizer: tf.clip_by_global_norm(grads, 1.0)
+TRAIN_ACCURACY = "accuracy"  # the bar's and TensorBoard's name for the training window's accuracy
 LOG_WINDOW = 50  # steps per logging window (bar values, TensorBoard's train scalars); at most the eval interval
 
 
@@ -53,6 +54,11 @@ def unread_pooler_frozen(task_model):
         pooler.trainable = was_trainable
 
 
+def _logged_name(logs: dict, name: str) -> str:
+    """The key Keras logs `name` under (a metric of one output may carry the output's name first)."""
+    return name if name in logs else next(key for key in logs if key.endswith("_" + name))
+
+
 class _Progress(keras.callbacks.Callback):
     """Counts the micro-batches of one `fit` call, draws the bar, writes the train scalars every window,
     and ends `fit` after the optimizer step in which a stop signal arrived."""
@@ -64,7 +70,7 @@ class _Progress(keras.callbacks.Callback):
         self.optimizer = optimizer
         self.batches = 0
         self.values = {}
-        self._mark = (0, 0.0, time.perf_counter())  # (batches, their loss sum, time) at the window's start
+        self._mark = (0, {}, time.perf_counter())  # (batches, their windowed sums, time) at the window's start
 
     def on_train_batch_end(self, batch, logs=None):
         self.batches += 1
@@ -72,17 +78,15 @@ class _Progress(keras.callbacks.Callback):
             return  # within an optimizer step: a signal waits for its end (the accumulated gradient)
         step = self.first_step + self.batches // self.accum
         if step % self.window == 0 or step == self.last_step:
-            # Keras' logged loss is the mean since this fit call began: the window's is the difference.
-            loss_sum = float(logs["loss"]) * self.batches
-            marked_batches, marked_sum, marked_time = self._mark
-            steps = (self.batches - marked_batches) // self.accum
-            self.values = {
-                "loss": (loss_sum - marked_sum) / (self.batches - marked_batches),
-                "lr": float(self.optimizer.learning_rate),
-                "steps/s": steps / max(time.perf_counter() - marked_time, 1e-9),
-            }
+            # Keras logs the mean since this fit call began: the window's mean comes from the sums' difference.
+            sums = {name: float(logs[_logged_name(logs, name)]) * self.batches for name in self.bar.windowed}
+            marked_batches, marked_sums, marked_time = self._mark
+            batches = self.batches - marked_batches
+            self.values = {name: (total - marked_sums.get(name, 0.0)) / batches for name, total in sums.items()}
+            self.values["lr"] = float(self.optimizer.learning_rate)
+            self.values["steps/s"] = batches // self.accum / max(time.perf_counter() - marked_time, 1e-9)
             write_scalars(self.writer, step, self.values)
-            self._mark = (self.batches, loss_sum, time.perf_counter())
+            self._mark = (self.batches, sums, time.perf_counter())
         self.bar.update(step, self.values)
         if preemption.requested():
             self.model.stop_training = True
@@ -107,6 +111,7 @@ def train(
     start_line: Optional[str] = None,
     metric_names: Optional[Sequence[str]] = None,
     majority: Optional[float] = None,
+    train_accuracy: bool = False,
 ) -> dict:
     """Trains `model`; every `save_checkpoints_steps` evaluates, keeps the best in `best/` and checkpoints.
 
@@ -120,6 +125,7 @@ def train(
     names `evaluate` returns, when given, else at the first evaluation). `majority`: the share of
     the most frequent dev label (classification), shown with every evaluation.
     `start_line` says what the weights start from (printed unless the run resumes).
+    `train_accuracy`: the `logits` are class scores; the bar and TensorBoard show the window's accuracy.
 
     An earlier run's `best/` in `output_dir` is kept until an evaluation beats its
     score; each line of `eval_results.txt` names the `run` that wrote it.
@@ -155,11 +161,14 @@ def train(
     )
     if settings.mixed_precision == "float16":  # float16 gradients underflow without loss scaling
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    accuracy = keras.metrics.SparseCategoricalAccuracy(name=TRAIN_ACCURACY)
+    train_metrics = {"logits": [accuracy]} if train_accuracy else None
     with unread_pooler_frozen(task_model):
         model.compile(
             optimizer=optimizer,
             loss=loss if isinstance(loss, dict) else {"logits": loss},
             loss_weights=loss_weights,
+            metrics=train_metrics,
             jit_compile=settings.jit_compile,
         )
         optimizer.build(model.trainable_variables)  # its slots must exist before a checkpoint restores them
@@ -179,7 +188,8 @@ def train(
         run_id = history.new_run_id()
         interval = max(1, min(settings.save_checkpoints_steps, settings.train_step))
         window = max(1, min(LOG_WINDOW, interval))
-        bar = TrainingBar(settings.train_step, ("loss",), window, settings.verbose)
+        windowed = ("loss", TRAIN_ACCURACY) if train_accuracy else ("loss",)
+        bar = TrainingBar(settings.train_step, windowed, window, settings.verbose)
         train_writer = summary_writer(settings.output_dir, TRAIN_SUMMARY_DIR)
         eval_writer = summary_writer(settings.output_dir, EVAL_SUMMARY_DIR)
         evaluations = []
