@@ -163,13 +163,12 @@ class Predictor:
         cls,
         path: str,
         max_seq_length: int = 128,
-        spm_model_file: Optional[str] = None,
-        vocab_file: Optional[str] = None,
+        tokenizer=None,
         albert_config_file: Optional[str] = None,
         do_lower_case: Optional[bool] = None,
     ) -> "Predictor":
-        """The model at `path` (anything `albert_tf.formats.load` reads) with its own tokenizer or the one given."""
-        loaded = formats.load(path, albert_config_file, spm_model_file, vocab_file, do_lower_case)
+        """The model at `path` (anything `albert_tf.formats.load` reads) with its own tokenizer or `tokenizer`."""
+        loaded = formats.load(path, albert_config_file, tokenizer, do_lower_case)
         if loaded.tokenizer is None:
             raise TokenizerError(
                 f"{path}: no vocabulary beside the model (spm.model, spiece.model, "
@@ -279,14 +278,14 @@ class TFLitePredictor:
         cls,
         model_file: str,
         max_seq_length: Optional[int] = None,
-        spm_model_file: Optional[str] = None,
-        vocab_file: Optional[str] = None,
+        tokenizer=None,
         do_lower_case: Optional[bool] = None,
     ) -> "TFLitePredictor":
-        """The file with the tokenizer exported beside it, or the one given."""
-        tokenizer = resolve_tokenizer(
-            spm_model_file, vocab_file, do_lower_case, model_dir=os.path.dirname(os.path.abspath(model_file))
-        )
+        """The file with the tokenizer exported beside it, or `tokenizer`."""
+        if tokenizer is None:
+            tokenizer = resolve_tokenizer(
+                do_lower_case=do_lower_case, model_dir=os.path.dirname(os.path.abspath(model_file))
+            )
         return cls(model_file, tokenizer, max_seq_length)
 
     def _outputs(self, texts, texts_b, source):
@@ -327,9 +326,9 @@ class TFLitePredictor:
 def predict(path: str, texts: Sequence[str], texts_b: Optional[Sequence[str]] = None, **options) -> Dict:
     """`Predictor.load(path).predict(texts, texts_b)`: one call from a model directory to answers.
 
-    `options` go to `Predictor.load` (`max_seq_length`, `spm_model_file`, ...) or
+    `options` go to `Predictor.load` (`max_seq_length`, `tokenizer`, ...) or
     `Predictor.predict` (`batch_size`, `patience`, `threshold`).
     """
-    load_names = ("max_seq_length", "spm_model_file", "vocab_file", "albert_config_file", "do_lower_case")
+    load_names = ("max_seq_length", "tokenizer", "albert_config_file", "do_lower_case")
     predictor = Predictor.load(path, **{k: v for k, v in options.items() if k in load_names})
     return predictor.predict(texts, texts_b, **{k: v for k, v in options.items() if k not in load_names})

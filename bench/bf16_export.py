@@ -112,10 +112,10 @@ def fine_tuned_classifier(args, work: pathlib.Path) -> str:
 def classifier_agreement(args, work: pathlib.Path) -> dict:
     from albert_tf import formats
     from albert_tf.tasks import glue
-    from albert_tf.tokenization import SentencePieceTokenizer
+    from albert_tf.tokenization import SentencePieceTokenizer, load_tokenizer
 
     spm = str(pathlib.Path(args.pretraining_run) / "final" / "spm.model")
-    loaded = formats.load(fine_tuned_classifier(args, work), spm_model_file=spm)
+    loaded = formats.load(fine_tuned_classifier(args, work), tokenizer=load_tokenizer(spm))
     examples, _ = glue.read_examples(glue.TASKS["sst-2"], str(pathlib.Path(args.data) / "glue/SST-2/dev.tsv"), "dev")
     features = glue.encode_examples(examples, SentencePieceTokenizer(spm), 64)
     labels = np.array([int(e.label) for e in examples])

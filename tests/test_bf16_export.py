@@ -10,6 +10,7 @@ from albert_tf import AlbertBackbone
 from albert_tf.export.common import ExportError
 from albert_tf.export.precision import with_precision
 from albert_tf.models.pretrainer import AlbertPretrainer
+from albert_tf.tokenization import load_tokenizer
 
 CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
 
@@ -38,7 +39,9 @@ def test_bf16_saved_model_agrees_with_the_float32_model_on_sst2_dev(real_data, s
     from albert_tf.tokenization import SentencePieceTokenizer
 
     output_dir, _ = sst2_run
-    loaded = formats.load(str(output_dir / "best"), spm_model_file=str(pretrained_tiny / "final" / "spm.model"))
+    loaded = formats.load(
+        str(output_dir / "best"), tokenizer=load_tokenizer(str(pretrained_tiny / "final" / "spm.model"))
+    )
     examples, _ = glue.read_examples(glue.TASKS["sst-2"], str(real_data / "glue" / "SST-2" / "dev.tsv"), "dev")
     features = glue.encode_examples(examples, SentencePieceTokenizer(loaded.spm_model_file), 64)
     expected = loaded.model.predict(features, batch_size=128, verbose=0)["logits"]

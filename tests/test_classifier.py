@@ -9,6 +9,8 @@ import sys
 import numpy as np
 import pytest
 
+from albert_tf.tokenization import load_tokenizer
+
 from finetune_helpers import write_slice
 from paths import REPO
 
@@ -159,7 +161,9 @@ def test_fine_tuned_classifier_exports_and_int8_agrees_on_sst2_dev(real_data, ss
     from albert_tf.tokenization import SentencePieceTokenizer
 
     output_dir, _ = sst2_run
-    loaded = formats.load(str(output_dir / "best"), spm_model_file=str(pretrained_tiny / "final" / "spm.model"))
+    loaded = formats.load(
+        str(output_dir / "best"), tokenizer=load_tokenizer(str(pretrained_tiny / "final" / "spm.model"))
+    )
     model = loaded.model
     assert type(model).__name__ == "AlbertClassifier"
     examples, _ = glue.read_examples(glue.TASKS["sst-2"], str(real_data / "glue" / "SST-2" / "dev.tsv"), "dev")
@@ -191,7 +195,9 @@ def test_full_int8_classifier_agrees_on_sst2_dev_and_keeps_the_float_signature(
     from albert_tf.tokenization import SentencePieceTokenizer
 
     output_dir, _ = sst2_run
-    loaded = formats.load(str(output_dir / "best"), spm_model_file=str(pretrained_tiny / "final" / "spm.model"))
+    loaded = formats.load(
+        str(output_dir / "best"), tokenizer=load_tokenizer(str(pretrained_tiny / "final" / "spm.model"))
+    )
     model = loaded.model
     examples, _ = glue.read_examples(glue.TASKS["sst-2"], str(real_data / "glue" / "SST-2" / "dev.tsv"), "dev")
     features = glue.encode_examples(examples, SentencePieceTokenizer(loaded.spm_model_file), 64)

@@ -12,7 +12,7 @@ from safetensors.numpy import load_file, save_file
 from albert_tf import formats
 from albert_tf.confined import OutsideDirectoryError
 from albert_tf.formats import CheckpointError
-from albert_tf.tokenization import SentencePieceTokenizer, TokenizerError
+from albert_tf.tokenization import SentencePieceTokenizer, TokenizerError, load_tokenizer
 
 from interop_helpers import build, train_toy_spm
 from paths import REPO
@@ -164,7 +164,7 @@ def test_a_vocabulary_nothing_proves_is_the_models_is_said(tmp_path, spm, damage
     loaded = formats.load(str(directory))
     assert loaded.tokenizer is not None
     assert [note for note in loaded.notes if note.startswith(expected)], loaded.notes
-    assert formats.load(str(directory), spm_model_file=spm).notes == ()  # a vocabulary given by flag: nothing to say
+    assert formats.load(str(directory), tokenizer=load_tokenizer(spm)).notes == ()  # a given vocabulary: nothing to say
 
 
 # ---- hostile probes (issue 41 sweep): a preset's JSON files that parse but are not objects -----

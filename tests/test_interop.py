@@ -17,6 +17,7 @@ from albert_tf import formats
 from albert_tf.config import ConfigError
 from albert_tf.convert_checkpoint import convert
 from albert_tf.formats import CheckpointError, hf, keras_hub, original
+from albert_tf.tokenization import load_tokenizer
 
 from interop_helpers import assert_same_weights, build, save_ours, tiny_config, train_toy_spm
 from paths import REPO
@@ -280,7 +281,7 @@ def test_a_new_format_is_one_class_and_one_registration(tmp_path, monkeypatch, t
     convert(ours, output_dir=str(tmp_path / "toy"), output_format="toy_npz", notes=notes)
     assert formats.detect(str(tmp_path / "toy")) == "toy_npz"
     assert any("holds no vocabulary" in note for note in notes) is False  # ours had spm.model
-    back = formats.load(str(tmp_path / "toy"), spm_model_file=toy_spm)
+    back = formats.load(str(tmp_path / "toy"), tokenizer=load_tokenizer(toy_spm))
     assert back.format == "toy_npz" and back.tokenizer is not None
     assert_same_weights(model, back.model)
     convert(str(tmp_path / "toy"), output_dir=str(tmp_path / "again"))  # and out again, through ours

@@ -11,7 +11,7 @@ import pytest
 from albert_tf.inference import PredictError, fill_mask
 from albert_tf.inputs.packing import encode_with_masks
 from albert_tf.predict import run
-from albert_tf.tokenization import SentencePieceTokenizer
+from albert_tf.tokenization import SentencePieceTokenizer, load_tokenizer
 
 from interop_helpers import build, save_ours, train_toy_spm
 from paths import REPO
@@ -243,11 +243,13 @@ def test_predict_names_the_line_whose_text_is_over_the_limit(fox_spm, tmp_path):
     lines.write_text("a fine line\n" + "z" * (MAX_SEGMENTED_CHARS + 5) + "\n")
     output = tmp_path / "out.npy"
     with pytest.raises(PredictError, match=f"^{lines}:2: a text of 1,000,005 characters"):
-        run(model_dir, input_file=str(lines), output_file=str(output), spm_model_file=fox_spm, progress=False)
+        run(
+            model_dir, input_file=str(lines), output_file=str(output), tokenizer=load_tokenizer(fox_spm), progress=False
+        )
     with pytest.raises(PredictError, match="^--text:1: a text of 1,000,005 characters"):
-        run(model_dir, text="z" * (MAX_SEGMENTED_CHARS + 5), spm_model_file=fox_spm)
+        run(model_dir, text="z" * (MAX_SEGMENTED_CHARS + 5), tokenizer=load_tokenizer(fox_spm))
     assert not output.exists()
     # A long line with spaces is fine (only its first words are tokenised).
     lines.write_text("the quick brown fox " * 250_000 + "\n")
-    run(model_dir, input_file=str(lines), output_file=str(output), spm_model_file=fox_spm, progress=False)
+    run(model_dir, input_file=str(lines), output_file=str(output), tokenizer=load_tokenizer(fox_spm), progress=False)
     assert np.load(output).shape == (1, 64)

@@ -229,4 +229,4 @@ def test_exported_files_carry_the_label_names_and_predict_reads_a_tflite_file(re
         predict_cli.run(tflite, text=texts[0], patience=2)
     (tmp_path / "broken.tflite").write_bytes(b"not a flatbuffer")
     with pytest.raises(ExportError, match=r"broken.tflite: not a TFLite file"):
-        TFLitePredictor.load(str(tmp_path / "broken.tflite"), spm_model_file=predictor.tokenizer.model_file)
+        TFLitePredictor.load(str(tmp_path / "broken.tflite"), tokenizer=predictor.tokenizer)

@@ -22,11 +22,13 @@ from absl import flags
 
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
+from albert_tf.cli.flags import define_vocabulary_flags, vocabulary_flag_values
 from albert_tf.cli.run_record import record_settings
 from albert_tf.config import AlbertConfig
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_files
 from albert_tf.run_layout import SETTINGS_FILE
+from albert_tf.tokenization import resolve_tokenizer
 
 FLAGS = flags.FLAGS
 
@@ -38,9 +40,7 @@ def define_flags():
     flags.DEFINE_string("output_dir", None, "Directory to write the converted model to.")
     flags.DEFINE_enum("output_format", None, formats.names(), "Format to write (default albert_tf).")
     flags.DEFINE_bool("to_original", False, "Same as --output_format=original.")
-    flags.DEFINE_string("spm_model_file", None, "SentencePiece model to ship (default: the one found with the input).")
-    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt to ship instead (default: the one found).")
-    flags.DEFINE_bool("do_lower_case", None, "The tokenizer's lowercasing (default: the one saved with the input).")
+    define_vocabulary_flags(" To ship instead of the one found with the input.")
     flags.mark_flags_as_required(["input", "output_dir"])
 
 
@@ -50,9 +50,8 @@ def convert(
     output_dir=None,
     to_original=False,
     output_format=None,
-    spm_model_file=None,
+    tokenizer=None,
     notes=None,
-    vocab_file=None,
     do_lower_case=None,
 ):
     """`formats.load` then `formats.save`; returns the paths written into `output_dir`.
@@ -63,7 +62,8 @@ def convert(
         output_dir: where to write; created, files replaced only on success.
         to_original: the old flag, same as `output_format="original"`.
         output_format: a registered format's name (`albert_tf.formats.names()`; default `albert_tf`).
-        spm_model_file / vocab_file / do_lower_case: the tokenizer to ship instead of the one found.
+        tokenizer: the tokenizer to ship instead of the one found.
+        do_lower_case: overrides the found tokenizer's setting.
         notes: a list that receives what was zero-filled, left out or cannot be checked.
 
     Raises:
@@ -77,7 +77,7 @@ def convert(
     if config_path is not None:
         AlbertConfig.from_json_file(config_path)  # a bad config is the first error reported
     notes = [] if notes is None else notes
-    loaded = formats.load(input_path, config_path, spm_model_file, vocab_file, do_lower_case)
+    loaded = formats.load(input_path, config_path, tokenizer, do_lower_case)
     notes += list(loaded.notes)
     notes += formats.unwritten(loaded.model, output_format)
     with OutputDirLock(output_dir), staged_files(output_dir) as staging:
@@ -112,9 +112,8 @@ def main(argv):
         FLAGS.output_dir,
         FLAGS.to_original,
         FLAGS.output_format,
-        FLAGS.spm_model_file,
+        resolve_tokenizer(do_lower_case=FLAGS.do_lower_case, required=False, files=vocabulary_flag_values()),
         notes,
-        FLAGS.vocab_file,
         FLAGS.do_lower_case,
     )
     for note in notes:

@@ -11,7 +11,7 @@ from absl import flags
 
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_vocabulary_flags
+from albert_tf.cli.flags import define_vocabulary_flags, vocabulary_flag_values
 from albert_tf.cli.run_record import record_settings
 from albert_tf.export.common import ExportError
 from albert_tf.export.patience_signatures import EARLY_EXIT_MODELS, export_early_exit_tflite
@@ -19,7 +19,7 @@ from albert_tf.export.precision import PRECISIONS
 from albert_tf.export.representative import DEFAULT_SAMPLES
 from albert_tf.export.saved_model import export_saved_model
 from albert_tf.export.tflite import QUANTIZATIONS, export_tflite
-from albert_tf.tokenization import TokenizerError
+from albert_tf.tokenization import TokenizerError, resolve_tokenizer
 
 FLAGS = flags.FLAGS
 
@@ -88,9 +88,8 @@ def main(argv):
                 raise ExportError(
                     f"--{flag}: only --format tflite --quantize full_int8 calibrates (got --format saved_model)"
                 )
-    loaded = formats.load(
-        FLAGS.model_dir, FLAGS.albert_config_file, FLAGS.spm_model_file, FLAGS.vocab_file, FLAGS.do_lower_case
-    )
+    given = resolve_tokenizer(do_lower_case=FLAGS.do_lower_case, required=False, files=vocabulary_flag_values())
+    loaded = formats.load(FLAGS.model_dir, FLAGS.albert_config_file, given, FLAGS.do_lower_case)
     # Written once the export has checked its flags and holds the output directory's lock.
     record_settings(FLAGS.output_dir, loaded.tokenizer)
     if FLAGS.format == "saved_model":

@@ -38,6 +38,7 @@ from absl import flags
 
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
+from albert_tf.cli.flags import define_vocabulary_flags, vocabulary_flag_values
 from albert_tf.file_safety import same_file
 from albert_tf.formats.native import CONFIG_FILE
 from albert_tf.inference import (
@@ -50,7 +51,7 @@ from albert_tf.inference import (
 )
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.publish import naming_the_target
-from albert_tf.tokenization import TOKENIZER_FILE, TokenizerError, WordPieceTokenizer
+from albert_tf.tokenization import TOKENIZER_FILE, TokenizerError, WordPieceTokenizer, resolve_tokenizer
 
 EMBEDDINGS_SUFFIX = ".npy"
 TFLITE_SUFFIX = ".tflite"
@@ -176,8 +177,7 @@ def run(
     top_k=5,
     batch_size=32,
     max_seq_length=None,
-    spm_model_file=None,
-    vocab_file=None,
+    tokenizer=None,
     albert_config_file=None,
     do_lower_case=None,
     progress=True,
@@ -196,10 +196,10 @@ def run(
     if model_dir.endswith(TFLITE_SUFFIX):
         if patience is not None:
             raise PredictError(f"--patience: {model_dir} answers at full depth; early exit runs on the model directory")
-        predictor = TFLitePredictor.load(model_dir, max_seq_length, spm_model_file, vocab_file, do_lower_case)
+        predictor = TFLitePredictor.load(model_dir, max_seq_length, tokenizer, do_lower_case)
         return _predict_tflite(predictor, text, text_b, input_file, output_file)
     max_seq_length = DEFAULT_MAX_SEQ_LENGTH if max_seq_length is None else max_seq_length
-    predictor = Predictor.load(model_dir, max_seq_length, spm_model_file, vocab_file, albert_config_file, do_lower_case)
+    predictor = Predictor.load(model_dir, max_seq_length, tokenizer, albert_config_file, do_lower_case)
     for note in predictor.notes:
         print(f"note: {note}", file=sys.stderr)
     check_early_exit_request(predictor.model, patience, threshold)
@@ -287,8 +287,7 @@ def define_flags():
         f"Pieces per input, [CLS]/[SEP] included (longer is truncated). Default: {DEFAULT_MAX_SEQ_LENGTH}; "
         "a .tflite file's own.",
     )
-    flags.DEFINE_string("spm_model_file", None, "SentencePiece model (default: the one beside the weights).")
-    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt instead of a SentencePiece model.")
+    define_vocabulary_flags(" Default: the one beside the weights.", lower_case_flag=False)
     flags.DEFINE_string("albert_config_file", None, "Config of a TF1 checkpoint (default: beside it).")
     flags.DEFINE_bool("do_lower_case", None, "Lowercase the text (default: the model's saved setting, else True).")
     flags.DEFINE_integer(
@@ -318,8 +317,7 @@ def main(argv):
         FLAGS.top_k,
         FLAGS.batch_size,
         FLAGS.max_seq_length,
-        FLAGS.spm_model_file,
-        FLAGS.vocab_file,
+        resolve_tokenizer(do_lower_case=FLAGS.do_lower_case, required=False, files=vocabulary_flag_values()),
         FLAGS.albert_config_file,
         FLAGS.do_lower_case,
         patience=FLAGS.patience,

@@ -50,7 +50,7 @@ from albert_tf.models import (  # noqa: F401  (registers the task models that a 
 )
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
-from albert_tf.tokenization import check_vocab_size, load_tokenizer
+from albert_tf.tokenization import Tokenizer, check_vocab_size
 
 __all__ = [
     "CheckpointError",
@@ -117,11 +117,12 @@ def model_directory(path: str) -> str:
 def load(
     path: str,
     albert_config_file: Optional[str] = None,
-    spm_model_file: Optional[str] = None,
-    vocab_file: Optional[str] = None,
+    tokenizer: Optional[Tokenizer] = None,
     do_lower_case: Optional[bool] = None,
 ) -> LoadedModel:
-    """The model at `path`, whatever its format, with the tokenizer saved beside it (or the one given).
+    """The model at `path`, whatever its format, with the tokenizer saved beside it (or `tokenizer`).
+
+    `do_lower_case` overrides the saved tokenizer's setting (a given `tokenizer` keeps its own).
 
     `notes` says what the user should know: tensors set to zeros, no vocabulary,
     a vocabulary nothing proves is the model's.
@@ -146,10 +147,7 @@ def load(
             "output directory (final/ or best/), a TF1 checkpoint (prefix or directory), "
             "an HF transformers directory or a keras-hub preset"
         )
-    given = None
-    if spm_model_file or vocab_file:  # given by flag: the one stored with the model is not read
-        given = load_tokenizer(spm_model_file, vocab_file, True if do_lower_case is None else do_lower_case)
-    loaded = format.load(path, albert_config_file, given, do_lower_case)
+    loaded = format.load(path, albert_config_file, tokenizer, do_lower_case)
     if loaded.tokenizer is None:
         loaded.notes += (f"{path}: holds no vocabulary; the model comes without a tokenizer",)
     check_vocab_size(loaded.config.vocab_size, loaded.tokenizer, loaded.source)

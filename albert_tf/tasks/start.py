@@ -114,9 +114,8 @@ def fine_tuned(settings: FineTuneSettings) -> Start:
 
 
 def _load(path: str, settings: FineTuneSettings, albert_config_file: Optional[str] = None):
-    loaded = formats.load(
-        path, albert_config_file, settings.spm_model_file, settings.vocab_file, settings.do_lower_case
-    )
+    given = resolve_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case, required=False)
+    loaded = formats.load(path, albert_config_file, given, settings.do_lower_case)
     if loaded.tokenizer is None:
         raise FineTuneError(
             f"no vocabulary: give --spm_model_file or --vocab_file and {formats.model_directory(path)} holds none"

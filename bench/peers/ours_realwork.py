@@ -2,10 +2,11 @@
 
 A thin adapter over our public entry points, easy to re-point when the library moves:
   finetune  the keras `compile` + `fit` path `run_classifier` trains with (AlbertClassifier, our
-            optimizer, clip 1.0); `--length_grouping 1` pads each batch to the smallest multiple of
-            16 >= its longest row, batches cut from sorted pools of 50 (0: fixed 128, as today).
+            optimizer, clip 1.0), batches from `albert_tf.inputs.length_batching.train_dataset`:
+            `--length_grouping 1` as run_classifier (sorted pools, bucket lengths), 0: fixed 128.
   classify  SST-2 dev, batch 32, tokenization included: `--engine keras` (our model, per-batch padding,
-            one tf.function), `savedmodel` (the exported SavedModel's `serve_text`), `openvino` (OpenVINO
+            one tf.function), `predict` (the library: `albert_tf.inference.Predictor`), `savedmodel` (the
+            exported SavedModel's `serve_text`), `openvino` (OpenVINO
             reading that SavedModel's `serving_default`; spm tokenization in Python).
   request   the median-length SST-2 dev sentence, batch 1, real length: `savedmodel` (ids signature)
             or `openvino`.
@@ -31,7 +32,7 @@ import realwork_data as rd  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--work", choices=["finetune", "classify", "request"], required=True)
-p.add_argument("--engine", choices=["keras", "savedmodel", "openvino"], default="keras")
+p.add_argument("--engine", choices=["keras", "predict", "savedmodel", "openvino"], default="keras")
 p.add_argument("--task", default="SST-2")
 p.add_argument("--length_grouping", type=int, choices=[0, 1], default=1)
 p.add_argument("--batch", type=int, default=32)
@@ -153,6 +154,15 @@ def classify():
                 n = max(len(e[0]) for e in enc)
                 out.append(fn(padded(enc, range(len(enc)), n)).numpy())
             return np.concatenate(out)
+
+    elif args.engine == "predict":  # the library's path: albert_tf.inference.Predictor (length-grouped batches)
+        from albert_tf.inference import Predictor
+        from albert_tf.tokenization import SentencePieceTokenizer
+
+        predictor = Predictor(build_model(), SentencePieceTokenizer(rd.spm_path()), max_seq_length=MAX_LEN)
+
+        def one_pass():
+            return predictor.predict(texts, batch_size=args.batch)["logits"]
 
     elif args.engine == "savedmodel":
         serve = tf.saved_model.load(export_savedmodel()).signatures["serve_text"]

@@ -97,6 +97,7 @@ def realwork_cases():
             runtime = "torch" if engine in ("eager", "compile") else "bench"
             c[f"rw-{tag}-hf-{engine}"] = (runtime, "hf_realwork.py", w + ["--engine", engine])
     c["rw-cls-ours-keras"] = ("tf", "ours_realwork.py", ["--work", "classify", "--engine", "keras"])
+    c["rw-cls-ours-predict"] = ("tf", "ours_realwork.py", ["--work", "classify", "--engine", "predict"])
     c["rw-cls-kh-512"] = ("tf", "kh_realwork.py", ["--work", "classify"])
     c["rw-cls-kh-128"] = ("tf", "kh_realwork.py", ["--work", "classify", "--sequence_length", "128"])
     return c
