@@ -19,7 +19,7 @@ from albert_tf.export.precision import PRECISIONS
 from albert_tf.export.representative import DEFAULT_SAMPLES
 from albert_tf.export.saved_model import export_saved_model
 from albert_tf.export.tflite import QUANTIZATIONS, export_tflite
-from albert_tf.tokenization import TokenizerError, resolve_tokenizer
+from albert_tf.tokenization import resolve_tokenizer
 
 FLAGS = flags.FLAGS
 
@@ -78,8 +78,6 @@ def define_flags():
 
 def main(argv):
     del argv
-    if FLAGS.spm_model_file and FLAGS.vocab_file:
-        raise TokenizerError("give at most one of --spm_model_file and --vocab_file")
     if FLAGS.format == "tflite" and FLAGS.precision != "float32":
         raise ExportError(f"--precision {FLAGS.precision}: TFLite has no bf16 kernels; use --quantize for TFLite")
     if FLAGS.format == "saved_model":
