@@ -34,6 +34,7 @@ def pretrained_tiny(work: pathlib.Path, data: pathlib.Path) -> dict:
     """The suite's pretrained tiny model (built once in `work`): its run directory and vocabulary."""
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.tokenization import load_tokenizer
     from data_prep.pipeline import Settings, run
     from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
 
@@ -68,7 +69,7 @@ def pretrained_tiny(work: pathlib.Path, data: pathlib.Path) -> dict:
         log_every_steps=100,
         verbose=False,
     )
-    pretrain(settings, str(work / "albert_config.json"), str(work / "data"), spm_model_file=spm)
+    pretrain(settings, str(work / "albert_config.json"), str(work / "data"), tokenizer=load_tokenizer(spm))
     result = {"run_dir": str(work / "pretrained"), "spm": str(work / "pretrained" / "final" / "spm.model")}
     done.write_text(json.dumps(result))
     return result

@@ -128,13 +128,13 @@ def finetune():
 def export_savedmodel():
     """Our SavedModel of the random-weight SST-2 classifier (cached), exported by the library."""
     from albert_tf.export.saved_model import export_saved_model
+    from albert_tf.tokenization import SentencePieceTokenizer
 
     base = os.path.join(rd.OUT, "savedmodel")
     path = os.path.join(base, "1")
     if not os.path.exists(os.path.join(path, "saved_model.pb")):
-        export_saved_model(
-            build_model(), base, version=1, spm_model_file=rd.spm_path(), do_lower_case=False, warmup=False
-        )
+        tokenizer = SentencePieceTokenizer(rd.spm_path(), do_lower_case=False)
+        export_saved_model(build_model(), base, version=1, tokenizer=tokenizer, warmup=False)
     return path
 
 
