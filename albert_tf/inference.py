@@ -41,7 +41,6 @@ from albert_tf.models.task_base import label_names
 from albert_tf.tokenization import TokenizerError, resolve_tokenizer
 
 MASK_TEXT = "[MASK]"
-INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
 class PredictError(AlbertError, ValueError):
@@ -73,6 +72,20 @@ def pack(tokenizer, text: str, text_b: Optional[str], max_seq_length: int, with_
 def softmax(logits: np.ndarray) -> np.ndarray:
     shifted = np.exp(logits - logits.max(-1, keepdims=True))
     return shifted / shifted.sum(-1, keepdims=True)
+
+
+def answers(logits: np.ndarray, labels=None) -> Dict:
+    """A classifier's answers from its logits `[n, C]`: `probabilities`, `labels` (and `label_names`
+    from the class names `labels`); a one-output regression model's `scores`."""
+    result = {"logits": logits}
+    if logits.shape[-1] == 1:
+        result["scores"] = logits[:, 0]
+        return result
+    result["probabilities"] = softmax(logits)
+    result["labels"] = logits.argmax(-1)
+    if labels:
+        result["label_names"] = [labels[i] for i in result["labels"]]
+    return result
 
 
 def fill_mask(
@@ -232,14 +245,7 @@ class Predictor:
                 logits.append(np.asarray(outputs["logits"], np.float32))
                 layers.append(np.asarray(outputs["layers_used"]))
         num_outputs = self.model.get_config()["num_classes"]
-        result = {"logits": np.concatenate(logits) if logits else np.zeros((0, num_outputs), np.float32)}
-        if num_outputs == 1:
-            result["scores"] = result["logits"][:, 0]
-        else:
-            result["probabilities"] = softmax(result["logits"])
-            result["labels"] = result["logits"].argmax(-1)
-            if self.labels:
-                result["label_names"] = [self.labels[i] for i in result["labels"]]
+        result = answers(np.concatenate(logits) if logits else np.zeros((0, num_outputs), np.float32), self.labels)
         if inference is not None:
             result["layers_used"] = np.concatenate(layers) if layers else np.zeros((0,), np.int32)
         return result
@@ -268,8 +274,8 @@ class TFLitePredictor:
         self.max_seq_length = limit if max_seq_length is None else max_seq_length
         if not 3 <= self.max_seq_length <= limit:
             raise PredictError(f"--max_seq_length {self.max_seq_length}: {model_file} takes 3 to {limit} pieces")
-        outputs = self.runner.output_names
-        self.is_classifier = "logits" in outputs and set(self.runner.input_shapes) == set(INPUT_NAMES)
+        token_inputs_only = set(self.runner.input_shapes) == set(length_batching.SEQUENCE_FEATURES)
+        self.is_classifier = "logits" in self.runner.output_names and token_inputs_only
         self.labels = self.runner.labels if self.is_classifier else None
         self.notes = ()
 
@@ -301,15 +307,7 @@ class TFLitePredictor:
                 f"{self.runner.model_file}: not a classifier (outputs {', '.join(self.runner.output_names)})"
             )
         rows = [np.asarray(out["logits"], np.float32)[0] for out in self._outputs(list(texts), texts_b, source)]
-        result = {"logits": np.stack(rows) if rows else np.zeros((0, 0), np.float32)}
-        if result["logits"].shape[-1] == 1:
-            result["scores"] = result["logits"][:, 0]
-            return result
-        result["probabilities"] = softmax(result["logits"])
-        result["labels"] = result["logits"].argmax(-1)
-        if self.labels:
-            result["label_names"] = [self.labels[i] for i in result["labels"]]
-        return result
+        return answers(np.stack(rows) if rows else np.zeros((0, 0), np.float32), self.labels)
 
     def embed(self, texts: Sequence[str], texts_b: Optional[Sequence[str]] = None, source: str = "line") -> np.ndarray:
         """The pooled outputs `[len(texts), hidden]` of an encoder's file."""

@@ -117,27 +117,30 @@ def finished_flatbuffer(flatbuffer: bytes, max_seq_length: int, labels=None) -> 
     return bytes(builder.Output())
 
 
-def _metadata_text(model_file: str, name: str) -> Optional[str]:
+def file_metadata(model_file: str) -> Dict[str, str]:
+    """The albert_tf records of a .tflite file (`MAX_SEQ_LENGTH_METADATA`, `LABELS_METADATA`), read once."""
     from ai_edge_litert import schema_py_generated as schema
 
     with open(model_file, "rb") as f:
         model = schema.Model.GetRootAs(f.read(), 0)
+    records = {}
     for i in range(model.MetadataLength()):
         entry = model.Metadata(i)
-        if entry.Name().decode() == name:
-            return model.Buffers(entry.Buffer()).DataAsNumpy().tobytes().decode("utf-8")
-    return None
+        name = entry.Name().decode()
+        if name in (MAX_SEQ_LENGTH_METADATA, LABELS_METADATA):
+            records[name] = model.Buffers(entry.Buffer()).DataAsNumpy().tobytes().decode("utf-8")
+    return records
 
 
-def max_seq_length_of(model_file: str) -> Optional[int]:
+def max_seq_length_of(model_file: str, records: Optional[Dict[str, str]] = None) -> Optional[int]:
     """The `max_seq_length` a .tflite file was exported for (None: a file without the record)."""
-    text = _metadata_text(model_file, MAX_SEQ_LENGTH_METADATA)
+    text = (records if records is not None else file_metadata(model_file)).get(MAX_SEQ_LENGTH_METADATA)
     return None if text is None else int(text)
 
 
-def labels_of(model_file: str) -> Optional[Tuple[str, ...]]:
+def labels_of(model_file: str, records: Optional[Dict[str, str]] = None) -> Optional[Tuple[str, ...]]:
     """The class names of a .tflite classifier fine-tuned with names (None: no names recorded)."""
-    text = _metadata_text(model_file, LABELS_METADATA)
+    text = (records if records is not None else file_metadata(model_file)).get(LABELS_METADATA)
     return None if text is None else tuple(json.loads(text))
 
 
@@ -170,8 +173,9 @@ class TFLiteRunner:
             os.path.join(os.path.dirname(os.path.abspath(model_file)), "albert_config.json")
         )
         self.input_shapes = file_input_shapes(self.runner)
-        self.max_seq_length = max_seq_length_of(model_file)
-        self.labels = labels_of(model_file)
+        records = file_metadata(model_file)
+        self.max_seq_length = max_seq_length_of(model_file, records)
+        self.labels = labels_of(model_file, records)
         self.output_names = sorted(self.runner.get_output_details())
 
     def __call__(self, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
