@@ -288,6 +288,8 @@ class TFLitePredictor:
         do_lower_case: Optional[bool] = None,
     ) -> "TFLitePredictor":
         """The file with the tokenizer exported beside it, or `tokenizer`."""
+        if not os.path.isfile(model_file):  # before looking for a tokenizer beside it
+            raise PredictError(f"{model_file}: no such file")
         if tokenizer is None:
             tokenizer = resolve_tokenizer(
                 do_lower_case=do_lower_case, model_dir=os.path.dirname(os.path.abspath(model_file))

@@ -18,6 +18,7 @@ import json
 import os
 import pathlib
 import statistics
+import sys
 import time
 
 from _common import REPO, cpu_kind
@@ -99,11 +100,14 @@ def fine_tune(task: str, seed: int, grouping: bool, pretrained: dict, data: path
     )
     began = time.perf_counter()
     summary = run(settings)
-    return {
+    result = {
         "best": summary["eval"][summary["metric"]],
         "metric": summary["metric"],
         "seconds": time.perf_counter() - began,
     }
+    # One line per run as it ends: a long sweep cut short keeps what it measured.
+    print(json.dumps({"task": task, "seed": seed, "grouped": grouping, **result}), file=sys.stderr, flush=True)
+    return result
 
 
 def main():

@@ -230,3 +230,59 @@ def test_exported_files_carry_the_label_names_and_predict_reads_a_tflite_file(re
     (tmp_path / "broken.tflite").write_bytes(b"not a flatbuffer")
     with pytest.raises(ExportError, match=r"broken.tflite: not a TFLite file"):
         TFLitePredictor.load(str(tmp_path / "broken.tflite"), tokenizer=predictor.tokenizer)
+
+
+def test_run_classifier_scores_a_tflite_file_on_the_dev_set_as_a_phone_runs_it(real_data, reviews_run, tmp_path):
+    import dataclasses
+
+    from albert_tf.export import export_tflite
+    from albert_tf.inference import Predictor, TFLitePredictor
+    from albert_tf.run_classifier import ClassifierSettings, run
+    from albert_tf.tasks.settings import FineTuneError
+
+    root, trained = reviews_run
+    predictor = Predictor.load(str(root / "out" / "best"), max_seq_length=32)
+    tflite = export_tflite(predictor.model, str(tmp_path / "tflite"), max_seq_length=32, tokenizer=predictor.tokenizer)
+    settings = ClassifierSettings(
+        do_eval=True,
+        output_dir=str(tmp_path / "scored"),
+        init_checkpoint=tflite,
+        dev_file=str(root / "dev.jsonl"),
+        text_column="review",
+        label_column="sentiment",
+        max_seq_length=32,
+        verbose=False,
+    )
+    summary = run(settings)
+
+    # The file's own answers, one text at a time, are what the run scored and wrote.
+    rows = _sst2_rows(real_data, "dev", 40)
+    on_file = TFLitePredictor.load(tflite).predict([text for text, _ in rows])
+    written = (tmp_path / "scored" / "dev_predictions.tsv").read_text().splitlines()[1:]
+    assert [line.split("\t")[1] for line in written] == on_file["label_names"]
+    accuracy = np.mean([name == gold for name, (_, gold) in zip(on_file["label_names"], rows)])
+    assert summary["eval"]["num_examples"] == 40 and summary["eval"]["accuracy"] == pytest.approx(accuracy)
+    # The float32 file agrees with the Keras model it came from, whose run scored the same dev set.
+    keras_logits = predictor.predict([text for text, _ in rows])["logits"]
+    np.testing.assert_allclose(on_file["logits"], keras_logits, atol=1e-4)
+
+    # A quantized file is scored the same way (what to check before shipping it).
+    int8 = export_tflite(
+        predictor.model, str(tmp_path / "tflite"), "dynamic_int8", max_seq_length=32, tokenizer=predictor.tokenizer
+    )
+    int8_names = TFLitePredictor.load(int8).predict([text for text, _ in rows])["label_names"]
+    int8_summary = run(dataclasses.replace(settings, init_checkpoint=int8, output_dir=str(tmp_path / "int8")))
+    expected = np.mean([name == gold for name, (_, gold) in zip(int8_names, rows)])
+    assert int8_summary["eval"]["accuracy"] == pytest.approx(expected)
+
+    # A file that is not this task's model, or is asked to train, is refused before any work.
+    with pytest.raises(
+        FineTuneError, match=r"fine-tuned with the labels negative,positive .*--labels negative,positive"
+    ):
+        run(dataclasses.replace(settings, labels="positive,negative"))
+    with pytest.raises(FineTuneError, match=r"outputs logits \[2\]; .* outputs logits \[1\]"):
+        run(dataclasses.replace(settings, task_type="regression"))
+    with pytest.raises(FineTuneError, match=r"\.tflite: a \.tflite file is scored, not trained"):
+        run(dataclasses.replace(settings, do_train=True, train_file=str(root / "train.csv")))
+    with pytest.raises(FineTuneError, match=r"--max_seq_length 64: .*up to 32 pieces"):
+        run(dataclasses.replace(settings, max_seq_length=64))

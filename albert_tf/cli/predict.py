@@ -39,6 +39,7 @@ from absl import flags
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags, vocabulary_flag_values
+from albert_tf.export.tflite import is_tflite_path
 from albert_tf.file_safety import same_file
 from albert_tf.formats.native import CONFIG_FILE
 from albert_tf.inference import (
@@ -54,7 +55,6 @@ from albert_tf.publish import naming_the_target
 from albert_tf.tokenization import TOKENIZER_FILE, TokenizerError, WordPieceTokenizer, resolve_tokenizer
 
 EMBEDDINGS_SUFFIX = ".npy"
-TFLITE_SUFFIX = ".tflite"
 DEFAULT_MAX_SEQ_LENGTH = 128
 JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
 FILES_READ_BESIDE = (CONFIG_FILE, TOKENIZER_FILE, WordPieceTokenizer.asset_name)  # and any *.model (SentencePiece)
@@ -193,7 +193,7 @@ def run(
         check_output_file(output_file, input_file, model_dir, patience)
     if top_k < 1 or batch_size < 1 or (max_seq_length is not None and max_seq_length < 3):
         raise PredictError("--top_k and --batch_size must be ≥ 1, --max_seq_length ≥ 3")
-    if model_dir.endswith(TFLITE_SUFFIX):
+    if is_tflite_path(model_dir):
         if patience is not None:
             raise PredictError(f"--patience: {model_dir} answers at full depth; early exit runs on the model directory")
         predictor = TFLitePredictor.load(model_dir, max_seq_length, tokenizer, do_lower_case)

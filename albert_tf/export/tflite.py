@@ -62,6 +62,7 @@ TEST_VECTOR_TEXTS = (
     "emoji 🙂 and symbols ©®™",
     "",
 )
+TFLITE_SUFFIX = ".tflite"  # what `predict --model_dir` and `--init_checkpoint` take for a TFLite file
 MAX_SEQ_LENGTH_METADATA = "albert_tf.max_seq_length"
 LABELS_METADATA = "albert_tf.labels"  # a JSON list of the class names
 
@@ -117,6 +118,11 @@ def finished_flatbuffer(flatbuffer: bytes, max_seq_length: int, labels=None) -> 
     return bytes(builder.Output())
 
 
+def is_tflite_path(path: Optional[str]) -> bool:
+    """Whether `path` names a .tflite file (what the CLIs run through LiteRT instead of loading into Keras)."""
+    return bool(path) and path.endswith(TFLITE_SUFFIX)
+
+
 def file_metadata(model_file: str) -> Dict[str, str]:
     """The albert_tf records of a .tflite file (`MAX_SEQ_LENGTH_METADATA`, `LABELS_METADATA`), read once."""
     from ai_edge_litert import schema_py_generated as schema
@@ -165,6 +171,8 @@ class TFLiteRunner:
         from ai_edge_litert.interpreter import Interpreter  # the runtime loads only to run a file
 
         self.model_file = model_file
+        if not os.path.isfile(model_file):
+            raise ExportError(f"{model_file}: no such file")
         try:
             self.runner = Interpreter(model_path=model_file).get_signature_runner("serving_default")
         except ValueError as error:  # LiteRT's one error type for a missing, unreadable or foreign file

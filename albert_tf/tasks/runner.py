@@ -34,6 +34,7 @@ from albert_tf.run_layout import SUMMARY_FILE
 from albert_tf.tasks import best_model, datasets, start, training
 from albert_tf.tasks.base import Encoded, Task
 from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
+from albert_tf.tasks.tflite_model import TFLiteTaskModel
 
 
 def run(
@@ -54,7 +55,7 @@ def run(
         predict_split: an unlabelled split to predict (GLUE's test submission), or None.
 
     Without `do_train`, the model is the `best/` that `output_dir` already holds, else the one
-    `init_checkpoint` names (a fine-tuning output directory or its `best/`).
+    `init_checkpoint` names (a fine-tuning output directory or its `best/`, or a `.tflite` file).
     """
     if not (settings.do_train or evaluate or predict_split):  # the original's rule: exit 0 doing nothing hides a typo
         raise FineTuneError("nothing to do: pass --do_train, --do_eval or --do_predict")
@@ -73,6 +74,8 @@ def run(
         model_start = start.for_training(settings)
     elif evaluate or predict_split:
         model_start = start.fine_tuned(settings)
+    if isinstance(model_start.model, TFLiteTaskModel):
+        model_start.model.check_fits(task, model_start.config)  # another task's file fails before any reading
     _check_inputs(task, settings, evaluate, eval_split, predict_split)
     # SIGTERM/SIGINT stop training after the current batch (`albert_tf.preemption`), lock released.
     with preemption.stop_signals(), OutputDirLock(settings.output_dir):
@@ -119,9 +122,12 @@ def _run(
         return task.encode(split, examples, tokenizer, settings.max_seq_length, training)
 
     def predict(model, data: Encoded):
-        outputs = datasets.predict(
-            model, data.features, settings.eval_batch_size, length_grouping=settings.length_grouping
-        )
+        if isinstance(model, TFLiteTaskModel):  # one row at a time at its own length, as on a phone
+            outputs = model.predict(data.features)
+        else:
+            outputs = datasets.predict(
+                model, data.features, settings.eval_batch_size, length_grouping=settings.length_grouping
+            )
         return task.postprocess(data, outputs, tokenizer)
 
     dev = load(eval_split) if settings.do_train or evaluate else None

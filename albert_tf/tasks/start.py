@@ -3,19 +3,22 @@
 Training starts from `--init_checkpoint` (any format we load; its config
 unless `--albert_config_file` is given) or from a config alone; evaluating
 without training loads the fine-tuned `best/` (this run's, or the one
-`--init_checkpoint` names: a fine-tuning output directory or its `best/`).
+`--init_checkpoint` names: a fine-tuning output directory or its `best/`),
+or runs the `.tflite` file `--init_checkpoint` names (`tasks.tflite_model`).
 The tokenizer is the flags' vocabulary, else the one saved with the model.
 Every check reads this one value: `--max_seq_length` against the config's
 `max_position_embeddings`, the vocabulary's size against its `vocab_size`.
 """
 
 import dataclasses
+import os
 from typing import Optional
 
 import keras
 
 from albert_tf import formats
 from albert_tf.config import AlbertConfig
+from albert_tf.export.tflite import is_tflite_path
 from albert_tf.formats import CheckpointError
 from albert_tf.formats.table import backbone_of
 from albert_tf.models.backbone import AlbertBackbone
@@ -71,6 +74,11 @@ def for_training(settings: FineTuneSettings) -> Start:
 
     `--max_seq_length` is checked against the config as soon as it is read.
     """
+    if is_tflite_path(settings.init_checkpoint):
+        raise FineTuneError(
+            f"--init_checkpoint {settings.init_checkpoint}: a .tflite file is scored, not trained "
+            "(--do_eval/--do_predict without --do_train); train from the model it was exported from"
+        )
     if settings.init_checkpoint is None:
         if settings.albert_config_file is None:
             raise FineTuneError("give --albert_config_file, --init_checkpoint, or both")
@@ -92,8 +100,11 @@ def for_training(settings: FineTuneSettings) -> Start:
 def fine_tuned(settings: FineTuneSettings) -> Start:
     """The fine-tuned model to evaluate: `output_dir`'s `best/`, else the one `--init_checkpoint` names.
 
-    `--max_seq_length` is checked against its config.
+    A `.tflite` `--init_checkpoint` is always the model (named explicitly; `output_dir` may hold
+    the `best/` it was exported from). `--max_seq_length` is checked against its config.
     """
+    if is_tflite_path(settings.init_checkpoint):
+        return _tflite_start(settings)
     found = best_model.fine_tuned_dir(settings.output_dir)
     if found is None and settings.init_checkpoint is not None:
         found = best_model.fine_tuned_dir(settings.init_checkpoint)
@@ -111,6 +122,30 @@ def fine_tuned(settings: FineTuneSettings) -> Start:
     config = backbone_of(loaded.model).albert_config
     check_max_seq_length(settings.max_seq_length, config, found)
     return Start(config, found, loaded.model, loaded.tokenizer)
+
+
+def _tflite_start(settings: FineTuneSettings) -> Start:
+    """The .tflite file `--init_checkpoint` names, with its config and tokenizer (the flags', else those beside it)."""
+    from albert_tf.export.tflite import TFLiteRunner
+    from albert_tf.tasks.tflite_model import TFLiteTaskModel
+
+    path = settings.init_checkpoint
+    config = AlbertConfig.from_json_file(settings.albert_config_file) if settings.albert_config_file else None
+    runner = TFLiteRunner(path, config)
+    limit = runner.max_seq_length or runner.config.max_position_embeddings
+    if settings.max_seq_length > limit:
+        raise FineTuneError(
+            f"--max_seq_length {settings.max_seq_length}: {path} takes rows of up to {limit} pieces "
+            f"(the length it was exported for); use --max_seq_length {limit} or less"
+        )
+    tokenizer = resolve_tokenizer(
+        settings.spm_model_file,
+        settings.vocab_file,
+        settings.do_lower_case,
+        model_dir=os.path.dirname(os.path.abspath(path)),
+    )
+    check_vocab_size(runner.config.vocab_size, tokenizer, path)
+    return Start(runner.config, path, TFLiteTaskModel(runner), tokenizer)
 
 
 def _load(path: str, settings: FineTuneSettings, albert_config_file: Optional[str] = None):

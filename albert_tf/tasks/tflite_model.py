@@ -1,0 +1,103 @@
+"""A .tflite file scored as a task's model: `run_classifier --do_eval --init_checkpoint model.tflite`.
+
+The file is first checked against the model the task would build on its
+config (the same inputs, the same outputs and their sizes, the same class
+names), so a file of another task fails before any work and naming why. It
+then runs as a phone runs it: one row at a time at the row's own length
+(`albert_tf.export.tflite.TFLiteRunner`); the outputs come back in input
+order, an output axis that follows the sequence length padded back to the
+rows' width as `length_batching.predict_in_order` does.
+
+Example (a file exported from an SST-2 run, scored on SST-2 dev):
+
+    from albert_tf.run_classifier import ClassifierSettings, run
+
+    summary = run(ClassifierSettings(
+        output_dir="runs/sst2_tflite", task_name="sst-2", data_dir="glue_data", do_eval=True,
+        init_checkpoint="exported/albert_dynamic_int8.tflite", max_seq_length=128,
+    ))
+    print(summary["eval"]["accuracy"])
+"""
+
+from typing import Dict
+
+import numpy as np
+
+from albert_tf.config import AlbertConfig
+from albert_tf.inputs.length_batching import MASK_FEATURE, PAD_LOGIT
+from albert_tf.models.backbone import AlbertBackbone
+from albert_tf.models.task_base import label_names
+from albert_tf.tasks.base import Task
+from albert_tf.tasks.settings import FineTuneError
+
+
+class TFLiteTaskModel:
+    """A `TFLiteRunner` answering whole splits: `predict(features)` as a Keras model's `predict`."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        details = runner.runner.get_output_details()
+        # Axes past the batch axis that the file leaves open (-1) follow the sequence length.
+        self.sequence_axes = {
+            name: {axis for axis, size in enumerate(detail["shape_signature"]) if axis and size < 0}
+            for name, detail in details.items()
+        }
+
+    @property
+    def model_file(self) -> str:
+        return self.runner.model_file
+
+    def check_fits(self, task: Task, config: AlbertConfig) -> None:
+        """Fails unless the file has the inputs, outputs and class names of `task`'s model on `config`."""
+        expected = task.build_model(AlbertBackbone.from_albert_config(config), 0.0)
+        where = self.model_file
+        inputs = sorted(tensor.name for tensor in expected.inputs)
+        if sorted(self.runner.input_shapes) != inputs:
+            raise FineTuneError(
+                f"{where}: takes {', '.join(sorted(self.runner.input_shapes))}; a {task.name} model takes "
+                f"{', '.join(inputs)} (export the fine-tuned {task.name} model)"
+            )
+        shapes = {name: tuple(spec.shape[1:]) for name, spec in expected.output.items()}
+        file_shapes = {
+            name: tuple(None if size < 0 else int(size) for size in detail["shape_signature"][1:])
+            for name, detail in self.runner.runner.get_output_details().items()
+        }
+        if file_shapes != shapes:
+            raise FineTuneError(
+                f"{where}: outputs {_shapes_text(file_shapes)}; a {task.name} model on this config outputs "
+                f"{_shapes_text(shapes)} (another task's file, or another label count)"
+            )
+        task_labels = label_names(expected)
+        if self.runner.labels is not None and task_labels is not None and task_labels != self.runner.labels:
+            raise FineTuneError(
+                f"{where}: fine-tuned with the labels {','.join(self.runner.labels)} in that order; the task's are "
+                f"{','.join(task_labels)} (pass --labels {','.join(self.runner.labels)})"
+            )
+
+    def predict(self, features: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        """The file's outputs for every row of `features`, in order; each row runs at its own length."""
+        count, width = np.shape(features[MASK_FEATURE])
+        if count == 0:
+            raise FineTuneError("no examples to predict")
+        results = {}
+        for row in range(count):
+            length = int(np.flatnonzero(features[MASK_FEATURE][row]).max(initial=0)) + 1
+            outputs = self.runner({name: features[name][row : row + 1, :length] for name in self.runner.input_shapes})
+            for name, value in outputs.items():
+                if name not in results:
+                    shape = [count] + [
+                        width if axis in self.sequence_axes[name] else size
+                        for axis, size in enumerate(value.shape)
+                        if axis
+                    ]
+                    fill = PAD_LOGIT if np.issubdtype(value.dtype, np.floating) else 0
+                    results[name] = np.full(shape, fill, value.dtype)
+                results[name][(row,) + tuple(slice(0, size) for size in value.shape[1:])] = value[0]
+        return results
+
+
+def _shapes_text(shapes: Dict[str, tuple]) -> str:
+    return ", ".join(
+        f"{name} [{', '.join('length' if size is None else str(size) for size in shape)}]"
+        for name, shape in sorted(shapes.items())
+    )
