@@ -11,7 +11,7 @@ from albert_tf.inputs import length_batching
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.tasks import best_model, datasets, glue, runner
-from albert_tf.tasks.settings import FineTuneSettings
+from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 from albert_tf.tokenization import SentencePieceTokenizer
 
 from paths import CONFIGS
@@ -166,9 +166,76 @@ def test_speed_flags_train_through_the_runner(real_data, wikitext_spm, tiny_conf
     assert training.CLIP_NORM == 1.0
 
 
-def test_speed_flag_values_are_checked():
-    from albert_tf.tasks.settings import FineTuneError
+# Two replicas need two devices before TensorFlow starts: the CPU split in two, in a fresh process.
+TWO_REPLICAS = """
+import json, sys
+import numpy as np
+import tensorflow as tf
 
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from albert_tf.tasks import glue, runner
+from albert_tf.tasks.settings import FineTuneSettings
+
+args = json.loads(sys.argv[1])
+replicas = {}
+make_strategy = runner.make_strategy
+
+
+def recording(name, tpu=None):
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if name == "mirrored" else make_strategy(name)
+    replicas[name] = strategy.num_replicas_in_sync
+    return strategy
+
+
+runner.make_strategy = recording
+results = {}
+for strategy in ("default", "mirrored"):
+    settings = FineTuneSettings(output_dir=args["out"] + "/" + strategy, strategy=strategy, dropout=0.0, seed=7,
+                                verbose=False, **args["settings"])
+    summary = runner.run(glue.task("sst-2", args["glue"]), settings)
+    results[strategy] = {"loss": [h["train_loss"] for h in summary["history"]], "eval": summary["eval"]}
+print(json.dumps({"replicas": replicas, "results": results}))
+"""
+
+
+@pytest.mark.slow
+def test_two_mirrored_replicas_train_as_one_device_does(real_data, wikitext_spm, tiny_config, tmp_path):
+    import subprocess
+    import sys
+
+    from paths import REPO
+
+    settings = dict(
+        albert_config_file=tiny_config,
+        spm_model_file=wikitext_spm,
+        max_seq_length=64,
+        train_batch_size=16,
+        eval_batch_size=64,
+        train_step=4,
+        save_checkpoints_steps=2,
+        learning_rate=1e-3,
+    )
+    args = {"out": str(tmp_path), "glue": str(real_data / "glue"), "settings": settings}
+    done = subprocess.run(
+        [sys.executable, "-c", TWO_REPLICAS, json.dumps(args)], cwd=REPO, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["replicas"] == {"default": 1, "mirrored": 2}
+    one, two = report["results"]["default"], report["results"]["mirrored"]
+    # The global batch split over two replicas gives the same mean gradient, so the same training.
+    np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-4)
+    assert two["eval"]["num_examples"] == 872
+    assert two["eval"]["accuracy"] == pytest.approx(one["eval"]["accuracy"], abs=2 / 872)
+
+
+def test_multi_worker_fine_tuning_is_refused_naming_the_keras_limit():
+    with pytest.raises(FineTuneError, match=r"--strategy multi_worker: .*keras-team/keras#20329.*--strategy mirrored"):
+        FineTuneSettings(output_dir="x", strategy="multi_worker")
+
+
+def test_speed_flag_values_are_checked():
     with pytest.raises(FineTuneError, match="--mixed_precision must be one of"):
         FineTuneSettings(output_dir="x", mixed_precision="int8")
     with pytest.raises(FineTuneError, match="--strategy must be one of"):

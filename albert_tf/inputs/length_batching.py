@@ -168,28 +168,24 @@ def train_dataset(
     per-token targets) are cut to the smallest of `buckets` (default: multiples of
     16 and the features' length) that holds its longest row. Shapes: batch
     dimension fixed, sequence dimension unknown (`None`) with known rank. Without
-    it: `shuffle(count, seed, reshuffle_each_iteration=True).repeat().batch(...)`,
-    the fixed padding of `albert_tf.tasks.datasets.train_dataset`.
+    it: the shuffled, repeated stream in batches, the fixed padding of
+    `albert_tf.tasks.datasets.train_dataset`.
 
-    Each pool holds consecutive examples of the shuffled, repeated stream, so
-    `k` pools that span whole epochs hold every example once per epoch.
+    The stream is every example once per epoch, epoch `e` in an order drawn from
+    `(seed, e)` alone: every iterator of the dataset yields the same batches (Keras
+    iterates a dataset once to build the model under a tf.distribute strategy, then
+    again to train). Each pool holds consecutive examples of the stream, so `k` pools
+    that span whole epochs hold every example once per epoch.
     """
     names, buckets, labels = _checked(features, labels, sequence_features, buckets)
     count = len(next(iter(labels.values())))
     if count < batch_size:
         raise LengthBatchingError(f"{count} training examples, fewer than --train_batch_size {batch_size}")
-    stream = tf.data.Dataset.from_tensor_slices((features, labels))
     if not length_grouping:
-        return (
-            stream.shuffle(count, seed=seed, reshuffle_each_iteration=True)
-            .repeat()
-            .batch(batch_size, drop_remainder=True)
-            .prefetch(tf.data.AUTOTUNE)
-        )
+        return _epochs((features, labels), count, seed, batch_size).prefetch(tf.data.AUTOTUNE)
     label_names = tuple(sequence_labels)
     pool_batches = max(1, min(pool_batches, count // batch_size))
     lengths = true_lengths(features)
-    stream = tf.data.Dataset.from_tensor_slices((features, labels, lengths))
     bucket_table = tf.constant(buckets, tf.int32)
 
     def regroup(pool_index, pool):
@@ -204,15 +200,32 @@ def train_dataset(
         return _cut(batch_features, names, width), _cut(batch_labels, label_names, width)
 
     return (
-        stream.shuffle(count, seed=seed, reshuffle_each_iteration=True)
-        .repeat()
-        .batch(batch_size * pool_batches, drop_remainder=True)
+        _epochs((features, labels, lengths), count, seed, batch_size * pool_batches)
         .enumerate()
         .map(regroup)
         .unbatch()
         .map(cut)
         .prefetch(tf.data.AUTOTUNE)
     )
+
+
+def _epochs(elements, count: int, seed: int, batch_size: int) -> tf.data.Dataset:
+    """`elements` (arrays of `count` rows) in batches of `batch_size` rows, every row once per epoch, repeated.
+
+    Epoch `e`'s order is a stateless shuffle seeded by `(seed, -1 - e)` (pools use `(seed, pool index ≥ 0)`):
+    a function of the seed alone, unlike `shuffle(reshuffle_each_iteration=True)`, whose order changes
+    with each iterator of the same dataset. Batches run across epoch boundaries, as `repeat().batch()`.
+    """
+    tensors = tf.nest.map_structure(tf.convert_to_tensor, elements)
+
+    def epoch_order(epoch):
+        order_seed = tf.stack([tf.cast(seed, tf.int64), -1 - epoch])
+        return tf.data.Dataset.from_tensor_slices(
+            tf.random.experimental.stateless_shuffle(tf.range(count, dtype=tf.int64), seed=order_seed)
+        )
+
+    rows = tf.data.Dataset.counter().flat_map(epoch_order).batch(batch_size, drop_remainder=True)
+    return rows.map(lambda index: tf.nest.map_structure(lambda t: tf.gather(t, index), tensors))
 
 
 def eval_batches(

@@ -23,6 +23,8 @@ from albert_tf.errors import AlbertError
 from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES
 from albert_tf.range_checks import check_ranges, check_seed
 
+MULTI_WORKER = "multi_worker"  # pretraining's; Keras `fit` cannot run it on our inputs
+
 
 class FineTuneError(AlbertError, RuntimeError):
     """A fine-tuning run that cannot go on; the message says why."""
@@ -58,7 +60,7 @@ class FineTuneSettings:
     early_stopping_patience: int = 0  # stop after this many evaluations without a better metric (0: never)
     length_grouping: bool = True  # batches of similar lengths cut to a bucket (False: every row at max_seq_length)
     mixed_precision: str = "float32"  # compute policy (PRECISIONS); best/ is saved in float32
-    strategy: str = "default"  # tf.distribute strategy (STRATEGIES; multi_worker reads TF_CONFIG)
+    strategy: str = "default"  # tf.distribute strategy (STRATEGIES but multi_worker: refused, see __post_init__)
     tpu: Optional[str] = None  # TPU name or address for strategy "tpu"
     jit_compile: bool = False  # XLA-compile the training step
     verbose: bool = True
@@ -77,6 +79,13 @@ class FineTuneSettings:
             raise FineTuneError(f"--mixed_precision must be one of {sorted(PRECISIONS)}, got {self.mixed_precision!r}")
         if self.strategy not in STRATEGIES:
             raise FineTuneError(f"--strategy must be one of {list(STRATEGIES)}, got {self.strategy!r}")
+        if self.strategy == MULTI_WORKER:
+            raise FineTuneError(
+                "--strategy multi_worker: fine-tuning trains with Keras `fit`, which in Keras 3 cannot take "
+                "dict inputs under MultiWorkerMirroredStrategy (keras-team/keras#20329: its reduce of the first "
+                "batch fails); use --strategy mirrored for the GPUs of one machine (pretraining, with its own "
+                "loop, runs on many)"
+            )
         if self.train_step is None and self.warmup_step is not None:
             raise FineTuneError("--warmup_step needs --train_step (else use --warmup_proportion)")
 
