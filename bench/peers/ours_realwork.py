@@ -98,8 +98,14 @@ def finetune():
         length_grouping=args.length_grouping,
         buckets=length_batching.fine_bucket_lengths(MAX_LEN),
     )
-    timed = [f["input_mask"].numpy() for f, _ in dataset.take(need)][args.warmup :]  # a fresh iterator: fit's batches
+    # Every iterator of the dataset yields the same batches (the library's stateless epoch order): these are fit's.
+    masks = [f["input_mask"].numpy() for f, _ in dataset.take(need)]
+    timed = masks[args.warmup :]
     real, computed = sum(int(m.sum()) for m in timed), sum(m.size for m in timed)
+    # A step whose batch width is new traces the train step (seconds of Python); a real run traces each
+    # bucket once in thousands of steps, so the steady rate leaves those steps out and says what they cost.
+    widths = [m.shape[1] for m in masks]
+    first_of_width = {i for i, w in enumerate(widths) if w not in widths[:i]}
     model = build_model()
     optimizer = optimization.create_optimizer("adamw", 2e-5, 1000, 100, clip_norm=1.0)
     model.compile(
@@ -109,17 +115,27 @@ def finetune():
     meter = rd.Meter()
     marks = {}
 
+    ends = []
+
     class Clock(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
+            ends.append(time.perf_counter())
             if batch + 1 == args.warmup:
                 meter.start()
                 marks["t0"] = time.perf_counter()
 
     model.fit(dataset, steps_per_epoch=need, epochs=1, verbose=0, callbacks=[Clock()])
     rec = meter.record()
+    durations = {i: ends[i] - ends[i - 1] for i in range(max(args.warmup, 1), need)}
+    steady = [d for i, d in durations.items() if i not in first_of_width]
+    tracing = [d for i, d in durations.items() if i in first_of_width]
     return dict(
         rec,
         examples_per_s=round(args.steps * args.batch / rec["wall_s"], 3),
+        steady_examples_per_s=round(len(steady) * args.batch / sum(steady), 3) if steady else None,
+        timed_steps_tracing=len(tracing),
+        tracing_s=round(sum(tracing), 1),
+        batch_widths=sorted(set(widths)),
         tokens_computed_per_real=round(computed / real, 3),
         length_grouping=args.length_grouping,
     )
