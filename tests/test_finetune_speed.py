@@ -122,10 +122,11 @@ def test_grouped_training_through_the_runner_with_accumulation_and_remat(
     "speed",
     [
         {"mixed_precision": "bfloat16"},
+        {"mixed_precision": "float16"},
         {"strategy": "mirrored"},
         {"jit_compile": True},
     ],
-    ids=["bfloat16", "mirrored", "jit_compile"],
+    ids=["bfloat16", "float16", "mirrored", "jit_compile"],
 )
 def test_speed_flags_train_through_the_runner(real_data, wikitext_spm, tiny_config, tmp_path, monkeypatch, speed):
     from albert_tf.tasks import training
@@ -158,6 +159,9 @@ def test_speed_flags_train_through_the_runner(real_data, wikitext_spm, tiny_conf
     assert compiled["jit_compile"] is settings.jit_compile
     if settings.mixed_precision == "bfloat16":
         assert compiled["policy"] == "mixed_bfloat16"
+    if settings.mixed_precision == "float16":  # float16 gradients underflow without loss scaling
+        assert compiled["policy"] == "mixed_float16"
+        assert isinstance(compiled["optimizer"], keras.optimizers.LossScaleOptimizer)
     if settings.strategy == "mirrored":
         assert compiled["strategy"] == "MirroredStrategy"
     # best/ is float32 whatever the compute policy; LayerNorm kept float32 while training.
