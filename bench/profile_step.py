@@ -1,11 +1,13 @@
 """Where the time goes: per-op-type profile of one step (TF profiler trace, summed by op type).
 
-Runs the pretraining step of `bench/train_step.py` (albert_base, b8 × 128) or the
-encoder forward (`--work infer1` / `infer32`), once under the TF profiler, and
+Runs the pretraining step of `bench/train_step.py` (albert_base, b8 × 128), the
+fine-tuning step (`--work finetune`: `AlbertClassifier` with our AdamW and clipping,
+Keras `train_on_batch`, b`--batch` × `--seq`, as `run_classifier` trains a length
+bucket) or the encoder forward (`--work infer1` / `infer32`), once under the TF profiler, and
 prints the time per TF op type (summed over both worker threads, so the total
 exceeds the wall time) and its share. Use it before and after a change.
 
-    python bench/profile_step.py [--work train|infer1|infer32] [--xla]
+    python bench/profile_step.py [--work train|finetune|infer1|infer32] [--xla] [--batch 32 --seq 16]
 """
 
 import argparse
@@ -27,6 +29,8 @@ def main():
     parser.add_argument("--work", default="train")
     parser.add_argument("--xla", action="store_true")
     parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=32, help="--work finetune: rows per step")
+    parser.add_argument("--seq", type=int, default=16, help="--work finetune: the bucket's width")
     args = parser.parse_args()
 
     import tensorflow as tf
@@ -42,6 +46,23 @@ def main():
         step, _ = build_ours(cfg, "float32", args.xla)
         features = {k: tf.constant(v) for k, v in make_batch(cfg, 8, 128, 20).items()}
         run = lambda: step(features).numpy()  # noqa: E731
+    elif args.work == "finetune":
+        import numpy as np
+
+        from albert_tf import optimization
+        from albert_tf.models.classifier import AlbertClassifier
+        from albert_tf.tasks.losses import classification_loss
+
+        model = AlbertClassifier(AlbertBackbone.from_albert_config(cfg), 2)
+        model.compile(
+            optimizer=optimization.create_optimizer("adamw", 2e-5, 1000, 100, clip_norm=1.0),
+            loss={"logits": classification_loss},
+            jit_compile=args.xla,
+        )
+        batch = make_batch(cfg, args.batch, args.seq, 1)
+        x = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
+        y = {"logits": np.arange(args.batch, dtype="int32") % 2}
+        run = lambda: model.train_on_batch(x, y)  # noqa: E731
     else:
         backbone = AlbertBackbone.from_albert_config(cfg)
         forward = tf.function(lambda x: backbone(x, training=False)["pooled_output"], jit_compile=args.xla)
