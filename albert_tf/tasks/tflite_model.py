@@ -24,7 +24,7 @@ from typing import Dict
 import numpy as np
 
 from albert_tf.config import AlbertConfig
-from albert_tf.inputs.length_batching import MASK_FEATURE, PAD_LOGIT
+from albert_tf.inputs.length_batching import MASK_FEATURE, PAD_LOGIT, true_lengths
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.task_base import label_names
 from albert_tf.tasks.base import Task
@@ -36,12 +36,12 @@ class TFLiteTaskModel:
 
     def __init__(self, runner):
         self.runner = runner
-        details = runner.runner.get_output_details()
-        # Axes past the batch axis that the file leaves open (-1) follow the sequence length.
-        self.sequence_axes = {
-            name: {axis for axis, size in enumerate(detail["shape_signature"]) if axis and size < 0}
-            for name, detail in details.items()
+        # Each output's shape past the batch axis; None where the file leaves it open (the sequence length).
+        self.output_shapes = {
+            name: tuple(None if size < 0 else int(size) for size in detail["shape_signature"][1:])
+            for name, detail in runner.runner.get_output_details().items()
         }
+        self.output_dtypes = {name: detail["dtype"] for name, detail in runner.runner.get_output_details().items()}
 
     @property
     def model_file(self) -> str:
@@ -58,13 +58,9 @@ class TFLiteTaskModel:
                 f"{', '.join(inputs)} (export the fine-tuned {task.name} model)"
             )
         shapes = {name: tuple(spec.shape[1:]) for name, spec in expected.output.items()}
-        file_shapes = {
-            name: tuple(None if size < 0 else int(size) for size in detail["shape_signature"][1:])
-            for name, detail in self.runner.runner.get_output_details().items()
-        }
-        if file_shapes != shapes:
+        if self.output_shapes != shapes:
             raise FineTuneError(
-                f"{where}: outputs {_shapes_text(file_shapes)}; a {task.name} model on this config outputs "
+                f"{where}: outputs {_shapes_text(self.output_shapes)}; a {task.name} model on this config outputs "
                 f"{_shapes_text(shapes)} (another task's file, or another label count)"
             )
         task_labels = label_names(expected)
@@ -76,22 +72,18 @@ class TFLiteTaskModel:
 
     def predict(self, features: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         """The file's outputs for every row of `features`, in order; each row runs at its own length."""
-        count, width = np.shape(features[MASK_FEATURE])
-        if count == 0:
+        lengths = true_lengths(features)
+        if len(lengths) == 0:
             raise FineTuneError("no examples to predict")
+        width = np.shape(features[MASK_FEATURE])[-1]
         results = {}
-        for row in range(count):
-            length = int(np.flatnonzero(features[MASK_FEATURE][row]).max(initial=0)) + 1
+        for name, shape in self.output_shapes.items():
+            dtype = self.output_dtypes[name]
+            fill = PAD_LOGIT if np.issubdtype(dtype, np.floating) else 0
+            results[name] = np.full((len(lengths),) + tuple(width if n is None else n for n in shape), fill, dtype)
+        for row, length in enumerate(lengths):
             outputs = self.runner({name: features[name][row : row + 1, :length] for name in self.runner.input_shapes})
             for name, value in outputs.items():
-                if name not in results:
-                    shape = [count] + [
-                        width if axis in self.sequence_axes[name] else size
-                        for axis, size in enumerate(value.shape)
-                        if axis
-                    ]
-                    fill = PAD_LOGIT if np.issubdtype(value.dtype, np.floating) else 0
-                    results[name] = np.full(shape, fill, value.dtype)
                 results[name][(row,) + tuple(slice(0, size) for size in value.shape[1:])] = value[0]
         return results
 
