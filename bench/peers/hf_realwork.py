@@ -111,9 +111,12 @@ def finetune():
         seed=0,
     )
 
+    batches = []  # (rows, real tokens, computed tokens) of each batch, in step order (no loader workers)
+
     class Pad:  # the default collator pads with a tokenizer; ours has pad id 0
         def __call__(self, feats):
             n = max(len(f["input_ids"]) for f in feats)
+            batches.append((len(feats), sum(len(f["input_ids"]) for f in feats), n * len(feats)))
             b = padded([(f["input_ids"], f["token_type_ids"]) for f in feats], n)
             b = {k: torch.from_numpy(v) for k, v in b.items()}
             b["labels"] = torch.tensor([f["labels"] for f in feats])
@@ -122,7 +125,10 @@ def finetune():
     trainer = Trainer(model=build_model(), args=targs, train_dataset=data, data_collator=Pad(), callbacks=[Clock()])
     trainer.train()
     rec = meter.record()
-    return dict(rec, examples_per_s=round(args.steps * args.batch / rec["wall_s"], 3))
+    # group_by_length sorts each megabatch longest first: a window inside one is not the epoch's mix.
+    timed = batches[args.warmup : args.warmup + args.steps]
+    rate = round(args.steps * args.batch / rec["wall_s"], 3)
+    return dict(rec, examples_per_s=rate, **rd.token_fields(timed, rec["wall_s"]))
 
 
 def onnx_path(int8=False):

@@ -101,7 +101,7 @@ def finetune():
     # Every iterator of the dataset yields the same batches (the library's stateless epoch order): these are fit's.
     masks = [f["input_mask"].numpy() for f, _ in dataset.take(need)]
     timed = masks[args.warmup :]
-    real, computed = sum(int(m.sum()) for m in timed), sum(m.size for m in timed)
+    timed_batches = [(m.shape[0], int(m.sum()), m.size) for m in timed]
     # A step whose batch width is new traces the train step (seconds of Python); a real run traces each
     # bucket once in thousands of steps, so the steady rate leaves those steps out and says what they cost.
     widths = [m.shape[1] for m in masks]
@@ -136,7 +136,7 @@ def finetune():
         timed_steps_tracing=len(tracing),
         tracing_s=round(sum(tracing), 1),
         batch_widths=sorted(set(widths)),
-        tokens_computed_per_real=round(computed / real, 3),
+        **rd.token_fields(timed_batches, rec["wall_s"]),
         length_grouping=args.length_grouping,
     )
 

@@ -142,17 +142,54 @@ class Meter:
 
     def start(self):
         self.wall0, self.cpu0 = _now()
+        self.ticks0 = _cpu_ticks()
 
     def record(self, **fields):
         wall1, cpu1 = _now()
         wall = wall1 - self.wall0
+        ticks1 = _cpu_ticks()
         return dict(
             fields,
             wall_s=round(wall, 3),
+            # The hypervisor's share of the machine's CPU time while timed: a run with a high one is not a speed.
+            cpu_steal=_steal_share(self.ticks0, ticks1),
             cpu_use=round((cpu1 - self.cpu0) / wall, 2) if wall > 0 else None,
             timed_cpu_util=round((cpu1 - self.cpu0) / wall, 2) if wall > 0 else None,
             loadavg=[round(x, 2) for x in os.getloadavg()],
         )
+
+
+def token_fields(timed_batches, wall_s):
+    """What the timed fine-tuning steps computed: [(rows, real tokens, computed tokens)] per batch -> fields.
+
+    Examples/s compare cases only when their timed batches hold the same mix of lengths; these say whether
+    they do (`timed_mean_pieces` against the set's mean) and give the rate per token.
+    """
+    rows = sum(b[0] for b in timed_batches)
+    real = sum(b[1] for b in timed_batches)
+    computed = sum(b[2] for b in timed_batches)
+    return dict(
+        timed_mean_pieces=round(real / rows, 2) if rows else None,
+        tokens_computed_per_real=round(computed / real, 3) if real else None,
+        real_tokens_per_s=round(real / wall_s, 1) if wall_s else None,
+        computed_tokens_per_s=round(computed / wall_s, 1) if wall_s else None,
+    )
+
+
+def _cpu_ticks():
+    """(steal, total) jiffies of all CPUs from /proc/stat; None where there is no /proc."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return fields[7] if len(fields) > 7 else 0, sum(fields[:8])
+
+
+def _steal_share(before, after):
+    if before is None or after is None or after[1] == before[1]:
+        return None
+    return round((after[0] - before[0]) / (after[1] - before[1]), 3)
 
 
 def _now():
