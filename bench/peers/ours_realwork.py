@@ -35,6 +35,11 @@ p.add_argument("--work", choices=["finetune", "classify", "request"], required=T
 p.add_argument("--engine", choices=["keras", "predict", "savedmodel", "openvino"], default="keras")
 p.add_argument("--task", default="SST-2")
 p.add_argument("--length_grouping", type=int, choices=[0, 1], default=1)
+p.add_argument(
+    "--buckets",
+    default="",
+    help="finetune: the widths batches are cut to, comma-separated (default: the library's fine_bucket_lengths)",
+)
 p.add_argument("--batch", type=int, default=32)
 p.add_argument("--steps", type=int, default=10, help="timed steps (finetune) / timed passes over dev (classify)")
 p.add_argument("--warmup", type=int, default=3)
@@ -96,7 +101,9 @@ def finetune():
         args.batch,
         seed=0,
         length_grouping=args.length_grouping,
-        buckets=length_batching.fine_bucket_lengths(MAX_LEN),
+        buckets=[int(w) for w in args.buckets.split(",")]
+        if args.buckets
+        else length_batching.fine_bucket_lengths(MAX_LEN),
     )
     # Every iterator of the dataset yields the same batches (the library's stateless epoch order): these are fit's.
     masks = [f["input_mask"].numpy() for f, _ in dataset.take(need)]
@@ -138,6 +145,7 @@ def finetune():
         batch_widths=sorted(set(widths)),
         **rd.token_fields(timed_batches, rec["wall_s"]),
         length_grouping=args.length_grouping,
+        buckets=args.buckets or "fine_bucket_lengths",
     )
 
 
