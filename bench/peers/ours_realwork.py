@@ -132,6 +132,7 @@ def finetune():
                 marks["t0"] = time.perf_counter()
 
     model.fit(dataset, steps_per_epoch=need, epochs=1, verbose=0, callbacks=[Clock()])
+    fit_end_s = time.perf_counter() - ends[-1]
     rec = meter.record()
     durations = {i: ends[i] - ends[i - 1] for i in range(max(args.warmup, 1), need)}
     steady = [d for i, d in durations.items() if i not in first_of_width]
@@ -142,6 +143,9 @@ def finetune():
         steady_examples_per_s=round(len(steady) * args.batch / sum(steady), 3) if steady else None,
         timed_steps_tracing=len(tracing),
         tracing_s=round(sum(tracing), 1),
+        # Some runs' wall exceeds their steps' sum by ~45 s at one core busy: these say where it went.
+        fit_end_s=round(fit_end_s, 2),
+        longest_step_s=round(max(durations.values()), 2) if durations else None,
         batch_widths=sorted(set(widths)),
         **rd.token_fields(timed_batches, rec["wall_s"]),
         length_grouping=args.length_grouping,
