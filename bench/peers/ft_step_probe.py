@@ -13,7 +13,6 @@ model's GEMM rate (forward + backward: 6 × params-in-GEMMs × tokens, per secon
 
 import argparse
 import dataclasses
-import json
 import os
 import statistics
 import sys
@@ -21,7 +20,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from cpu_kind import cpu_kind  # noqa: E402
+import realwork_data as rd  # noqa: E402  (emit: the RESULT line with the CPU kind)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--fw", choices=["tf", "torch"], required=True)
@@ -118,18 +117,14 @@ for width in (int(w) for w in args.widths.split(",")):
         ms=round(1000 * seconds, 1),
         gemm_gflops=round(6 * MACS_PER_TOKEN * args.batch * width / seconds / 1e9, 1),
     )
-print(
-    "RESULT "
-    + json.dumps(
-        dict(
-            fw=args.fw,
-            version=version,
-            threads=args.threads,
-            inter_op=args.inter or "default",
-            batch=args.batch,
-            steps=per_width,
-            loadavg=[round(x, 2) for x in os.getloadavg()],
-            **cpu_kind(),
-        )
+rd.emit(
+    dict(
+        fw=args.fw,
+        version=version,
+        threads=args.threads,
+        inter_op=args.inter or "default",
+        batch=args.batch,
+        steps=per_width,
+        loadavg=[round(x, 2) for x in os.getloadavg()],
     )
 )
