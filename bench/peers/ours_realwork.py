@@ -35,9 +35,23 @@ p.add_argument("--work", choices=["finetune", "classify", "request"], required=T
 p.add_argument("--engine", choices=["keras", "predict", "savedmodel", "openvino"], default="keras")
 p.add_argument("--task", default="SST-2")
 p.add_argument("--length_grouping", type=int, choices=[0, 1], default=1)
+
+
+def widths(text):
+    """--buckets' value: rising positive widths, comma-separated."""
+    try:
+        values = [int(w) for w in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not comma-separated integers") from None
+    if any(v < 1 for v in values) or values != sorted(set(values)):
+        raise argparse.ArgumentTypeError(f"{text!r}: widths must be positive and rising")
+    return values
+
+
 p.add_argument(
     "--buckets",
-    default="",
+    type=widths,
+    default=None,
     help="finetune: the widths batches are cut to, comma-separated (default: the library's fine_bucket_lengths)",
 )
 p.add_argument("--batch", type=int, default=32)
@@ -101,9 +115,7 @@ def finetune():
         args.batch,
         seed=0,
         length_grouping=args.length_grouping,
-        buckets=[int(w) for w in args.buckets.split(",")]
-        if args.buckets
-        else length_batching.fine_bucket_lengths(MAX_LEN),
+        buckets=args.buckets or length_batching.fine_bucket_lengths(MAX_LEN),
     )
     # Every iterator of the dataset yields the same batches (the library's stateless epoch order): these are fit's.
     masks = [f["input_mask"].numpy() for f, _ in dataset.take(need)]
