@@ -231,13 +231,13 @@ class Predictor:
             return {"embeddings": self.embed(texts, texts_b, batch_size, progress, source)}
         inference = PatientInference(self.model) if patience is not None else None
         logits, layers = [], []
-        # Without early exit: chunks of many batches, each predicted on length-sorted batches cut to a
-        # bucket (one traced graph, little padding) and returned in input order.
+        # Without early exit: chunks of many batches, each predicted on length-sorted batches cut to
+        # their longest row (one traced graph, little padding) and returned in input order.
         chunk_size = batch_size * length_batching.POOL_BATCHES if inference is None else batch_size
         for _, _, rows in self._batches(texts, texts_b, chunk_size, progress, source):
             if inference is None:
                 features = pad_batch(rows)
-                buckets = length_batching.fine_bucket_lengths(features["input_ids"].shape[1])
+                buckets = length_batching.cut_lengths(features["input_ids"].shape[1], compiled=False)
                 outputs = length_batching.predict_in_order(self.model, features, batch_size, buckets=buckets)
                 logits.append(np.asarray(outputs["logits"], np.float32))
             else:

@@ -74,16 +74,26 @@ def test_grouped_evaluation_equals_fixed_padding_on_sst2_dev(fine_tuned_dir, rea
     assert np.mean(features["input_mask"].sum(-1)) < 40  # the cut removed real work
 
 
-def test_grouped_batches_have_bucket_lengths_and_the_off_switch_has_max_seq_length(real_data, wikitext_spm):
+def test_grouped_batches_are_cut_to_their_longest_row_or_under_xla_to_a_bucket(real_data, wikitext_spm):
     tokenizer = SentencePieceTokenizer(wikitext_spm)
     examples, _ = glue.task("sst-2", str(real_data / "glue")).read("dev")
     features = glue.encode_examples(examples, tokenizer, MAX_SEQ_LENGTH)
     labels = np.array([int(e.label) for e in examples])
     grouped = datasets.train_dataset(features, labels, 32, seed=1)
-    widths = {int(batch["input_ids"].shape[1]) for batch, _ in grouped.take(60)}
-    assert widths <= set(length_batching.fine_bucket_lengths(MAX_SEQ_LENGTH)) and min(widths) <= 24, widths
+    widths = set()
+    for batch, _ in grouped.take(60):
+        longest = int(length_batching.true_lengths({"input_mask": batch["input_mask"].numpy()}).max())
+        assert batch["input_ids"].shape[1] == longest  # no padding column beyond the batch's longest row
+        widths.add(longest)
+    assert len(widths) > len(length_batching.fine_bucket_lengths(MAX_SEQ_LENGTH)) and min(widths) <= 24, widths
+    compiled = datasets.train_dataset(features, labels, 32, seed=1, compiled=True)
+    compiled_widths = {int(batch["input_ids"].shape[1]) for batch, _ in compiled.take(60)}
+    assert compiled_widths <= set(length_batching.fine_bucket_lengths(MAX_SEQ_LENGTH)), compiled_widths
     fixed = datasets.train_dataset(features, labels, 32, seed=1, length_grouping=False)
     assert fixed.element_spec[0]["input_ids"].shape.as_list() == [32, MAX_SEQ_LENGTH]
+    # fit deletes its iterator on return; tf.data's autotune thread would make that wait up to a minute.
+    for dataset in (grouped, compiled, fixed):
+        assert dataset.options().autotune.enabled is False
     with pytest.raises(Exception, match="fewer than --train_batch_size 1000") as raised:
         datasets.train_dataset(features, labels, 1000, seed=1)
     assert type(raised.value).__name__ == "FineTuneError"
@@ -260,7 +270,7 @@ def test_layer_norm_stays_float32_in_a_bfloat16_fine_tuning_model(tiny_config):
     assert model.get_layer("classifier").compute_dtype == "bfloat16" and np.isfinite(outputs["logits"]).all()
 
 
-# ---- pretraining eval: batches cut to their bucket, the same metrics --------------------------------
+# ---- pretraining eval: batches cut to their longest row, the same metrics --------------------------------
 def test_pretraining_eval_on_cut_batches_equals_fixed_padding(pretraining_data, monkeypatch):
     import tensorflow as tf
 
@@ -291,8 +301,11 @@ def test_pretraining_eval_on_cut_batches_equals_fixed_padding(pretraining_data, 
         tf.distribute.get_strategy(), AlbertConfig.from_json_file(pretraining_data["config"]), settings, data
     )
     context = tf.distribute.InputContext()
-    widths = {int(inputs["input_ids"].shape[1]) for inputs, _ in loop.eval_dataset(context).take(6)}
-    assert widths == {64}, widths
+    eval_dataset = loop.eval_dataset(context)
+    assert eval_dataset.options().autotune.enabled is False  # a fresh iterator per evaluation
+    for inputs, _ in eval_dataset.take(6):
+        longest = int(length_batching.true_lengths({"input_mask": inputs["input_mask"].numpy()}).max())
+        assert inputs["input_ids"].shape[1] == longest <= 64, (inputs["input_ids"].shape, longest)
     grouped = loop.evaluate()
     loop.settings = dataclasses.replace(settings, length_grouping=False)
     assert {int(inputs["input_ids"].shape[1]) for inputs, _ in loop.eval_dataset(context).take(3)} == {96}

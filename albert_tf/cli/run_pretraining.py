@@ -80,8 +80,8 @@ def define_flags():
     flags.DEFINE_bool(
         "length_grouping",
         d.length_grouping,
-        "Cut each eval batch to the shortest of a few lengths that holds its longest row (same metrics, less "
-        "padding); --nolength_grouping evaluates every row at --max_seq_length.",
+        "Cut each eval batch to its longest row (on a TPU: to the shortest of a few lengths that holds it); "
+        "same metrics, less padding. --nolength_grouping evaluates every row at --max_seq_length.",
     )
     define_speed_flags(d)
     flags.DEFINE_float(

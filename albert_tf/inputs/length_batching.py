@@ -4,8 +4,10 @@ The encoders pad every row to `max_seq_length`; most GLUE rows hold far fewer
 pieces (SST-2 train: ~90 % padding at 128). Here each example keeps its true
 length (the last `input_mask` position + 1; RACE's `[N, choices, L]`: the longest
 choice), rows of similar length share a batch, and each batch is cut to the
-smallest of a few bucket lengths (multiples of 16 up to `max_seq_length`) that
-holds its longest row, so graph mode and XLA see a bounded set of shapes.
+smallest of its `buckets` that holds its longest row. Graph mode traces one
+`[batch, None]` step for every width, so there each batch is cut to its longest
+row (`cut_lengths`); XLA compiles one program per shape, so there the widths are
+a bounded set (`fine_bucket_lengths`).
 
 - `train_dataset`: as `finetuning.train_dataset` (shuffled, repeated, fixed
   batch size), but batches are cut from sorted pools of `pool_batches` batches
@@ -43,6 +45,8 @@ SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
 MASK_FEATURE = "input_mask"
 BUCKET_STEP = 16
 POOL_BATCHES = 50
+# Batches ready ahead of the step; a step takes far longer than a batch takes to gather.
+PREFETCH_BATCHES = 2
 # Per-token float outputs are padded back to max_seq_length with this: SQuAD v2's head already
 # masks non-context positions with the same -1e30 (albert_tf.layers.answerability.NEG_INF), so
 # its log-softmax and top-k read the padded positions as the fixed path's masked ones; v1's
@@ -68,13 +72,13 @@ def bucket_lengths(max_seq_length: int, step: int = BUCKET_STEP) -> Tuple[int, .
 
 
 # Most single-sentence GLUE rows hold < 32 pieces (SST-2 mean 13.6, CoLA 11.5): steps of 8 there,
-# 16 up to 128, 32 beyond; a bounded set of shapes (18 at 384, 22 at 512) for graph mode and XLA.
+# 16 up to 128, 32 beyond; a bounded set of shapes (10 at 128, 18 at 384, 22 at 512) for XLA.
 SHORT_BUCKETS = tuple(range(8, 32, 8)) + tuple(range(32, 128, 16))
 LONG_BUCKET_STEP = 32
 
 
 def fine_bucket_lengths(max_seq_length: int) -> Tuple[int, ...]:
-    """What fine-tuning and pretraining eval cut batches to: steps of 8 up to 32, 16 up to 128, 32 beyond.
+    """What XLA-compiled steps cut batches to: steps of 8 up to 32, 16 up to 128, 32 beyond.
 
     >>> fine_bucket_lengths(128)
     (8, 16, 24, 32, 48, 64, 80, 96, 112, 128)
@@ -83,6 +87,34 @@ def fine_bucket_lengths(max_seq_length: int) -> Tuple[int, ...]:
     """
     lengths = SHORT_BUCKETS + tuple(range(128, max_seq_length, LONG_BUCKET_STEP))
     return tuple(length for length in lengths if length < max_seq_length) + (max_seq_length,)
+
+
+def cut_lengths(max_seq_length: int, compiled: bool) -> Tuple[int, ...]:
+    """The widths batches may be cut to: every width (each batch to its longest row), or, where
+    every new shape is compiled (XLA, TPU), the bounded `fine_bucket_lengths`.
+
+    Graph mode traces a step once for a `[batch, None]` input, so a new width costs
+    nothing there (measured: bench/journal/2026-11-26-finetune-window.md).
+
+    >>> cut_lengths(4, compiled=False), cut_lengths(40, compiled=True)
+    ((1, 2, 3, 4), (8, 16, 24, 32, 40))
+    """
+    if max_seq_length < 1:
+        raise LengthBatchingError(f"cut lengths need max_seq_length ≥ 1, got {max_seq_length}")
+    return fine_bucket_lengths(max_seq_length) if compiled else tuple(range(1, max_seq_length + 1))
+
+
+def without_autotune_thread(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """`dataset` without tf.data's autotuning thread, whose sleep (up to a minute) each iterator's deletion waits out.
+
+    Keras `fit` deletes its iterator on return, and fine-tuning calls `fit` once per
+    evaluation interval: with the thread, each `fit` ended 12–57 s after its last
+    step (gdb: the main thread in `~RootDataset::Iterator`, waiting on the thread's
+    `Model::OptimizeLoop`). Parallel maps and prefetch keep their static defaults.
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
 
 
 def true_lengths(features: Dict[str, np.ndarray], mask_feature: str = MASK_FEATURE) -> np.ndarray:
@@ -182,7 +214,7 @@ def train_dataset(
     if count < batch_size:
         raise LengthBatchingError(f"{count} training examples, fewer than --train_batch_size {batch_size}")
     if not length_grouping:
-        return _epochs((features, labels), count, seed, batch_size).prefetch(tf.data.AUTOTUNE)
+        return without_autotune_thread(_epochs((features, labels), count, seed, batch_size).prefetch(PREFETCH_BATCHES))
     label_names = tuple(sequence_labels)
     pool_batches = max(1, min(pool_batches, count // batch_size))
     lengths = true_lengths(features)
@@ -199,13 +231,13 @@ def train_dataset(
         width = bucket_table[index]
         return _cut(batch_features, names, width), _cut(batch_labels, label_names, width)
 
-    return (
+    return without_autotune_thread(
         _epochs((features, labels, lengths), count, seed, batch_size * pool_batches)
         .enumerate()
         .map(regroup)
         .unbatch()
         .map(cut)
-        .prefetch(tf.data.AUTOTUNE)
+        .prefetch(PREFETCH_BATCHES)
     )
 
 

@@ -206,7 +206,7 @@ class PretrainingLoop:
         return eval_step
 
     def eval_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
-        """This pipeline's eval batches; with `length_grouping` each cut to the bucket of its longest row."""
+        """This pipeline's eval batches; with `length_grouping` each cut to its longest row (a TPU: its bucket)."""
         s = self.settings
         dataset = pretraining_dataset(
             self.eval_input,
@@ -214,11 +214,14 @@ class PretrainingLoop:
             is_training=False,
             input_context=context,
         )
-        if not s.length_grouping:
-            return dataset
-        # Eval metrics are sums over the batches: a row's padding beyond the bucket changes none of them.
-        buckets = length_batching.fine_bucket_lengths(s.max_seq_length)
-        return dataset.map(lambda inputs, labels: (length_batching.cut_batch(inputs, buckets), labels))
+        if s.length_grouping:
+            # Eval metrics are sums over the batches: a row's padding beyond its longest changes none of them.
+            # The eval step is traced once for any width; a TPU compiles each shape, so there widths are few.
+            compiled = isinstance(self.strategy, tf.distribute.TPUStrategy)
+            buckets = length_batching.cut_lengths(s.max_seq_length, compiled)
+            dataset = dataset.map(lambda inputs, labels: (length_batching.cut_batch(inputs, buckets), labels))
+        # A fresh iterator per evaluation: without the autotune thread its deletion does not wait.
+        return length_batching.without_autotune_thread(dataset)
 
     def evaluate(self) -> Dict[str, float]:
         """`max_eval_steps` batches of the eval shards, as the original's eval."""

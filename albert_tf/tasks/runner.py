@@ -149,6 +149,7 @@ def _run(
                     settings.micro_batch_size,
                     settings.seed,
                     length_grouping=settings.length_grouping,
+                    compiled=settings.compiles_every_shape,
                 ),
                 settings,
                 task.losses(),

@@ -58,7 +58,7 @@ class FineTuneSettings:
     early_exit: bool = False  # a classifier per layer application (PABEE; the task's `with_early_exit`)
     metric: Optional[str] = None  # the metric that picks best/ (None: the task's); any key its score returns
     early_stopping_patience: int = 0  # stop after this many evaluations without a better metric (0: never)
-    length_grouping: bool = True  # batches of similar lengths cut to a bucket (False: every row at max_seq_length)
+    length_grouping: bool = True  # similar lengths batched, cut to their longest row (False: all at max_seq_length)
     mixed_precision: str = "float32"  # compute policy (PRECISIONS); best/ is saved in float32
     strategy: str = "default"  # tf.distribute strategy (STRATEGIES but multi_worker: refused, see __post_init__)
     tpu: Optional[str] = None  # TPU name or address for strategy "tpu"
@@ -88,6 +88,11 @@ class FineTuneSettings:
             )
         if self.train_step is None and self.warmup_step is not None:
             raise FineTuneError("--warmup_step needs --train_step (else use --warmup_proportion)")
+
+    @property
+    def compiles_every_shape(self) -> bool:
+        """Whether the training step is compiled per input shape (XLA, or a TPU), so batch widths must be few."""
+        return self.jit_compile or self.strategy == "tpu"
 
     @property
     def micro_batch_size(self) -> int:

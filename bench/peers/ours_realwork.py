@@ -52,7 +52,7 @@ p.add_argument(
     "--buckets",
     type=widths,
     default=None,
-    help="finetune: the widths batches are cut to, comma-separated (default: the library's fine_bucket_lengths)",
+    help="finetune: the widths batches are cut to, comma-separated (default: the library's, as run_classifier)",
 )
 p.add_argument("--batch", type=int, default=32)
 p.add_argument("--steps", type=int, default=10, help="timed steps (finetune) / timed passes over dev (classify)")
@@ -76,6 +76,7 @@ from albert_tf import optimization  # noqa: E402
 from albert_tf.inputs import length_batching  # noqa: E402
 from albert_tf.models.backbone import AlbertBackbone  # noqa: E402
 from albert_tf.models.classifier import AlbertClassifier  # noqa: E402
+from albert_tf.tasks import datasets  # noqa: E402
 
 MAX_LEN = 128
 
@@ -107,24 +108,20 @@ def finetune():
     encoded = rd.encode(sp, rows, MAX_LEN)
     labels = np.array([r[2] for r in rows], np.int32)
     need = args.warmup + args.steps
-    # The library's own batching (albert_tf.inputs.length_batching), as run_classifier trains.
     features = padded(encoded, range(len(encoded)), MAX_LEN)
-    dataset = length_batching.train_dataset(
-        features,
-        labels,
-        args.batch,
-        seed=0,
-        length_grouping=args.length_grouping,
-        buckets=args.buckets or length_batching.fine_bucket_lengths(MAX_LEN),
-    )
+    if args.buckets:
+        dataset = length_batching.train_dataset(
+            features, labels, args.batch, seed=0, length_grouping=args.length_grouping, buckets=args.buckets
+        )
+    else:  # the library's own batching, as run_classifier trains (no XLA: each batch cut to its longest row)
+        dataset = datasets.train_dataset(features, labels, args.batch, seed=0, length_grouping=args.length_grouping)
     # Every iterator of the dataset yields the same batches (the library's stateless epoch order): these are fit's.
     masks = [f["input_mask"].numpy() for f, _ in dataset.take(need)]
     timed = masks[args.warmup :]
     timed_batches = [(m.shape[0], int(m.sum()), m.size) for m in timed]
-    # A step whose batch width is new traces the train step (seconds of Python); a real run traces each
-    # bucket once in thousands of steps, so the steady rate leaves those steps out and says what they cost.
+    # Keras traces the train step once, for a [batch, None] input: a new width costs no tracing (the
+    # steps that first met a width are slow because they are wide), so every timed step counts.
     widths = [m.shape[1] for m in masks]
-    first_of_width = {i for i, w in enumerate(widths) if w not in widths[:i]}
     model = build_model()
     optimizer = optimization.create_optimizer("adamw", 2e-5, 1000, 100, clip_norm=1.0)
     model.compile(
@@ -147,21 +144,19 @@ def finetune():
     fit_end_s = time.perf_counter() - ends[-1]
     rec = meter.record()
     durations = {i: ends[i] - ends[i - 1] for i in range(max(args.warmup, 1), need)}
-    steady = [d for i, d in durations.items() if i not in first_of_width]
-    tracing = [d for i, d in durations.items() if i in first_of_width]
+    steps_s = ends[-1] - marks["t0"]
     return dict(
         rec,
         examples_per_s=round(args.steps * args.batch / rec["wall_s"], 3),
-        steady_examples_per_s=round(len(steady) * args.batch / sum(steady), 3) if steady else None,
-        timed_steps_tracing=len(tracing),
-        tracing_s=round(sum(tracing), 1),
+        # The timed steps alone, without fit's return (see fit_end_s).
+        steps_examples_per_s=round(args.steps * args.batch / steps_s, 3),
         # Some runs' wall exceeds their steps' sum by ~45 s at one core busy: these say where it went.
         fit_end_s=round(fit_end_s, 2),
         longest_step_s=round(max(durations.values()), 2) if durations else None,
         batch_widths=sorted(set(widths)),
         **rd.token_fields(timed_batches, rec["wall_s"]),
         length_grouping=args.length_grouping,
-        buckets=args.buckets or "fine_bucket_lengths",
+        buckets=args.buckets or "library (cut_lengths)",
     )
 
 
