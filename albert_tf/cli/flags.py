@@ -124,8 +124,8 @@ def define_finetune_flags(defaults, head_dropout: bool = True, epochs: bool = Fa
     flags.DEFINE_bool(
         "length_grouping",
         defaults.length_grouping,
-        "Batch rows of similar length and cut each batch to its longest row (under --jit_compile or a TPU: "
-        "to the shortest of a few lengths that holds it); same outputs, much less padding. "
+        "Batch rows of similar length and cut each batch to its longest row (training under --jit_compile "
+        "or a TPU: to the shortest of a few lengths that holds it); same outputs, much less padding. "
         "--nolength_grouping pads every row to --max_seq_length.",
     )
     if early_exit:

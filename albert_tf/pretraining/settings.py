@@ -34,7 +34,7 @@ class TrainSettings:
     keep_checkpoint_max: int = 5
     do_eval: bool = False
     max_eval_steps: int = 100
-    length_grouping: bool = True  # eval batches cut to the bucket of their longest row (summed metrics unchanged)
+    length_grouping: bool = True  # eval batches cut to their longest row (summed metrics unchanged)
     grad_accum_steps: int = 1
     remat: bool = False
     mixed_precision: str = "float32"

@@ -2,8 +2,9 @@
 
 A thin adapter over our public entry points, easy to re-point when the library moves:
   finetune  the keras `compile` + `fit` path `run_classifier` trains with (AlbertClassifier, our
-            optimizer, clip 1.0), batches from `albert_tf.inputs.length_batching.train_dataset`:
-            `--length_grouping 1` as run_classifier (sorted pools, bucket lengths), 0: fixed 128.
+            optimizer, clip 1.0), batches from `albert_tf.tasks.datasets.train_dataset`:
+            `--length_grouping 1` as run_classifier (sorted pools, each batch cut to its longest row;
+            `--buckets` cuts to those widths instead), 0: fixed 128.
   classify  SST-2 dev, batch 32, tokenization included: `--engine keras` (our model, per-batch padding,
             one tf.function), `predict` (the library: `albert_tf.inference.Predictor`), `savedmodel` (the
             exported SavedModel's `serve_text`), `openvino` (OpenVINO
@@ -127,6 +128,7 @@ def finetune():
     model.compile(
         optimizer=optimizer,
         loss={"logits": lambda y, z: keras.losses.sparse_categorical_crossentropy(y, z, from_logits=True)},
+        jit_compile=False,  # as run_classifier's default (Keras' "auto" picks XLA where a GPU is)
     )
     meter = rd.Meter()
     marks = {}
