@@ -74,6 +74,12 @@ def test_grouped_evaluation_equals_fixed_padding_on_sst2_dev(fine_tuned_dir, rea
     assert np.mean(features["input_mask"].sum(-1)) < 40  # the cut removed real work
 
 
+def test_only_steps_compiled_per_shape_need_few_batch_widths():
+    assert not FineTuneSettings(output_dir="unused").compiles_every_shape  # graph mode: one trace for any width
+    assert FineTuneSettings(output_dir="unused", jit_compile=True).compiles_every_shape
+    assert FineTuneSettings(output_dir="unused", strategy="tpu").compiles_every_shape
+
+
 def test_grouped_batches_are_cut_to_their_longest_row_or_under_xla_to_a_bucket(real_data, wikitext_spm):
     tokenizer = SentencePieceTokenizer(wikitext_spm)
     examples, _ = glue.task("sst-2", str(real_data / "glue")).read("dev")

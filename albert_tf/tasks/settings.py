@@ -91,8 +91,11 @@ class FineTuneSettings:
 
     @property
     def compiles_every_shape(self) -> bool:
-        """Whether the training step is compiled per input shape (XLA, or a TPU), so batch widths must be few."""
-        return self.jit_compile or self.strategy == "tpu"
+        """Whether the training step is compiled per input shape, so batch widths must be few: XLA, a TPU,
+        or Keras' JAX backend (whose `fit` always compiles)."""
+        import keras  # here: settings stay importable without loading Keras
+
+        return self.jit_compile or self.strategy == "tpu" or keras.backend.backend() == "jax"
 
     @property
     def micro_batch_size(self) -> int:
