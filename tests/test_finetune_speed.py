@@ -89,8 +89,7 @@ def test_grouped_batches_are_cut_to_their_longest_row_or_under_xla_to_a_bucket(r
     widths = set()
     for batch, _ in grouped.take(60):
         longest = int(length_batching.true_lengths({"input_mask": batch["input_mask"].numpy()}).max())
-        # No padding column beyond the batch's longest row (nor a width below MIN_CUT).
-        assert batch["input_ids"].shape[1] == max(longest, length_batching.MIN_CUT)
+        assert batch["input_ids"].shape[1] == longest  # no padding column beyond the batch's longest row
         widths.add(longest)
     assert len(widths) > len(length_batching.fine_bucket_lengths(MAX_SEQ_LENGTH)) and min(widths) <= 24, widths
     compiled = datasets.train_dataset(features, labels, 32, seed=1, compiled=True)
@@ -312,7 +311,7 @@ def test_pretraining_eval_on_cut_batches_equals_fixed_padding(pretraining_data, 
     assert eval_dataset.options().autotune.enabled is False  # a fresh iterator per evaluation
     for inputs, _ in eval_dataset.take(6):
         longest = int(length_batching.true_lengths({"input_mask": inputs["input_mask"].numpy()}).max())
-        assert inputs["input_ids"].shape[1] == max(longest, length_batching.MIN_CUT) <= 64, longest
+        assert inputs["input_ids"].shape[1] == longest <= 64, longest
     grouped = loop.evaluate()
     loop.settings = dataclasses.replace(settings, length_grouping=False)
     assert {int(inputs["input_ids"].shape[1]) for inputs, _ in loop.eval_dataset(context).take(3)} == {96}

@@ -293,3 +293,33 @@ def test_squad_malformed_files_are_one_clear_error(tmp_path):
         squad.read_examples(str(tmp_path / "deep.json"), is_training=False)
     (tmp_path / "bom.json").write_text(json.dumps({"data": no_context["data"]}), encoding="utf-8-sig")
     assert [e.qas_id for e in squad.read_examples(str(tmp_path / "bom.json"), is_training=False)[0]] == ["q2"]
+
+
+def test_v2_predicts_batches_narrower_than_its_beam(real_data, wikitext_spm):
+    """Rows shorter than `start_n_top` are predicted on batches widened to it, as with fixed padding."""
+    import tensorflow as tf
+
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.tasks import datasets, squad
+    from albert_tf.tokenization import SentencePieceTokenizer
+
+    from paths import CONFIGS
+
+    task = squad.SquadTask(version="2.0")
+    assert task.min_batch_width() == task.start_n_top == 5
+    assert squad.SquadTask(version="1.1").min_batch_width() == 1
+    tokenizer = SentencePieceTokenizer(wikitext_spm)
+    examples, _ = squad.read_examples(str(real_data / "squad_v2.0" / "dev-v2.0.Normans-Rhine.json"), False)
+    features = squad.feature_arrays(squad.convert_examples(examples[:16], tokenizer, 64, 32, 16, False), 64)
+    # Real windows kept to their first 4 pieces: [CLS] and the start of the question.
+    short = {name: np.where(np.arange(64) < 4, values, 0) for name, values in features.items()}
+    config = str(CONFIGS / "albert_tiny.json")
+    backbone = AlbertBackbone.from_albert_config(config, vocabulary_size=tokenizer.vocab_size)
+    model = task.build_model(backbone, 0.0)
+    widened = datasets.predict(model, short, 8, min_width=task.min_batch_width())
+    fixed = datasets.predict(model, short, 8, length_grouping=False)
+    assert widened["end_logits"].shape == fixed["end_logits"].shape == (len(short["input_ids"]), 5, 64)
+    np.testing.assert_allclose(widened["start_logits"][:, :4], fixed["start_logits"][:, :4], atol=2e-5)
+    np.testing.assert_allclose(widened["cls_logits"], fixed["cls_logits"], atol=2e-5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="k"):  # cut to 4 columns: no top 5 starts
+        datasets.predict(model, short, 8)

@@ -75,9 +75,6 @@ def bucket_lengths(max_seq_length: int, step: int = BUCKET_STEP) -> Tuple[int, .
 # 16 up to 128, 32 beyond; a bounded set of shapes (10 at 128, 18 at 384, 22 at 512) for XLA.
 SHORT_BUCKETS = tuple(range(8, 32, 8)) + tuple(range(32, 128, 16))
 LONG_BUCKET_STEP = 32
-# No batch is cut below this (as the buckets never were): SQuAD v2's head takes the top
-# `start_n_top` (default 5) positions of each row.
-MIN_CUT = 8
 
 
 def fine_bucket_lengths(max_seq_length: int) -> Tuple[int, ...]:
@@ -92,21 +89,26 @@ def fine_bucket_lengths(max_seq_length: int) -> Tuple[int, ...]:
     return tuple(length for length in lengths if length < max_seq_length) + (max_seq_length,)
 
 
-def cut_lengths(max_seq_length: int, compiled: bool) -> Tuple[int, ...]:
-    """The widths batches may be cut to: every width from `MIN_CUT` (each batch to its longest
+def cut_lengths(max_seq_length: int, compiled: bool, min_width: int = 1) -> Tuple[int, ...]:
+    """The widths batches may be cut to: every width from `min_width` (each batch to its longest
     row), or, where every new shape is compiled (XLA, TPU), the bounded `fine_bucket_lengths`.
 
     Graph mode traces a step once for a `[batch, None]` input, so a new width costs
-    nothing there (measured: bench/journal/2026-11-26-fit-end-and-cut.md).
+    nothing there (measured: bench/journal/2026-11-26-fit-end-and-cut.md). `min_width`
+    is for a model that needs more columns than a row holds (`Task.min_batch_width`).
 
-    >>> cut_lengths(12, compiled=False), cut_lengths(40, compiled=True)
-    ((8, 9, 10, 11, 12), (8, 16, 24, 32, 40))
+    >>> cut_lengths(5, compiled=False), cut_lengths(12, compiled=False, min_width=8)
+    ((1, 2, 3, 4, 5), (8, 9, 10, 11, 12))
+    >>> cut_lengths(40, compiled=True)
+    (8, 16, 24, 32, 40)
     """
-    if max_seq_length < 1:
-        raise LengthBatchingError(f"cut lengths need max_seq_length ≥ 1, got {max_seq_length}")
+    if max_seq_length < 1 or min_width < 1:
+        raise LengthBatchingError(
+            f"cut lengths need max_seq_length ≥ 1 and min_width ≥ 1, got {max_seq_length}, {min_width}"
+        )
     if compiled:
-        return fine_bucket_lengths(max_seq_length)
-    return tuple(range(min(MIN_CUT, max_seq_length), max_seq_length + 1))
+        return tuple(width for width in fine_bucket_lengths(max_seq_length) if width >= min_width) or (max_seq_length,)
+    return tuple(range(min(min_width, max_seq_length), max_seq_length + 1))
 
 
 def without_autotune_thread(dataset: tf.data.Dataset) -> tf.data.Dataset:

@@ -98,6 +98,10 @@ class Task(abc.ABC):
         """(the shortest `--max_seq_length` that holds a piece of every part of an input, what it holds)."""
         return 3, "[CLS] text [SEP]"
 
+    def min_batch_width(self) -> int:
+        """The narrowest batch the task's model predicts on (default: any width)."""
+        return 1
+
     def with_early_exit(self) -> "Task":
         """This task trained with a classifier per layer (`--early_exit`), if it has such a model."""
         raise FineTuneError(f"--early_exit: {self.name} has no early-exit model")

@@ -38,15 +38,20 @@ def train_dataset(
         raise FineTuneError(str(error)) from None
 
 
-def predict(model, features: Dict[str, np.ndarray], batch_size: int, length_grouping: bool = True):
+def predict(model, features: Dict[str, np.ndarray], batch_size: int, length_grouping: bool = True, min_width: int = 1):
     """`model.predict(features)`, computed on length-grouped batches and returned in input order.
 
-    Each batch is cut to its longest row: prediction runs one graph traced for any width.
+    Each batch is cut to its longest row, or to `min_width` (`Task.min_batch_width`) if that is wider:
+    prediction runs one graph traced for any width.
     """
     width = np.shape(features["input_ids"])[-1]
     try:
         return length_batching.predict_in_order(
-            model, features, batch_size, length_grouping=length_grouping, buckets=cut_lengths(width, compiled=False)
+            model,
+            features,
+            batch_size,
+            length_grouping=length_grouping,
+            buckets=cut_lengths(width, compiled=False, min_width=min_width),
         )
     except LengthBatchingError as error:
         raise FineTuneError(str(error)) from None

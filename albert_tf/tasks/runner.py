@@ -126,7 +126,11 @@ def _run(
             outputs = model.predict(data.features)
         else:
             outputs = datasets.predict(
-                model, data.features, settings.eval_batch_size, length_grouping=settings.length_grouping
+                model,
+                data.features,
+                settings.eval_batch_size,
+                length_grouping=settings.length_grouping,
+                min_width=task.min_batch_width(),
             )
         return task.postprocess(data, outputs, tokenizer)
 

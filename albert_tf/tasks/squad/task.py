@@ -82,6 +82,10 @@ class SquadTask(Task):
             f"[CLS] question (--max_query_length {self.max_query_length}) [SEP] text [SEP]",
         )
 
+    def min_batch_width(self):
+        # v2's answerability head takes the top `start_n_top` start positions of each row.
+        return self.start_n_top if self.version == "2.0" else 1
+
     @property
     def name(self) -> str:
         return f"squad{self.version}"
