@@ -263,12 +263,15 @@ class TFLitePredictor:
     What a phone runs: batch 1, no padding. A classifier answers as `Predictor.predict`
     (class names from the file's metadata); an encoder's `embed` gives its pooled
     output. The config and the tokenizer are the ones exported beside the file.
+    `num_threads`: LiteRT's threads (default: every CPU this process may use).
     """
 
-    def __init__(self, model_file: str, tokenizer, max_seq_length: Optional[int] = None):
+    def __init__(
+        self, model_file: str, tokenizer, max_seq_length: Optional[int] = None, num_threads: Optional[int] = None
+    ):
         from albert_tf.export.tflite import TFLiteRunner  # TensorFlow Lite loads only for a .tflite file
 
-        self.runner = TFLiteRunner(model_file)
+        self.runner = TFLiteRunner(model_file, num_threads=num_threads)
         self.tokenizer = tokenizer
         limit = self.runner.max_seq_length or self.runner.config.max_position_embeddings
         self.max_seq_length = limit if max_seq_length is None else max_seq_length
@@ -286,6 +289,7 @@ class TFLitePredictor:
         max_seq_length: Optional[int] = None,
         tokenizer=None,
         do_lower_case: Optional[bool] = None,
+        num_threads: Optional[int] = None,
     ) -> "TFLitePredictor":
         """The file with the tokenizer exported beside it, or `tokenizer`."""
         if not os.path.isfile(model_file):  # before looking for a tokenizer beside it
@@ -294,7 +298,7 @@ class TFLitePredictor:
             tokenizer = resolve_tokenizer(
                 do_lower_case=do_lower_case, model_dir=os.path.dirname(os.path.abspath(model_file))
             )
-        return cls(model_file, tokenizer, max_seq_length)
+        return cls(model_file, tokenizer, max_seq_length, num_threads)
 
     def _outputs(self, texts, texts_b, source):
         if texts_b is not None and len(texts_b) != len(texts):

@@ -90,6 +90,19 @@ def test_lengths_past_max_seq_length_are_refused_by_the_runner_and_the_file(file
                 runner(**inputs)
 
 
+def test_every_cpu_by_default_and_any_thread_count_gives_the_same_answer(files):
+    from albert_tf.export.common import ExportError
+    from albert_tf.export.tflite import TFLiteRunner, usable_cpus
+
+    assert TFLiteRunner(files["none"]).num_threads == usable_cpus() >= 1  # LiteRT alone takes one
+    inputs = request(37)
+    one, every = TFLiteRunner(files["none"], num_threads=1)(inputs), TFLiteRunner(files["none"], num_threads=2)(inputs)
+    for name in ("mlm_logits", "sop_logits"):
+        np.testing.assert_allclose(one[name], every[name], atol=1e-5)
+    with pytest.raises(ExportError, match="^num_threads 0: must be at least 1$"):
+        TFLiteRunner(files["none"], num_threads=0)
+
+
 def test_mismatched_shapes_are_named(files):
     from albert_tf.export import run_tflite
     from albert_tf.export.input_checks import ServingInputError

@@ -164,17 +164,23 @@ class TFLiteRunner:
     `albert_config.json` beside the file: the file itself refuses bad values only
     with GATHER's "index out of bounds". LiteRT's signature runner resizes the
     inputs to the request's shape and allocates the tensors on every call
-    (`resize_tensor_input`, `allocate_tensors`).
+    (`resize_tensor_input`, `allocate_tensors`). `num_threads`: LiteRT's kernel
+    threads (default: every CPU this process may use, as TensorFlow; LiteRT
+    alone would take one).
     """
 
-    def __init__(self, model_file: str, config=None):
+    def __init__(self, model_file: str, config=None, num_threads: Optional[int] = None):
         from ai_edge_litert.interpreter import Interpreter  # the runtime loads only to run a file
 
         self.model_file = model_file
+        if num_threads is not None and num_threads < 1:
+            raise ExportError(f"num_threads {num_threads}: must be at least 1")
         if not os.path.isfile(model_file):
             raise ExportError(f"{model_file}: no such file")
+        self.num_threads = num_threads or usable_cpus()
         try:
-            self.runner = Interpreter(model_path=model_file).get_signature_runner("serving_default")
+            interpreter = Interpreter(model_path=model_file, num_threads=self.num_threads)
+            self.runner = interpreter.get_signature_runner("serving_default")
         except ValueError as error:  # LiteRT's one error type for a missing, unreadable or foreign file
             raise ExportError(f"{model_file}: not a TFLite file with a serving_default signature ({error})") from None
         self.config = config or AlbertConfig.from_json_file(
@@ -189,6 +195,11 @@ class TFLiteRunner:
     def __call__(self, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         check_tflite_inputs(inputs, self.config, self.input_shapes, self.max_seq_length)
         return self.runner(**inputs)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def run_tflite(model_file: str, inputs: Dict[str, np.ndarray], config=None) -> Dict[str, np.ndarray]:

@@ -8,7 +8,9 @@ A thin adapter over our public entry points, easy to re-point when the library m
   classify  SST-2 dev, batch 32, tokenization included: `--engine keras` (our model, per-batch padding,
             one tf.function), `predict` (the library: `albert_tf.inference.Predictor`), `savedmodel` (the
             exported SavedModel's `serve_text`), `openvino` (OpenVINO
-            reading that SavedModel's `serving_default`; spm tokenization in Python).
+            reading that SavedModel's `serving_default`; spm tokenization in Python), `tflite` (the library's
+            `TFLitePredictor` on our exported file, `--quantize none|dynamic_int8`: one text at a time at its
+            own length, as a phone runs it).
   request   the median-length SST-2 dev sentence, batch 1, real length: `savedmodel` (ids signature)
             or `openvino`.
 albert_base shapes, random weights (seed 0), 2 threads. Prints `RESULT {json}` with cpu_use and the load.
@@ -33,7 +35,10 @@ import realwork_data as rd  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--work", choices=["finetune", "classify", "request"], required=True)
-p.add_argument("--engine", choices=["keras", "predict", "savedmodel", "openvino"], default="keras")
+p.add_argument("--engine", choices=["keras", "predict", "savedmodel", "openvino", "tflite"], default="keras")
+p.add_argument(
+    "--quantize", choices=["none", "dynamic_int8"], default="none", help="--engine tflite: the exported file's variant"
+)
 p.add_argument("--task", default="SST-2")
 p.add_argument("--length_grouping", type=int, choices=[0, 1], default=1)
 
@@ -175,6 +180,19 @@ def export_savedmodel():
     return path
 
 
+def export_tflite_file():
+    """Our TFLite file of the random-weight SST-2 classifier (cached per `--quantize`), exported by the library."""
+    from albert_tf.export.tflite import TFLITE_NAMES, export_tflite
+    from albert_tf.tokenization import SentencePieceTokenizer
+
+    base = os.path.join(rd.OUT, "tflite_" + args.quantize)
+    path = os.path.join(base, TFLITE_NAMES[args.quantize])
+    if not os.path.exists(path):
+        tokenizer = SentencePieceTokenizer(rd.spm_path(), do_lower_case=False)
+        path = export_tflite(build_model(), base, quantize=args.quantize, max_seq_length=MAX_LEN, tokenizer=tokenizer)
+    return path
+
+
 def classify():
     sp = rd.processor()
     rows = rd.load("SST-2", "dev")[: args.limit or None]
@@ -211,6 +229,14 @@ def classify():
                 res = serve(**{key: tf.constant([texts[i] for i in c])})
                 out.append(res["logits"].numpy())
             return np.concatenate(out)
+
+    elif args.engine == "tflite":
+        from albert_tf.inference import TFLitePredictor
+
+        predictor = TFLitePredictor.load(export_tflite_file(), max_seq_length=MAX_LEN)
+
+        def one_pass():
+            return predictor.predict(texts)["logits"]
 
     else:
         infer = openvino_ids()
@@ -288,6 +314,7 @@ def main():
             tag=args.tag,
             work=args.work,
             engine=args.engine,
+            quantize=args.quantize if args.engine == "tflite" else None,
             task=args.task,
             batch=args.batch,
             steps=args.steps,

@@ -85,6 +85,9 @@ def realwork_cases():
         ft = ["--work", "finetune", "--task", task]
         c[f"rw-ft-{task}-ours-grouped"] = ("tf", "ours_realwork.py", ft + ["--length_grouping", "1"])
         c[f"rw-ft-{task}-ours-fixed128"] = ("tf", "ours_realwork.py", ft + ["--length_grouping", "0"])
+        # The A/B for a floor of 8 (no batch cut narrower), as the library had it before 2026-11-26 session 7.
+        floor8 = ",".join(str(width) for width in range(8, 129))
+        c[f"rw-ft-{task}-ours-floor8"] = ("tf", "ours_realwork.py", ft + ["--buckets", floor8])
         c[f"rw-ft-{task}-hf-default"] = ("torch", "hf_realwork.py", ft)
         c[f"rw-ft-{task}-hf-grouped"] = ("torch", "hf_realwork.py", ft + ["--group_by_length", "1"])
         c[f"rw-ft-{task}-kh-512"] = ("tf", "kh_realwork.py", ft)
@@ -98,6 +101,9 @@ def realwork_cases():
             c[f"rw-{tag}-hf-{engine}"] = (runtime, "hf_realwork.py", w + ["--engine", engine])
     c["rw-cls-ours-keras"] = ("tf", "ours_realwork.py", ["--work", "classify", "--engine", "keras"])
     c["rw-cls-ours-predict"] = ("tf", "ours_realwork.py", ["--work", "classify", "--engine", "predict"])
+    for quantize in ("none", "dynamic_int8"):
+        tflite = ["--work", "classify", "--engine", "tflite", "--quantize", quantize]
+        c[f"rw-cls-ours-tflite-{'float32' if quantize == 'none' else quantize}"] = ("tf", "ours_realwork.py", tflite)
     c["rw-cls-kh-512"] = ("tf", "kh_realwork.py", ["--work", "classify"])
     c["rw-cls-kh-128"] = ("tf", "kh_realwork.py", ["--work", "classify", "--sequence_length", "128"])
     return c
