@@ -11,8 +11,8 @@ A thin adapter over our public entry points, easy to re-point when the library m
             reading that SavedModel's `serving_default`; spm tokenization in Python), `tflite` (the library's
             `TFLitePredictor` on our exported file, `--quantize none|dynamic_int8`: one text at a time at its
             own length, as a phone runs it).
-  request   the median-length SST-2 dev sentence, batch 1, real length: `savedmodel` (ids signature)
-            or `openvino`.
+  request   the median-length SST-2 dev sentence, batch 1, real length: `savedmodel` (ids signature),
+            `openvino` or `tflite` (`--quantize`).
 albert_base shapes, random weights (seed 0), 2 threads. Prints `RESULT {json}` with cpu_use and the load.
 
   python bench/peers/ours_realwork.py --work finetune --task SST-2 --length_grouping 1 --steps 5
@@ -286,6 +286,10 @@ def request():
     features = padded(enc, [0], len(enc[0][0]))
     if args.engine == "openvino":
         infer = openvino_ids()
+    elif args.engine == "tflite":  # the file at the sentence's own length, as a phone runs it
+        from albert_tf.export.tflite import TFLiteRunner
+
+        infer = TFLiteRunner(export_tflite_file())
     else:
         serve = tf.saved_model.load(export_savedmodel()).signatures["serving_default"]
 

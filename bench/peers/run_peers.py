@@ -101,9 +101,11 @@ def realwork_cases():
             c[f"rw-{tag}-hf-{engine}"] = (runtime, "hf_realwork.py", w + ["--engine", engine])
     c["rw-cls-ours-keras"] = ("tf", "ours_realwork.py", ["--work", "classify", "--engine", "keras"])
     c["rw-cls-ours-predict"] = ("tf", "ours_realwork.py", ["--work", "classify", "--engine", "predict"])
-    for quantize in ("none", "dynamic_int8"):
-        tflite = ["--work", "classify", "--engine", "tflite", "--quantize", quantize]
-        c[f"rw-cls-ours-tflite-{'float32' if quantize == 'none' else quantize}"] = ("tf", "ours_realwork.py", tflite)
+    for work, tag in (("classify", "cls"), ("request", "req")):
+        for quantize in ("none", "dynamic_int8"):
+            tflite = ["--work", work, "--engine", "tflite", "--quantize", quantize]
+            variant = "float32" if quantize == "none" else quantize
+            c[f"rw-{tag}-ours-tflite-{variant}"] = ("tf", "ours_realwork.py", tflite)
     c["rw-cls-kh-512"] = ("tf", "kh_realwork.py", ["--work", "classify"])
     c["rw-cls-kh-128"] = ("tf", "kh_realwork.py", ["--work", "classify", "--sequence_length", "128"])
     return c
