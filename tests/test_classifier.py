@@ -411,6 +411,8 @@ def test_max_seq_length_too_short_for_the_task_fails_before_any_work(tmp_path):
         (glue.task("sst-2", str(tmp_path)), 2, "needs at least 3"),
         (race.RaceTask(str(tmp_path)), 4, "needs at least 5"),
         (squad.SquadTask(max_query_length=64), 64, "needs at least 68 .*--max_query_length 64"),
+        (squad.SquadTask(version="2.0", start_n_top=100), 96, "needs at least 100 .*--start_n_top 100"),
+        (squad.SquadTask(version="1.1", start_n_top=100), 60, "needs at least 68 .*--max_query_length 64"),
     ]
     for task, length, message in cases:
         settings = FineTuneSettings(output_dir=str(tmp_path / "out"), max_seq_length=length, verbose=False)
