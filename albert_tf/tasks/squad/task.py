@@ -76,7 +76,7 @@ class SquadTask(Task):
         )
 
     def min_seq_length(self):
-        if self.version == "2.0" and self.start_n_top > self.max_query_length + 4:
+        if self.min_batch_width() > self.max_query_length + 4:
             return self.start_n_top, f"the answerability head keeps --start_n_top {self.start_n_top} start positions"
         # As BERT's run_squad: else no window holds any of the paragraph.
         return (
