@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from command_helpers import command_flags, run_command
 from paths import CONFIGS, REPO
 
 # (CLI module, its settings dataclass, flags whose value the CLI transforms before it reaches the dataclass)
@@ -125,6 +126,29 @@ def test_console_script_help_lists_the_flags_and_exits_0(entry, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "--output_dir" in result.stdout or "--output_file" in result.stdout
     assert "pfor" not in result.stdout  # TensorFlow's own flags stay out
+
+
+def test_squad_and_race_keep_their_own_metric_without_the_flag(tmp_path):
+    # --metric's default (None) means "the task's own"; it once replaced the task's and failed at the first evaluation.
+    from albert_tf.cli import run_race, run_squad
+
+    for cli, argv, metric in ((run_squad, ["--version=2.0"], "f1"), (run_race, ["--data_dir=x"], "accuracy")):
+        with command_flags() as flag_values:
+            cli.define_flags()
+            flag_values(["prog", f"--output_dir={tmp_path}", *argv])
+            task, settings = cli.from_flags()
+        assert (task.metric, settings.metric) == (metric, None), cli.__name__
+
+
+def test_a_metric_the_task_does_not_compute_is_refused_before_any_work(tmp_path):
+    completed = run_command(
+        "albert_tf.run_race", ["--data_dir=x", f"--output_dir={tmp_path / 'out'}", "--nodo_train", "--metric=nosuch"]
+    )
+    assert completed.returncode == 1
+    assert completed.stderr.splitlines() == [
+        "error: --metric nosuch: the task computes accuracy, accuracy_high, accuracy_middle"
+    ]
+    assert not (tmp_path / "out").exists()
 
 
 def run_module(module, argv, cwd=REPO, timeout=600):

@@ -7,6 +7,8 @@ import shutil
 
 import pytest
 
+from command_helpers import run_command
+
 pytestmark = pytest.mark.realdata
 
 
@@ -69,7 +71,16 @@ def test_runner_trains_evaluates_and_reports_levels(real_data, pretraining_data,
         save_checkpoints_steps=2,
         verbose=False,
     )
-    summary = run(task, settings)
+    # The command as the README gives it, sizes made small: its defaults train and evaluate, and
+    # no --metric means the task's (accuracy).
+    argv = [f"--{name}={getattr(settings, name)}" for name in ("output_dir", "spm_model_file", "albert_config_file")]
+    argv += [f"--data_dir={data}", "--max_qa_length=24", "--max_seq_length=64", "--train_batch_size=8"]
+    argv += ["--eval_batch_size=8", "--learning_rate=1e-4", "--train_step=4", "--warmup_step=1"]
+    argv += ["--save_checkpoints_steps=2"]
+    completed = run_command("albert_tf.run_race", argv)
+    assert completed.returncode == 0, completed.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["metric"] == "accuracy" and summary["best_step"] in (2, 4)
     assert summary["dev_skipped"] == 1 and [h["global_step"] for h in summary["history"]] == [2, 4]
     assert {"accuracy", "accuracy_middle", "accuracy_high"} <= set(summary["eval"])
     predictions = json.load(open(tmp_path / "out" / "dev_predictions.json"))

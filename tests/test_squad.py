@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
+from command_helpers import run_command
 from squad_helpers import squad_slice
 
 pytestmark = pytest.mark.realdata
@@ -151,40 +152,57 @@ def test_bad_answers_are_skipped_and_reported(real_data, tmp_path):
     "version,source", [("1.1", "squad_v1.1/dev-v1.1.json"), ("2.0", "squad_v2.0/dev-v2.0.Normans-Rhine.json")]
 )
 def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_path, version, source):
+    # The command with its default flags but the sizes (no --metric: the task's own picks best/).
+    from albert_tf import AlbertBackbone, formats
     from albert_tf.run_squad import SquadSettings, run
-    from albert_tf.tasks import squad
+    from albert_tf.tasks import best_model, squad
 
     train = squad_slice(real_data, tmp_path, "train.json", real_data / source, slice(0, 20))
     dev = squad_slice(real_data, tmp_path, "dev.json", real_data / source, slice(20, 30))
     task = squad.SquadTask(version=version, train_file=train, predict_file=dev, doc_stride=32, max_query_length=24)
-    settings = SquadSettings(
-        do_train=True,
-        do_predict=True,
-        output_dir=str(tmp_path / "out"),
-        spm_model_file=pretraining_data["spm"],
-        albert_config_file=pretraining_data["config"],
-        init_checkpoint=str(tmp_path / "init"),
-        max_seq_length=96,
-        train_batch_size=16,
-        eval_batch_size=32,
-        learning_rate=1e-4,
-        train_step=4,
-        save_checkpoints_steps=2,
-        verbose=False,
-    )
-    from albert_tf import AlbertBackbone, formats
-    from albert_tf.tasks import best_model
-
     initial = AlbertBackbone.from_albert_config(pretraining_data["config"])
     formats.save(initial, str(tmp_path / "init"))
+    argv = [
+        f"--version={version}",
+        f"--train_file={train}",
+        f"--predict_file={dev}",
+        "--doc_stride=32",
+        "--max_query_length=24",
+        f"--output_dir={tmp_path / 'out'}",
+        f"--spm_model_file={pretraining_data['spm']}",
+        f"--albert_config_file={pretraining_data['config']}",
+        f"--init_checkpoint={tmp_path / 'init'}",
+        "--max_seq_length=96",
+        "--train_batch_size=16",
+        "--eval_batch_size=32",
+        "--learning_rate=1e-4",
+        "--train_step=4",
+        "--save_checkpoints_steps=2",
+    ]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        summary = run(task, settings)
+        if version == "1.1":
+            # A metric v1.1 does not compute is known only once scored: the steps trained are kept.
+            refused = run_command("albert_tf.run_squad", argv + ["--do_train", "--metric=HasAns_f1"])
+            assert refused.returncode == 1 and "the task computes exact_match, f1" in refused.stderr
+            assert "checkpoint of step 2 saved" in refused.stderr and not (tmp_path / "out" / "best").exists()
+        # --do_train alone (the dev file still picks best/), then --do_predict on what it kept.
+        trained = run_command("albert_tf.run_squad", argv + ["--do_train"])
+        assert ("resumed from" in trained.stdout) == (version == "1.1")
+        assert trained.returncode == 0, trained.stderr
+        assert (tmp_path / "out" / "best").is_dir() and not (tmp_path / "out" / "predictions.json").exists()
+        history = json.loads((tmp_path / "out" / "summary.json").read_text())["history"]
+        predicted = run_command("albert_tf.run_squad", argv + ["--do_train", "--do_predict"])
+    assert predicted.returncode == 0, predicted.stderr
+    assert "nothing to train" in predicted.stdout
     assert not [w for w in caught if "Gradients do not exist" in str(w.message)]
     # The span heads never read the pooler: it leaves fine-tuning as it was loaded, as in the original.
     best = best_model.load(str(tmp_path / "out"))
     for got, loaded in zip(best.backbone.pooler.weights, initial.pooler.weights):
         np.testing.assert_array_equal(got.numpy(), loaded.numpy())
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["metric"] == "f1"
+    summary["history"] = history
     dev_examples, _ = squad.read_examples(dev, is_training=False)
     predictions = json.load(open(tmp_path / "out" / "predictions.json"))
     assert set(predictions) == {e.qas_id for e in dev_examples}
@@ -193,7 +211,7 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
     assert all(abs(sum(c["probability"] for c in entries) - 1) < 1e-6 for entries in nbest.values())
     official = squad.evaluate(dev_examples, predictions)
     assert {k: summary["eval"][k] for k in official} == official
-    assert [h["global_step"] for h in summary["history"]] == [2, 4]
+    assert [h["global_step"] for h in summary["history"]] == ([4] if version == "1.1" else [2, 4])
     # Evaluating a fine-tuned model by its best/ directly (not only by its run directory).
     again_settings = SquadSettings(
         output_dir=str(tmp_path / "again"),

@@ -136,12 +136,15 @@ def define_finetune_flags(defaults, head_dropout: bool = True, epochs: bool = Fa
         )
 
 
+def task_options(task_cls) -> list:
+    """The fields of the `Task` dataclass `task_cls` declared with `option(default, help)`: its flags."""
+    return [field for field in dataclasses.fields(task_cls) if "help" in field.metadata]
+
+
 def define_task_flags(task_cls) -> None:
-    """A flag for each field of the `Task` dataclass `task_cls` declared with `option(default, help)`."""
+    """A flag for each option of the `Task` dataclass `task_cls` (`task_options`)."""
     hints = typing.get_type_hints(task_cls)
-    for field in dataclasses.fields(task_cls):
-        if "help" not in field.metadata:
-            continue
+    for field in task_options(task_cls):
         kind = [t for t in typing.get_args(hints[field.name]) if t is not type(None)] or [hints[field.name]]
         default, help_text = field.default, field.metadata["help"]
         if "choices" in field.metadata:
@@ -154,6 +157,16 @@ def define_task_flags(task_cls) -> None:
             flags.DEFINE_float(field.name, default, help_text)
         else:
             flags.DEFINE_string(field.name, default if default != "" else None, help_text)
+
+
+def task_from_flags(task_cls, **overrides):
+    """The `Task` its options' flags say; its other fields keep the task's values.
+
+    A task's `metric` is not its flag: `--metric` is the run's choice (`FineTuneSettings.metric`,
+    None for the task's own), and taking it here would make the task's default None.
+    """
+    values = {field.name: FLAGS[field.name].value for field in task_options(task_cls) if field.name in FLAGS}
+    return task_cls(**{**values, **overrides})
 
 
 def settings_from_flags(cls: Type[Settings], **overrides) -> Settings:

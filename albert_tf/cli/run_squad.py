@@ -31,7 +31,7 @@ from absl import flags
 
 from albert_tf import preemption
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_finetune_flags, define_task_flags, settings_from_flags
+from albert_tf.cli.flags import define_finetune_flags, define_task_flags, settings_from_flags, task_from_flags
 from albert_tf.cli.run_record import record_settings
 from albert_tf.tasks import runner
 from albert_tf.tasks.settings import FineTuneSettings
@@ -70,7 +70,7 @@ def define_flags():
 
 def from_flags() -> "tuple[SquadTask, SquadSettings]":
     """The task and the settings the parsed flags say."""
-    return settings_from_flags(SquadTask), settings_from_flags(SquadSettings)
+    return task_from_flags(SquadTask), settings_from_flags(SquadSettings)
 
 
 def main(argv):

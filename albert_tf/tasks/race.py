@@ -227,6 +227,9 @@ class RaceTask(Task):
     def score(self, data, predictions) -> Dict[str, float]:
         return accuracy_by_level(data.examples, predictions)
 
+    def metric_names(self) -> List[str]:
+        return ["accuracy"] + [f"accuracy_{level}" for level in self.levels]
+
     def write(self, output_dir, data, predictions) -> List[str]:
         path = os.path.join(output_dir, f"{data.split}_predictions.json")
         answers = {e.example_id: ANSWERS[p] for e, p in zip(data.examples, predictions.argmax(-1))}

@@ -67,7 +67,7 @@ def run(
         raise FineTuneError(
             f"--max_seq_length {settings.max_seq_length}: {task.name} needs at least {minimum} ({holds})"
         )
-    if settings.do_train and settings.metric and task.metric_names() is not None:
+    if settings.metric and task.metric_names() is not None:
         training.check_metric(settings.metric, task.metric_names())  # a typo fails now, not after an interval
     model_start = None
     if settings.do_train:
@@ -178,6 +178,8 @@ def _run(
     if evaluate:
         predictions = predict(model, dev)
         summary["eval"] = task.score(dev, predictions)
+        if settings.metric:  # a task whose metric names are known only once scored: checked before anything is written
+            training.check_metric(settings.metric, training.numeric_keys(summary["eval"]))
         summary["predictions"] = task.write(settings.output_dir, dev, predictions)
     if predict_split:
         data = load(predict_split)

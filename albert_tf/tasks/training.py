@@ -224,8 +224,9 @@ def train(
             if not math.isfinite(loss_value):
                 raise FineTuneError(f"loss became {loss_value} at step {step}; lower --learning_rate")
             metrics = {**evaluate(task_model), "global_step": step, "train_loss": loss_value}
-            if not evaluations:
-                check_metric(metric, [k for k, v in metrics.items() if isinstance(v, (int, float))])
+            if not evaluations and metric not in numeric_keys(metrics):
+                saved = checkpoints.save(step)  # the steps trained are kept: the same command with a metric resumes
+                check_metric(metric, numeric_keys(metrics), f"; checkpoint of step {step} saved ({saved})")
             if majority is not None:
                 metrics["majority_baseline"] = majority
             evaluations.append(metrics)
@@ -257,10 +258,15 @@ def _raise_preempted(checkpoint: str, best: Optional[dict]) -> None:
     preemption.raise_preempted(f"checkpoint of step {checkpoint.rsplit('-', 1)[-1]} saved ({checkpoint}); {kept}")
 
 
-def check_metric(metric: str, names: Sequence[str]) -> None:
-    """Fails with the choices when `metric` is not one the task computes."""
+def check_metric(metric: str, names: Sequence[str], kept: str = "") -> None:
+    """Fails with the choices when `metric` is not one the task computes (`kept`: what was saved first)."""
     if metric not in names:
-        raise FineTuneError(f"--metric {metric}: the task computes {', '.join(sorted(names))}")
+        raise FineTuneError(f"--metric {metric}: the task computes {', '.join(sorted(names))}{kept}")
+
+
+def numeric_keys(scores: dict) -> list:
+    """The keys of `scores` that a `--metric` can name (numbers, not counts' companions like lists)."""
+    return [key for key, value in scores.items() if isinstance(value, (int, float)) and not isinstance(value, bool)]
 
 
 def eval_line(step: int, metrics: dict, metric: str, best: dict) -> str:

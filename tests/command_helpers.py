@@ -1,0 +1,72 @@
+"""A command run in the test process: its argv through the console script's own boundary.
+
+`run_command("albert_tf.run_squad", [...])` calls the module's `cli()` (the entry point
+`python -m` and the console script run) with that argv, and returns what a subprocess
+would: the exit status, stdout and stderr. It costs no interpreter start and no second
+import of TensorFlow, Keras and Beam. A test keeps a true subprocess only where the
+process itself is under test (signals, kill -9, the installed wheel, locks between
+processes, what is imported at start-up), and says so.
+
+The flags the command defined are removed afterwards and every flag is reset, so the next
+command defines and parses its own as in a fresh process.
+"""
+
+import contextlib
+import dataclasses
+import importlib
+import io
+import signal
+import sys
+
+from absl import flags
+
+
+@dataclasses.dataclass
+class Completed:
+    """What `subprocess.run(..., capture_output=True, text=True)` returns, for the same command."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_command(module: str, argv) -> Completed:
+    """`python -m <module> *argv`, in this process."""
+    entry = importlib.import_module(module).cli
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    saved_argv = sys.argv
+    stdout, stderr = io.StringIO(), io.StringIO()
+    returncode = 0
+    sys.argv = [module, *map(str, argv)]
+    try:
+        with command_flags(), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                entry()
+            except SystemExit as exit_:
+                returncode = exit_status(exit_.code)
+                if isinstance(exit_.code, str):  # as the interpreter does with sys.exit("message")
+                    print(exit_.code, file=sys.stderr)
+    finally:
+        sys.argv = saved_argv
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return Completed(returncode, stdout.getvalue(), stderr.getvalue())
+
+
+@contextlib.contextmanager
+def command_flags():
+    """The flags a command defines inside are removed on exit, and every flag is reset to its default."""
+    defined_before = set(flags.FLAGS)
+    try:
+        yield flags.FLAGS
+    finally:
+        for name in set(flags.FLAGS) - defined_before:
+            delattr(flags.FLAGS, name)
+        flags.FLAGS.unparse_flags()
+
+
+def exit_status(code) -> int:
+    """The process exit status `sys.exit(code)` gives."""
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1
