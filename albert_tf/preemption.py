@@ -39,9 +39,24 @@ class Terminated(BaseException):
     context manager on the way (the output lock, staging directories) cleans up before the exit."""
 
 
+_terminated = False  # a SIGTERM reached `raise_terminated`
+
+
 def raise_terminated(signum, frame):
     """The CLIs' SIGTERM handler (`albert_tf.cli.app`) outside `stop_signals()`."""
+    global _terminated
+    _terminated = True
     raise Terminated()
+
+
+def check_terminated() -> None:
+    """Raises `Terminated` if a SIGTERM arrived whose raise was lost.
+
+    Python ignores an exception raised inside a garbage-collector callback (JAX registers one), so a
+    handler that ran there leaves only its flag; call this before publishing work.
+    """
+    if _terminated:
+        raise Terminated()
 
 
 class Preempted(AlbertError):

@@ -421,6 +421,7 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
             build_pipeline(pipeline, settings, input_paths, tokenizer, temp_dir)
             result = pipeline.run()
             result.wait_until_finish()
+        preemption.check_terminated()  # a SIGTERM during the pipeline whose raise was swallowed: publish nothing
         _check_every_task_finished(result, settings.output_dir)
         counts = _read_json(FileSystems.join(temp_dir, "_counts.json"))
         if not counts.get("instances"):

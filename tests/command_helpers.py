@@ -15,10 +15,13 @@ import contextlib
 import dataclasses
 import importlib
 import io
+import logging
 import signal
 import sys
 
 from absl import flags
+
+from albert_tf.cli.app import LIBRARY_LOGGERS
 
 
 @dataclasses.dataclass
@@ -39,7 +42,12 @@ def run_command(module: str, argv) -> Completed:
     returncode = 0
     sys.argv = [module, *map(str, argv)]
     try:
-        with command_flags(), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        with (
+            command_flags(),
+            logging_as_it_was(),
+            contextlib.redirect_stdout(stdout),
+            contextlib.redirect_stderr(stderr),
+        ):
             try:
                 entry()
             except SystemExit as exit_:
@@ -63,6 +71,26 @@ def command_flags():
         for name in set(flags.FLAGS) - defined_before:
             delattr(flags.FLAGS, name)
         flags.FLAGS.unparse_flags()
+
+
+@contextlib.contextmanager
+def logging_as_it_was():
+    """The levels and root handlers' filters a command changes (`quiet_libraries`) put back, so a later
+    test's `caplog` sees what it would in a fresh worker."""
+    loggers = [logging.getLogger(), *(logging.getLogger(name) for name in LIBRARY_LOGGERS)]
+    levels = [logger.level for logger in loggers]
+    handlers = {handler: list(handler.filters) for handler in logging.getLogger().handlers}
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+        root = logging.getLogger()
+        for handler in list(root.handlers):
+            if handler in handlers:
+                handler.filters[:] = handlers[handler]
+            else:  # absl's, added by app.run
+                root.removeHandler(handler)
 
 
 def exit_status(code) -> int:
