@@ -35,7 +35,6 @@ class Completed:
 
 def run_command(module: str, argv) -> Completed:
     """`python -m <module> *argv`, in this process."""
-    entry = importlib.import_module(module).cli
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     saved_argv = sys.argv
     stdout, stderr = io.StringIO(), io.StringIO()
@@ -45,9 +44,11 @@ def run_command(module: str, argv) -> Completed:
         with (
             command_flags(),
             logging_as_it_was(),
+            op_determinism_as_it_was(),
             contextlib.redirect_stdout(stdout),
             contextlib.redirect_stderr(stderr),
         ):
+            entry = imported_cli(module)
             try:
                 entry()
             except SystemExit as exit_:
@@ -61,15 +62,50 @@ def run_command(module: str, argv) -> Completed:
     return Completed(returncode, stdout.getvalue(), stderr.getvalue())
 
 
+# module -> [(flag, the module that defined it, its validators)]: the flags that importing a command's
+# module defines (TensorFlow's saved_model_cli defines --dir, --output_dir, ... at import), kept here
+# while they are removed between its runs, where they would clash with our commands' own flags.
+_IMPORT_FLAGS: dict = {}
+
+
+def imported_cli(module: str):
+    """`module.cli`, with the flags its import defines registered as a fresh process's import would."""
+    before = set(flags.FLAGS)
+    entry = importlib.import_module(entry_module(module)).cli
+    if module not in _IMPORT_FLAGS:
+        _IMPORT_FLAGS[module] = [
+            (flags.FLAGS[name], flags.FLAGS.find_module_defining_flag(name), list(flags.FLAGS[name].validators))
+            for name in set(flags.FLAGS) - before
+            if name == flags.FLAGS[name].name  # not a short name
+        ]
+    for flag, defined_in, validators in _IMPORT_FLAGS[module]:
+        if flag.name not in flags.FLAGS:  # removed after its last run
+            flag.unparse()
+            flag.validators[:] = validators
+            flags.DEFINE_flag(flag, flags.FLAGS, module_name=defined_in)
+    return entry
+
+
+def entry_module(module: str) -> str:
+    """The module whose `cli()` `python -m <module>` runs: a data_prep job's `__main__` forwards to
+    `albert_tf.cli.<job>` (importing that `__main__` would run it)."""
+    package, _, job = module.rpartition(".")
+    return f"albert_tf.cli.{job}" if package == "data_prep" else module
+
+
 @contextlib.contextmanager
 def command_flags():
-    """The flags a command defines inside are removed on exit, and every flag is reset to its default."""
+    """The flags a command defines inside are removed on exit, the validators it adds to the others
+    (`flags.mark_flags_as_required`) too, and every flag is reset to its default."""
     defined_before = set(flags.FLAGS)
+    validators = {name: list(flags.FLAGS[name].validators) for name in defined_before}
     try:
         yield flags.FLAGS
     finally:
         for name in set(flags.FLAGS) - defined_before:
             delattr(flags.FLAGS, name)
+        for name, kept in validators.items():
+            flags.FLAGS[name].validators[:] = kept
         flags.FLAGS.unparse_flags()
 
 
@@ -91,6 +127,19 @@ def logging_as_it_was():
                 handler.filters[:] = handlers[handler]
             else:  # absl's, added by app.run
                 root.removeHandler(handler)
+
+
+@contextlib.contextmanager
+def op_determinism_as_it_was():
+    """`run_pretraining --deterministic` turns on TensorFlow's op determinism for the process: turned off again."""
+    from tensorflow.python.framework import config  # the public API can only turn it on
+
+    enabled = config.is_op_determinism_enabled()
+    try:
+        yield
+    finally:
+        if not enabled:
+            config.disable_op_determinism()
 
 
 def exit_status(code) -> int:

@@ -13,11 +13,13 @@ import tensorflow as tf
 
 from albert_tf import preemption
 
+from command_helpers import run_command
 from finetune_helpers import leftovers, stopped_at_exit, wait_for_checkpoint, write_glue_slice
 from paths import REPO
 
 pytestmark = [pytest.mark.realdata, pytest.mark.slow]
 
+COMMAND = "albert_tf.run_classifier"
 TRAIN_STEP = 40
 INTERVAL = 4
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -28,9 +30,6 @@ def command(real_data, pretraining_data, root, output_dir, *extra):
     if not data_dir.exists():
         write_glue_slice(real_data, root, train_rows=200, dev_rows=40)
     return [
-        sys.executable,
-        "-m",
-        "albert_tf.run_classifier",
         "--task_name=sst-2",
         f"--data_dir={data_dir}",
         f"--spm_model_file={pretraining_data['spm']}",
@@ -56,13 +55,16 @@ def checkpoint_weights(output_dir, step):
     return {name: reader.get_tensor(name) for name in names}
 
 
+def in_a_process(argv):
+    """The command as a process of its own: what a signal stops (the other runs go in-process)."""
+    return [sys.executable, "-m", COMMAND, *argv]
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(real_data, pretraining_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("uninterrupted")
     output_dir = root / "out"
-    done = subprocess.run(
-        command(real_data, pretraining_data, root, output_dir), cwd=REPO, capture_output=True, text=True, env=ENV
-    )
+    done = run_command(COMMAND, command(real_data, pretraining_data, root, output_dir))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "initialized from scratch (random weights)" in done.stdout
     return output_dir
@@ -74,7 +76,9 @@ def test_the_same_command_resumes_a_stopped_run_and_ends_as_an_uninterrupted_one
 ):
     output_dir = tmp_path / "out"
     run = command(real_data, pretraining_data, tmp_path, output_dir)
-    victim = subprocess.Popen(run, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    victim = subprocess.Popen(
+        in_a_process(run), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV
+    )
     with stopped_at_exit(victim):
         wait_for_checkpoint(victim, output_dir / "checkpoints", INTERVAL)
         victim.send_signal(stop)
@@ -91,7 +95,7 @@ def test_the_same_command_resumes_a_stopped_run_and_ends_as_an_uninterrupted_one
     assert INTERVAL <= stopped_at < TRAIN_STEP  # else the stop came after the run: nothing to resume
     before = (output_dir / "eval_results.txt").read_text().splitlines()
 
-    again = subprocess.run(run, cwd=REPO, capture_output=True, text=True, env=ENV, timeout=600)
+    again = run_command(COMMAND, run)
     assert again.returncode == 0, again.stderr[-3000:]
     resumed_line = next(line for line in again.stdout.splitlines() if line.startswith("resumed from "))
     assert f"at step {stopped_at}" in resumed_line
@@ -123,7 +127,7 @@ def test_resuming_with_other_settings_is_refused_naming_them(real_data, pretrain
     shutil.copytree(uninterrupted, output_dir)
     kept = (output_dir / "best" / "model.keras").read_bytes()
     other = command(real_data, pretraining_data, tmp_path, output_dir, "--seed=7", "--train_batch_size=16")
-    refused = subprocess.run(other, cwd=REPO, capture_output=True, text=True, env=ENV, timeout=600)
+    refused = run_command(COMMAND, other)
     assert refused.returncode != 0
     assert refused.stderr.strip().splitlines() == [
         f"error: {output_dir}: the checkpoints in {output_dir / 'checkpoints'} were made with other settings "
@@ -131,9 +135,7 @@ def test_resuming_with_other_settings_is_refused_naming_them(real_data, pretrain
     ]
     assert (output_dir / "best" / "model.keras").read_bytes() == kept
     # The same command after the run ended: nothing to train; best/ evaluated as before.
-    same = subprocess.run(
-        command(real_data, pretraining_data, tmp_path, output_dir), cwd=REPO, capture_output=True, text=True, env=ENV
-    )
+    same = run_command(COMMAND, command(real_data, pretraining_data, tmp_path, output_dir))
     assert same.returncode == 0, same.stderr[-3000:]
     assert f"already at step {TRAIN_STEP} (of --train_step {TRAIN_STEP}): nothing to train" in same.stdout
     assert (output_dir / "best" / "model.keras").read_bytes() == kept

@@ -13,6 +13,7 @@ import pytest
 
 from albert_tf import preemption
 
+from command_helpers import run_command
 from finetune_helpers import leftovers, stopped_at_exit, wait_for_checkpoint, write_glue_slice
 from paths import REPO
 from pretraining_helpers import cli, common_args, final_weights, latest_checkpoint_step
@@ -38,9 +39,10 @@ def test_stop_signals_defer_the_first_signal_and_restore_the_handlers():
 @pytest.mark.slow
 def test_sigterm_and_sigint_save_the_current_step_and_the_same_command_resumes(pretraining_data, tmp_path):
     steps = 30
-    reference = cli(common_args(pretraining_data, str(tmp_path / "reference"), steps, save_checkpoints_steps=10))
-    _, err = reference.communicate(timeout=600)
-    assert reference.returncode == 0, err[-3000:]
+    # The runs no signal stops run in this process; each victim must be a process of its own.
+    reference_args = common_args(pretraining_data, str(tmp_path / "reference"), steps, save_checkpoints_steps=10)
+    reference = run_command("albert_tf.run_pretraining", reference_args)
+    assert reference.returncode == 0, reference.stderr[-3000:]
     expected = final_weights(tmp_path / "reference")
 
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -59,10 +61,11 @@ def test_sigterm_and_sigint_save_the_current_step_and_the_same_command_resumes(p
         assert 10 <= stopped_at < steps and latest_checkpoint_step(output_dir / "checkpoints") == stopped_at
         assert not leftovers(output_dir) and not (output_dir / "final").exists()
 
-        resumed = cli(args)
-        out, err = resumed.communicate(timeout=600)
-        assert resumed.returncode == 0, err[-3000:]
-        assert f"resumed from {output_dir / 'checkpoints' / f'ckpt-{stopped_at}'} at step {stopped_at}" in out
+        resumed = run_command("albert_tf.run_pretraining", args)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert (
+            f"resumed from {output_dir / 'checkpoints' / f'ckpt-{stopped_at}'} at step {stopped_at}" in resumed.stdout
+        )
         summary = json.loads((output_dir / "train_summary.json").read_text())
         assert summary["start_step"] == stopped_at and summary["end_step"] == steps
         for a, b in zip(expected, final_weights(output_dir)):

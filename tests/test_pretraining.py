@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from command_helpers import run_command
 from paths import CONFIGS
 from pretraining_helpers import cli, common_args, final_weights, free_ports, latest_checkpoint_step
 
@@ -48,9 +49,11 @@ def test_tiny_albert_learns_on_wikitext(pretraining_data, tmp_path, optimizer):
 @pytest.mark.slow
 def test_sigkill_then_resume_matches_an_uninterrupted_run(pretraining_data, tmp_path):
     steps = 30
-    reference = cli(common_args(pretraining_data, str(tmp_path / "reference"), steps))
-    out, err = reference.communicate(timeout=600)
-    assert reference.returncode == 0, err[-3000:]
+    # The runs that are not killed run in this process; the victim must be one of its own (SIGKILL).
+    reference = run_command(
+        "albert_tf.run_pretraining", common_args(pretraining_data, str(tmp_path / "reference"), steps)
+    )
+    assert reference.returncode == 0, reference.stderr[-3000:]
 
     interrupted_dir = tmp_path / "interrupted"
     args = common_args(pretraining_data, str(interrupted_dir), steps)
@@ -67,19 +70,17 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(pretraining_data, tmp_
     assert not (interrupted_dir / "final").exists()
     killed_at = latest_checkpoint_step(interrupted_dir / "checkpoints")  # what the resume will read
 
-    resumed = cli(args)
-    out, err = resumed.communicate(timeout=600)
-    assert resumed.returncode == 0, err[-3000:]
-    assert "resumed from" in out
+    resumed = run_command("albert_tf.run_pretraining", args)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stdout
     summary = json.loads((interrupted_dir / "train_summary.json").read_text())
     assert 15 <= killed_at and summary["start_step"] == killed_at and summary["end_step"] == steps
     for a, b in zip(final_weights(tmp_path / "reference"), final_weights(interrupted_dir)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
     # Running again once finished trains nothing and keeps the result.
-    again = cli(args)
-    out, err = again.communicate(timeout=600)
-    assert again.returncode == 0 and "nothing to train" in out
+    again = run_command("albert_tf.run_pretraining", args)
+    assert again.returncode == 0 and "nothing to train" in again.stdout
 
 
 @pytest.mark.slow
@@ -266,16 +267,16 @@ def test_exploding_run_keeps_only_good_checkpoints_and_resumes_with_a_lower_rate
 
 @pytest.mark.slow
 def test_cli_errors_have_no_traceback(tmp_path, pretraining_data):
-    process = cli(
+    completed = run_command(
+        "albert_tf.run_pretraining",
         [
             f"--input_file={tmp_path}/none*.tfrecord",
             f"--albert_config_file={pretraining_data['config']}",
             f"--output_dir={tmp_path}/out",
-        ]
+        ],
     )
-    out, err = process.communicate(timeout=300)
-    assert process.returncode != 0
-    assert "matches no file" in err and "Traceback" not in err
+    assert completed.returncode != 0
+    assert "matches no file" in completed.stderr and "Traceback" not in completed.stderr
 
 
 @pytest.mark.slow
@@ -311,7 +312,8 @@ def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining
         assert [v for _, v in evaluated[name]] == pytest.approx([during_training[s][name] for s in steps], abs=1e-6)
     files_before = sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in (tmp_path / "run").rglob("*"))
 
-    process = cli(
+    process = run_command(
+        "albert_tf.run_pretraining",
         [
             f"--eval_file={pretraining_data['data']}",  # no --input_file: evaluating needs no training data
             f"--albert_config_file={pretraining_data['config']}",
@@ -319,12 +321,11 @@ def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining
             "--nodo_train",
             "--eval_batch_size=16",
             "--max_eval_steps=2",
-        ]
+        ],
     )
-    out, err = process.communicate(timeout=300)
-    assert process.returncode == 0, err[-3000:]
+    assert process.returncode == 0, process.stderr[-3000:]
     printed = {}
-    for line in out.splitlines():
+    for line in process.stdout.splitlines():
         entry = json.loads(line)
         printed[entry.pop("global_step")] = entry
     assert sorted(printed) == [5, 10]  # both kept checkpoints, in step order
@@ -348,9 +349,11 @@ def test_best_and_final_carry_the_datas_vocabulary_with_no_flag(pretraining_data
     from albert_tf.tokenization import SentencePieceTokenizer
 
     output_dir = tmp_path / "run"
-    run = cli(common_args(pretraining_data, str(output_dir), 4, save_checkpoints_steps=2, do_eval=True))
-    out, err = run.communicate(timeout=600)
-    assert run.returncode == 0, err[-3000:]
+    run = run_command(
+        "albert_tf.run_pretraining",
+        common_args(pretraining_data, str(output_dir), 4, save_checkpoints_steps=2, do_eval=True),
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
     expected = SentencePieceTokenizer(pretraining_data["spm"]).model_sha256
     for published in ("best", "final"):
         loaded = formats.load(str(output_dir / published))
@@ -364,12 +367,11 @@ def test_best_and_final_carry_the_datas_vocabulary_with_no_flag(pretraining_data
 def test_running_a_finished_run_again_says_it_is_complete_and_exits_0(pretraining_data, tmp_path):
     output_dir = tmp_path / "run"
     args = common_args(pretraining_data, output_dir, 2, save_checkpoints_steps=2, export=True, max_seq_length=SEQ)
-    first = cli(args)
-    out, err = first.communicate()
-    assert first.returncode == 0, err
-    exported = json.loads(out[out.index("{") :])["outputs"]
-    again = cli(args)
-    out, err = again.communicate()
+    first = run_command("albert_tf.run_pretraining", args)
+    assert first.returncode == 0, first.stderr
+    exported = json.loads(first.stdout[first.stdout.index("{") :])["outputs"]
+    again = run_command("albert_tf.run_pretraining", args)
+    out, err = again.stdout, again.stderr
     assert again.returncode == 0, err
     assert "the run is complete: step 2 of --num_train_steps 2, final model in" in out
     assert "cumulative over the 0 steps" not in out + err

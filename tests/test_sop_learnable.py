@@ -9,16 +9,14 @@ five seeds, 0.97+ by step 400, held-out accuracy 0.998-1.0 at step 800), so 800 
 """
 
 import json
-import os
 import random
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from paths import CONFIGS, REPO
+from command_helpers import run_command
+from paths import CONFIGS
 
 ORDINALS = ("first", "second", "third")
 NOUNS = "cat dog bird horse farmer child teacher river train garden city boat".split()
@@ -38,16 +36,9 @@ def write_corpus(path, documents, seed):
 
 
 def run(module, *args):
-    process = subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        timeout=900,
-    )
-    assert process.returncode == 0, process.stderr[-3000:]
-    return process.stdout
+    completed = run_command(module, args)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed.stdout
 
 
 def first_ordinal(text):

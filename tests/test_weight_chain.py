@@ -94,9 +94,10 @@ def test_the_chain_gives_the_gradients_of_plain_reads_under_mixed_bfloat16():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
-# Runs one training step with TF's graph dumps on (they must be set before TF starts) and prints
-# the largest AddN that Grappler's final graph uses to sum a shared weight's gradient: walks back
-# from each returned gradient through the summation (AddN, AddV2, Sub, Neg, Identity).
+# Runs one training step per (chain mode, remat) with TF's graph dumps on (they must be set before TF
+# starts, hence a fresh process; one for every case) and prints, per case, the largest AddN that
+# Grappler's final graph uses to sum a shared weight's gradient: walks back from each returned
+# gradient through the summation (AddN, AddV2, Sub, Neg, Identity).
 GRAPPLED_ADDN = textwrap.dedent(
     """
     import glob, json, os, sys
@@ -105,58 +106,68 @@ GRAPPLED_ADDN = textwrap.dedent(
     from albert_tf.config import AlbertConfig
     from albert_tf.models.backbone import AlbertBackbone
 
-    model = AlbertBackbone.from_albert_config(AlbertConfig(**json.loads(sys.argv[1])), remat=sys.argv[3] == "remat")
-    model.chain_shared_weights = sys.argv[2] == "chain"
-    shared = [v for block in model.block_names for v in model.get_layer(block).trainable_variables]
-    ids = tf.ones((2, 16), tf.int32)
-    inputs = {"input_ids": ids, "input_mask": ids, "segment_ids": tf.zeros_like(ids)}
+    def largest_addn(mode, remat):
+        model = AlbertBackbone.from_albert_config(AlbertConfig(**json.loads(sys.argv[1])), remat=remat == "remat")
+        model.chain_shared_weights = mode == "chain"
+        shared = [v for block in model.block_names for v in model.get_layer(block).trainable_variables]
+        ids = tf.ones((2, 16), tf.int32)
+        inputs = {"input_ids": ids, "input_mask": ids, "segment_ids": tf.zeros_like(ids)}
 
-    @tf.function
-    def train_step():
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(model(inputs, training=True)["sequence_output"] ** 2)
-        return tape.gradient(loss, shared)
+        def step():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model(inputs, training=True)["sequence_output"] ** 2)
+            return tape.gradient(loss, shared)
 
-    train_step()
-    [path] = glob.glob(os.path.join(os.environ["TF_DUMP_GRAPH_PREFIX"], "*train_step*.main.before_partition.pbtxt"))
-    graph = text_format.Parse(open(path).read(), tf.compat.v1.GraphDef())
-    nodes = {node.name: node for node in graph.node}
-    largest = 0
-    for node in graph.node:
-        if node.op != "_Retval":
-            continue
-        pending = [node.input[0]]
-        while pending:
-            producer = nodes[pending.pop().split(":")[0].lstrip("^")]
-            if producer.op in ("AddN", "AddV2", "Sub", "Neg", "Identity"):
-                data_inputs = [i for i in producer.input if not i.startswith("^")]
-                if producer.op == "AddN":
-                    largest = max(largest, len(data_inputs))
-                pending += data_inputs
-    print("LARGEST", largest)
+        step.__name__ = f"train_step__{mode}__{remat}"  # names the dump file of this case
+        tf.function(step)()
+        prefix = os.environ["TF_DUMP_GRAPH_PREFIX"]
+        [path] = glob.glob(os.path.join(prefix, f"*{step.__name__}*.main.before_partition.pbtxt"))
+        graph = text_format.Parse(open(path).read(), tf.compat.v1.GraphDef())
+        nodes = {node.name: node for node in graph.node}
+        largest = 0
+        for node in graph.node:
+            if node.op != "_Retval":
+                continue
+            pending = [node.input[0]]
+            while pending:
+                producer = nodes[pending.pop().split(":")[0].lstrip("^")]
+                if producer.op in ("AddN", "AddV2", "Sub", "Neg", "Identity"):
+                    data_inputs = [i for i in producer.input if not i.startswith("^")]
+                    if producer.op == "AddN":
+                        largest = max(largest, len(data_inputs))
+                    pending += data_inputs
+        return largest
+
+    cases = json.loads(sys.argv[2])
+    print("LARGEST", json.dumps({f"{mode} {remat}": largest_addn(mode, remat) for mode, remat in cases}))
     """
 )
 
 
-def largest_addn_after_grappler(tmp_path, config, mode, remat):
-    env = dict(os.environ, TF_DUMP_GRAPH_PREFIX=str(tmp_path), TF_DUMP_GRAPH_NAME_FILTER="*", TF_CPP_MIN_LOG_LEVEL="3")
+@pytest.fixture(scope="module")
+def largest_addn_after_grappler(tmp_path_factory):
+    """{"<mode> <remat>": the largest AddN over a shared weight's partial gradients}, every case in one process."""
+    dumps = tmp_path_factory.mktemp("graph_dumps")
+    env = dict(os.environ, TF_DUMP_GRAPH_PREFIX=str(dumps), TF_DUMP_GRAPH_NAME_FILTER="*", TF_CPP_MIN_LOG_LEVEL="3")
     env["TF_DUMP_GRAPH_GROUPS"] = "main"
+    config = tiny_config()
     fields = {k: v for k, v in json.loads(config.to_json_string()).items() if k in AlbertConfig.__dataclass_fields__}
+    cases = [(mode, remat) for mode in ("unchained", "chain") for remat in ("plain", "remat")]
     result = subprocess.run(
-        [sys.executable, "-c", GRAPPLED_ADDN, json.dumps(fields), mode, "remat" if remat else "plain"],
+        [sys.executable, "-c", GRAPPLED_ADDN, json.dumps(fields), json.dumps(cases)],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
-    return int(re.search(r"LARGEST (\d+)", result.stdout).group(1))
+    return json.loads(re.search(r"LARGEST (.*)", result.stdout).group(1))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("remat", [False, True], ids=["plain", "remat"])
-def test_after_grappler_no_addn_sums_more_than_two_partials_of_a_shared_weight(tmp_path, remat):
+@pytest.mark.parametrize("remat", ["plain", "remat"])
+def test_after_grappler_no_addn_sums_more_than_two_partials_of_a_shared_weight(largest_addn_after_grappler, remat):
     config = tiny_config()
     # Without the chain, Grappler merges the tape's sums into one AddN over every application.
-    assert largest_addn_after_grappler(tmp_path / "unchained", config, "unchained", remat) == config.num_hidden_layers
-    assert largest_addn_after_grappler(tmp_path / "chain", config, "chain", remat) <= 2
+    assert largest_addn_after_grappler[f"unchained {remat}"] == config.num_hidden_layers
+    assert largest_addn_after_grappler[f"chain {remat}"] <= 2
