@@ -14,10 +14,12 @@ command defines and parses its own as in a fresh process.
 import contextlib
 import dataclasses
 import importlib
+import importlib.util
 import io
 import logging
 import signal
 import sys
+import types
 
 from absl import flags
 
@@ -45,6 +47,8 @@ def run_command(module: str, argv) -> Completed:
             command_flags(),
             logging_as_it_was(),
             op_determinism_as_it_was(),
+            main_module_as(module),
+            pending_lock_actions_as_they_were(),
             contextlib.redirect_stdout(stdout),
             contextlib.redirect_stderr(stderr),
         ):
@@ -86,11 +90,48 @@ def imported_cli(module: str):
     return entry
 
 
+# Packages whose `__main__` forwards to a command module of another name.
+_PACKAGE_COMMANDS = {"albert_tf.export": "albert_tf.cli.export_model"}
+
+
 def entry_module(module: str) -> str:
     """The module whose `cli()` `python -m <module>` runs: a data_prep job's `__main__` forwards to
-    `albert_tf.cli.<job>` (importing that `__main__` would run it)."""
+    `albert_tf.cli.<job>` (importing that `__main__` would run it), `albert_tf.export`'s to
+    `albert_tf.cli.export_model`."""
     package, _, job = module.rpartition(".")
-    return f"albert_tf.cli.{job}" if package == "data_prep" else module
+    return f"albert_tf.cli.{job}" if package == "data_prep" else _PACKAGE_COMMANDS.get(module, module)
+
+
+@contextlib.contextmanager
+def pending_lock_actions_as_they_were():
+    """The writes a command deferred until it held a lock it never took (`locking.when_locked`: the
+    settings.json of a run its flags or another process's lock refused) die with it, as with its process."""
+    from albert_tf import locking
+
+    before = {key: list(actions) for key, actions in locking._pending.items()}
+    try:
+        yield
+    finally:
+        locking._pending.clear()
+        locking._pending.update(before)
+
+
+@contextlib.contextmanager
+def main_module_as(module: str):
+    """`sys.modules["__main__"]` named as `python -m <module>` names it (its `__spec__`: the module, or a
+    package's `__main__`), so `run_record.command_name()` writes the command as typed in settings.json,
+    not `pytest`. Nothing is executed: the spec is only looked up."""
+    spec = importlib.util.find_spec(module)
+    if spec.submodule_search_locations is not None:  # a package: `python -m` runs its __main__.py
+        spec = importlib.util.find_spec(f"{module}.__main__")
+    main = types.ModuleType("__main__")
+    main.__spec__, main.__file__, main.__loader__ = spec, spec.origin, spec.loader
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = main
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = saved
 
 
 @contextlib.contextmanager
@@ -131,15 +172,22 @@ def logging_as_it_was():
 
 @contextlib.contextmanager
 def op_determinism_as_it_was():
-    """`run_pretraining --deterministic` turns on TensorFlow's op determinism for the process: turned off again."""
-    from tensorflow.python.framework import config  # the public API can only turn it on
+    """`run_pretraining --deterministic` turns on TensorFlow's op determinism for the process: turned off again.
 
-    enabled = config.is_op_determinism_enabled()
+    TensorFlow is not imported for a command that does not import it (train_sentencepiece, the vocab
+    builder): a TensorFlow imported during the command started with determinism off."""
+
+    def config():
+        from tensorflow.python.framework import config  # the public API can only turn it on
+
+        return config
+
+    enabled = "tensorflow" in sys.modules and config().is_op_determinism_enabled()
     try:
         yield
     finally:
-        if not enabled:
-            config.disable_op_determinism()
+        if not enabled and "tensorflow" in sys.modules:
+            config().disable_op_determinism()
 
 
 def exit_status(code) -> int:

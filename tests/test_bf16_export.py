@@ -59,19 +59,13 @@ def test_bf16_saved_model_agrees_with_the_float32_model_on_sst2_dev(real_data, s
     assert config["precision"] == "bfloat16"
 
 
-def test_cli_refuses_bf16_tflite_in_one_line(tmp_path):
-    import os
-    import subprocess
-    import sys
+def test_cli_refuses_bf16_tflite_in_one_line(tmp_path, monkeypatch):
+    from command_helpers import run_command
 
+    monkeypatch.chdir(CONFIGS.parent)
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
     args = ["--model_dir", str(tmp_path / "m"), "--output_dir", str(tmp_path / "x"), "--format", "tflite"]
-    result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.export", *args, "--precision", "bfloat16"],
-        cwd=CONFIGS.parent,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
+    result = run_command("albert_tf.export", [*args, "--precision", "bfloat16"])
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1] == (
         "error: --precision bfloat16: TFLite has no bf16 kernels; use --quantize for TFLite"

@@ -11,6 +11,7 @@ import pytest
 
 from albert_tf.tokenization import load_tokenizer
 
+from command_helpers import run_command
 from finetune_helpers import write_slice
 from paths import REPO
 
@@ -237,6 +238,7 @@ def test_full_int8_classifier_agrees_on_sst2_dev_and_keeps_the_float_signature(
 @pytest.mark.slow
 def test_cli_bad_input_is_one_line(tmp_path, pretraining_data):
     # TF's own log level unset, as on a user's machine: its C++ start-up lines must not show either.
+    # A subprocess: those lines are written to file descriptor 2 by a fresh process's import of TensorFlow.
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     result = subprocess.run(
         [
@@ -281,15 +283,11 @@ def test_do_predict_without_test_tsv_fails_before_training_naming_the_file(real_
     # Both layouts of --data_dir: the GLUE root and the task's own directory; the path is never doubled.
     for data_dir in (glue_dir, glue_dir / "SST-2"):
         output_dir = tmp_path / f"out-{data_dir.name}"
-        result = subprocess.run(
-            [sys.executable, "-m", "albert_tf.run_classifier", "--task_name=sst-2", f"--data_dir={data_dir}"]
-            + [f"--output_dir={output_dir}", f"--spm_model_file={pretraining_data['spm']}"]
-            + [f"--albert_config_file={pretraining_data['config']}"]
+        result = run_command(
+            "albert_tf.run_classifier",
+            ["--task_name=sst-2", f"--data_dir={data_dir}", f"--output_dir={output_dir}"]
+            + [f"--spm_model_file={pretraining_data['spm']}", f"--albert_config_file={pretraining_data['config']}"]
             + ["--do_train", "--do_eval", "--do_predict", "--max_seq_length=32", "--train_step=2"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=300,
         )
         missing = glue_dir / "SST-2" / "test.tsv"
         assert result.returncode == 1, result.stderr[-3000:]
@@ -302,6 +300,7 @@ def test_do_predict_without_test_tsv_fails_before_training_naming_the_file(real_
 
 def test_a_sigterm_after_the_work_does_not_fail_the_run(tmp_path):
     # The work done (summary written), a SIGTERM while the CLI prints and exits must not turn it into 143.
+    # A subprocess: the signal is delivered to the process and its exit status is under test.
     script = f"""
 import os, signal
 from albert_tf.cli import run_classifier
@@ -389,13 +388,10 @@ def test_task_flags_out_of_range_are_refused():
 def test_cli_negative_learning_rate_is_one_line(tmp_path):
     from paths import CONFIGS
 
-    result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.run_classifier", "--task_name", "sst-2", "--data_dir", str(tmp_path)]
-        + ["--output_dir", str(tmp_path / "out"), "--albert_config_file", str(CONFIGS / "albert_tiny.json")]
-        + ["--do_train", "--learning_rate=-1e-5"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
+    result = run_command(
+        "albert_tf.run_classifier",
+        ["--task_name", "sst-2", "--data_dir", tmp_path, "--output_dir", tmp_path / "out"]
+        + ["--albert_config_file", CONFIGS / "albert_tiny.json", "--do_train", "--learning_rate=-1e-5"],
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == "error: --learning_rate -1e-05: must be a positive number"
@@ -471,6 +467,7 @@ def test_cli_shows_the_traceback_when_asked(tmp_path, asked):
 
     flags = asked if asked[0] == "-v" else []
     env = {**os.environ, **dict(a.split("=") for a in asked if "=" in a)}
+    # A subprocess: the command re-raises, and the traceback and exit status 1 are the interpreter's.
     result = subprocess.run(
         [sys.executable, "-m", "albert_tf.run_classifier", "--task_name", "sst-2", "--data_dir", str(tmp_path)]
         + ["--output_dir", str(tmp_path / "out"), "--albert_config_file", str(CONFIGS / "albert_tiny.json")]

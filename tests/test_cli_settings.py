@@ -1,8 +1,11 @@
 """Flags and settings dataclasses agree on every default, and every output directory records its settings."""
 
+import dataclasses
 import hashlib
+import importlib
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -25,41 +28,25 @@ CLIS = [
     ("albert_tf.cli.run_squad", "albert_tf.cli.run_squad:SquadSettings", ()),
 ]
 
-CHECK = """
-import dataclasses, importlib, json, sys
-from absl import flags
-cli, settings, transformed = sys.argv[1], sys.argv[2], set(json.loads(sys.argv[3]))
-importlib.import_module(cli).define_flags()
-module, name = settings.split(":")
-cls = getattr(importlib.import_module(module), name)
-defaults = cls(output_dir="")
-drift = {}
-for field in dataclasses.fields(cls):
-    if field.name in flags.FLAGS and field.name not in transformed and field.name != "output_dir":
-        flag_default = flags.FLAGS[field.name].default
-        value = getattr(defaults, field.name)
-        value = list(value) if isinstance(value, tuple) else value
-        if flag_default != value and not (flag_default is None and value == ""):  # a required path
-            drift[field.name] = [flag_default, value]
-print(json.dumps(drift))
-"""
 
-
-@pytest.mark.slow
 @pytest.mark.parametrize("cli,settings,transformed", CLIS, ids=[c[0].split(".")[-1] for c in CLIS])
 def test_flag_defaults_are_the_settings_defaults(cli, settings, transformed):
-    result = subprocess.run(
-        [sys.executable, "-c", CHECK, cli, settings, json.dumps(list(transformed))],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == {}, "flag default != dataclass default"
+    module, name = settings.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    defaults = cls(output_dir="")
+    drift = {}
+    with command_flags() as flag_values:
+        importlib.import_module(cli).define_flags()
+        for field in dataclasses.fields(cls):
+            if field.name in flag_values and field.name not in transformed and field.name != "output_dir":
+                flag_default = flag_values[field.name].default
+                value = getattr(defaults, field.name)
+                value = list(value) if isinstance(value, tuple) else value
+                if flag_default != value and not (flag_default is None and value == ""):  # a required path
+                    drift[field.name] = [flag_default, value]
+    assert drift == {}, "flag default != dataclass default"
 
 
-@pytest.mark.slow
 def test_conversion_writes_settings_json_with_flags_version_and_input_hashes(tmp_path):
     import albert_tf
     from albert_tf import formats
@@ -70,13 +57,7 @@ def test_conversion_writes_settings_json_with_flags_version_and_input_hashes(tmp
     out = tmp_path / "hf"
     argv = ["--input", str(source), "--output_dir", str(out), "--output_format", "hf"]
     for _ in range(2):  # the second run keeps the first's record in `previous`
-        result = subprocess.run(
-            [sys.executable, "-m", "albert_tf.convert_checkpoint", *argv],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        result = run_command("albert_tf.convert_checkpoint", argv)
         assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads((out / "settings.json").read_text())
     assert record["albert_tf_version"] == albert_tf.__version__
@@ -88,17 +69,10 @@ def test_conversion_writes_settings_json_with_flags_version_and_input_hashes(tmp
     assert formats.detect(str(out)) == "hf"  # the record does not make the directory something else
 
 
-@pytest.mark.slow
-def test_flags_without_input_file_are_an_error_not_the_demo(tmp_path):
+def test_flags_without_input_file_are_an_error_not_the_demo(tmp_path, monkeypatch):
     argv = ["--output_dir", str(tmp_path / "run"), "--albert_config_file", str(CONFIGS / "albert_tiny.json")]
-    result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.run_pretraining", *argv],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    monkeypatch.chdir(tmp_path)
+    result = run_command("albert_tf.run_pretraining", argv)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
         "error: --input_file required (data_prep's output); run without any flag for the demo"
@@ -114,6 +88,8 @@ def test_flags_without_input_file_are_an_error_not_the_demo(tmp_path):
 def test_console_script_help_lists_the_flags_and_exits_0(entry, tmp_path):
     module, function = entry.split(":")
     # A console script's __main__ is a wrapper, as here: absl alone would list no flag and exit 1.
+    # A subprocess: the console-script wrapper as the installed script runs it, a fresh process whose
+    # __main__ is that wrapper, in a bare environment.
     code = f"import sys; sys.argv = ['albert-x', '--help']; from {module} import {function}; {function}()"
     result = subprocess.run(
         [sys.executable, "-c", code],
@@ -151,12 +127,6 @@ def test_a_metric_the_task_does_not_compute_is_refused_before_any_work(tmp_path)
     assert not (tmp_path / "out").exists()
 
 
-def run_module(module, argv, cwd=REPO, timeout=600):
-    return subprocess.run(
-        [sys.executable, "-m", module, *argv], cwd=cwd, capture_output=True, text=True, timeout=timeout
-    )
-
-
 CLASSIFIER_ARGV = ["--task_name", "sst-2", "--albert_config_file", str(CONFIGS / "albert_tiny.json"), "--do_train"]
 
 
@@ -169,9 +139,9 @@ def test_a_run_refused_by_the_lock_or_its_flags_writes_no_settings(real_data, pr
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "settings.json").write_text('{"argv": ["the running job"]}')
-    holder = hold_lock(busy)
+    holder = hold_lock(busy)  # another process holds the lock; this one's command is refused by it
     try:
-        refused = run_module(
+        refused = run_command(
             "albert_tf.run_classifier",
             [
                 *argv,
@@ -190,7 +160,7 @@ def test_a_run_refused_by_the_lock_or_its_flags_writes_no_settings(real_data, pr
     assert (busy / "settings.json").read_text() == '{"argv": ["the running job"]}'  # the running job's record
 
     fresh = tmp_path / "fresh"
-    too_long = run_module(
+    too_long = run_command(
         "albert_tf.run_classifier",
         [
             *argv,
@@ -206,11 +176,12 @@ def test_a_run_refused_by_the_lock_or_its_flags_writes_no_settings(real_data, pr
     assert not fresh.exists()  # no directory holding only settings.json
 
 
-HASH = """
-import json, sys
-from albert_tf.cli.run_record import input_hashes
-print(json.dumps(input_hashes({"data_dir": sys.argv[1], "model_dir": sys.argv[2]})))
-"""
+class Hung(Exception):
+    pass
+
+
+def hung(signum, frame):
+    raise Hung("input_hashes still reading after 120 s")
 
 
 def test_input_hashes_read_only_regular_files_and_never_wait_on_a_fifo(tmp_path):
@@ -222,12 +193,16 @@ def test_input_hashes_read_only_regular_files_and_never_wait_on_a_fifo(tmp_path)
     model.mkdir()
     (model / "zero").symlink_to("/dev/zero")  # reading it never ends
     (model / "config.json").write_text("{}")
-    # A subprocess with a timeout: today's hang is a failure here, not a stuck test run.
-    result = subprocess.run(
-        [sys.executable, "-c", HASH, str(data), str(model)], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    hashes = json.loads(result.stdout)
+    from albert_tf.cli.run_record import input_hashes
+
+    # A timer interrupts a blocked open() or an endless read: today's hang is a failure here, not a stuck test run.
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, 120)
+    try:
+        hashes = json.loads(json.dumps(input_hashes({"data_dir": str(data), "model_dir": str(model)})))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     train = data / "train.tsv"
     assert hashes["data_dir"] == {
         str(data / "pipe"): "not hashed: not a regular file",
@@ -249,7 +224,7 @@ def test_export_records_its_command_and_the_vocabulary_and_survives_a_device_lin
     formats.save(AlbertBackbone.from_albert_config(str(tmp_path / "config.json")), str(model_dir), tokenizer=tokenizer)
     (model_dir / "zero").symlink_to("/dev/zero")
     out = tmp_path / "served"
-    result = run_module(
+    result = run_command(
         "albert_tf.export", ["--model_dir", str(model_dir), "--output_dir", str(out), "--max_seq_length", "16"]
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -269,12 +244,12 @@ def test_data_prep_writes_settings_beside_its_dataset_and_a_refused_rerun_keeps_
         "--input_file", str(corpus), "--output_dir", str(out), "--spm_model_file", wikitext_spm,
         "--input_format", "wikitext", "--max_seq_length", "64", "--dupe_factor", "1", "--num_shards", "1",
     ]  # fmt: skip
-    made = run_module("data_prep.create_pretraining_data", argv)
+    made = run_command("data_prep.create_pretraining_data", argv)
     assert made.returncode == 0, made.stderr[-3000:]
     record = json.loads((out / "settings.json").read_text())
     assert record["command"] == "data_prep.create_pretraining_data" and record["argv"] == argv
     assert record["input_sha256"]["input_file"] == {str(corpus): hashlib.sha256(corpus.read_bytes()).hexdigest()}
     before = (out / "settings.json").read_text()
-    again = run_module("data_prep.create_pretraining_data", argv)  # no --overwrite: refused
+    again = run_command("data_prep.create_pretraining_data", argv)  # no --overwrite: refused
     assert again.returncode == 1 and "already holds a dataset" in again.stderr, again.stderr[-2000:]
     assert (out / "settings.json").read_text() == before

@@ -23,6 +23,19 @@ def inputs(batch=8, seq=12, seed=1):
     return {"input_ids": ids, "input_mask": mask, "segment_ids": (np.arange(seq) >= seq // 3) * np.ones_like(ids)}
 
 
+@pytest.fixture(scope="module")
+def early_exit_exports(tmp_path_factory):
+    """An early-exit model with its SavedModel and its early-exit TFLite file (max_seq_length 16)."""
+    from albert_tf.export import export_saved_model
+    from albert_tf.export.patience_signatures import export_early_exit_tflite
+
+    model = build()
+    base = tmp_path_factory.mktemp("early_exit_exports")
+    saved = export_saved_model(model, str(base / "serving"), version=1, warmup=False)
+    tflite = export_early_exit_tflite(model, str(base / "tflite"), max_seq_length=16)
+    return model, saved, tflite
+
+
 def test_depth_weights_and_loss_are_the_papers():
     assert depth_weights(4) == pytest.approx([0.1, 0.2, 0.3, 0.4])
     rng = np.random.default_rng(0)
@@ -133,14 +146,12 @@ def test_saved_and_loaded_model_round_trips(tmp_path):
     np.testing.assert_array_equal(got["layers_used"], expected["layers_used"])
 
 
-def test_saved_model_signature_matches_keras(tmp_path):
+def test_saved_model_signature_matches_keras(early_exit_exports):
     import tensorflow as tf
 
-    from albert_tf.export import export_saved_model
     from albert_tf.export.patience_signatures import SIGNATURE
 
-    model = build()
-    path = export_saved_model(model, str(tmp_path / "serving"), version=1, warmup=False)
+    model, path, _ = early_exit_exports  # build()'s SavedModel: version 1, no warm-up file
     signature = tf.saved_model.load(path).signatures[SIGNATURE]
     x = inputs(batch=5, seq=20, seed=7)
     for patience in (1, 2, 4):
@@ -196,11 +207,10 @@ def test_run_classifier_early_exit_trains_every_classifier(real_data, pretrainin
     assert bias.shape[0] == model.num_exits and np.all(np.abs(bias).max(-1) > 0), bias
 
 
-def test_tflite_file_runs_early_exit_with_builtin_ops_and_matches_keras(tmp_path):
-    from albert_tf.export.patience_signatures import export_early_exit_tflite, run_early_exit_tflite
+def test_tflite_file_runs_early_exit_with_builtin_ops_and_matches_keras(early_exit_exports):
+    from albert_tf.export.patience_signatures import run_early_exit_tflite
 
-    model = build()
-    path = export_early_exit_tflite(model, str(tmp_path / "tflite"), max_seq_length=16)
+    model, _, path = early_exit_exports  # build()'s early-exit TFLite file, max_seq_length 16
     inference = PatientInference(model)
     seen = set()
     for row in range(6):
@@ -436,7 +446,8 @@ def test_a_saved_early_exit_model_loads_in_a_fresh_process(tmp_path):
     from paths import REPO
 
     formats.save(build(), str(tmp_path / "model"))
-    # Nothing imported beforehand but formats: it must know the early-exit classes itself.
+    # A subprocess: what a fresh process has imported is under test. Nothing imported beforehand but
+    # formats: it must know the early-exit classes itself (this process has registered them already).
     program = f"from albert_tf import formats; print(type(formats.load({str(tmp_path / 'model')!r}).model).__name__)"
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -445,19 +456,6 @@ def test_a_saved_early_exit_model_loads_in_a_fresh_process(tmp_path):
 
 # ---- issue 41 defects 1 and 2: patience outside [1, L], and the early-exit TFLite file's input guard ----
 BAD_PATIENCES = [0, -1, -(2**31), 5]
-
-
-@pytest.fixture(scope="module")
-def early_exit_exports(tmp_path_factory):
-    """An early-exit model with its SavedModel and its early-exit TFLite file (max_seq_length 16)."""
-    from albert_tf.export import export_saved_model
-    from albert_tf.export.patience_signatures import export_early_exit_tflite
-
-    model = build()
-    base = tmp_path_factory.mktemp("early_exit_exports")
-    saved = export_saved_model(model, str(base / "serving"), version=1, warmup=False)
-    tflite = export_early_exit_tflite(model, str(base / "tflite"), max_seq_length=16)
-    return model, saved, tflite
 
 
 def one_row(seq=16, seed=11):

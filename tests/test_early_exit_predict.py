@@ -1,8 +1,6 @@
 """`python -m albert_tf.predict --patience`: early exit at prediction time (PABEE), on real SST-2 sentences."""
 
 import json
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -12,6 +10,7 @@ from albert_tf.cli.predict import run
 from albert_tf.inference import PredictError, pack, pad_batch
 from albert_tf.tokenization import SentencePieceTokenizer
 
+from command_helpers import run_command
 from early_exit_helpers import build, reference_exit
 from interop_helpers import save_ours
 from paths import REPO
@@ -140,12 +139,12 @@ def test_bad_early_exit_requests_are_clear_errors(classifier_dir, wikitext_spm, 
 
 
 @pytest.mark.slow
-def test_cli_patience_flag_and_its_one_line_error(classifier_dir):
+def test_cli_patience_flag_and_its_one_line_error(classifier_dir, monkeypatch):
     _, directory = classifier_dir
+    monkeypatch.chdir(REPO)
 
     def predict(*flags):
-        command = [sys.executable, "-m", "albert_tf.predict", f"--model_dir={directory}", "--text=a fine film"]
-        return subprocess.run(command + list(flags), capture_output=True, text=True, cwd=REPO)
+        return run_command("albert_tf.predict", [f"--model_dir={directory}", "--text=a fine film", *flags])
 
     result = predict("--patience=9")
     assert result.returncode == 1 and "Traceback" not in result.stderr

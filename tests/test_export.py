@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from command_helpers import run_command
 from paths import REPO
 
 pytestmark = pytest.mark.realdata
@@ -165,12 +166,14 @@ def test_mlm_text_signature_predicts_masked_words(real_data, pretrained, exports
 
 
 @pytest.mark.slow
-def test_saved_model_cli_show_and_run(pretrained, exports, tmp_path):
+def test_saved_model_cli_show_and_run(pretrained, exports, tmp_path, monkeypatch):
     from albert_tf.export import reference_text_inputs
 
     path = exports["backbone"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(REPO)}
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    # A subprocess: TensorFlow's own installed script, as a user runs it, in a process that has not
+    # imported tensorflow_text (this one has: its ops registered would hide what the plain tool shows).
     shown = subprocess.run([cli, "show", "--all", "--dir", path], capture_output=True, text=True, env=env)
     assert shown.returncode == 0, shown.stderr[-2000:]
     for name in ("serving_default", "serve_text", "serve_text_pair", "text_a", "pooled_output"):
@@ -184,28 +187,13 @@ def test_saved_model_cli_show_and_run(pretrained, exports, tmp_path):
         "serving_default": ["--inputs", ";".join(f"{k}={tmp_path / 'in.npz'}[{k}]" for k in inputs)],
         "serve_text": ["--input_exprs", "text_a=['a short one', 'and a longer second line']"],
     }
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    monkeypatch.chdir(tmp_path)
     for signature, args in runs.items():
         outdir = tmp_path / signature
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "albert_tf.saved_model_cli",
-                "run",
-                "--dir",
-                path,
-                "--tag_set",
-                "serve",
-                "--signature_def",
-                signature,
-                "--outdir",
-                str(outdir),
-            ]
-            + args,
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
+        result = run_command(
+            "albert_tf.saved_model_cli",
+            ["run", "--dir", path, "--tag_set", "serve", "--signature_def", signature, "--outdir", outdir] + args,
         )
         assert result.returncode == 0, result.stderr[-3000:]
         for name in ("pooled_output", "sequence_output"):
@@ -324,7 +312,7 @@ def test_tflite_variants_builtin_shared_and_accurate(real_data, pretraining_data
 
 
 @pytest.mark.slow
-def test_full_int8_needs_readable_representative_text(real_data, pretrained, pretrained_tiny, tmp_path):
+def test_full_int8_needs_readable_representative_text(real_data, pretrained, pretrained_tiny, tmp_path, monkeypatch):
     from albert_tf.export import ExportError, export_tflite
     from albert_tf.export.representative import RepresentativeDataError, read_texts, representative_samples
 
@@ -363,15 +351,10 @@ def test_full_int8_needs_readable_representative_text(real_data, pretrained, pre
         assert len(positions) >= 3 and (sample["input_ids"][0, positions] == tokenizer.mask_id).all()
         assert (sample["input_ids"][0] == tokenizer.mask_id).sum() == len(positions)
 
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    monkeypatch.chdir(REPO)
     args = ["--model_dir", str(pretrained_tiny), "--output_dir", str(output), "--format", "tflite"]
-    result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.export"] + args + ["--quantize", "full_int8"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    result = run_command("albert_tf.export", args + ["--quantize", "full_int8"])
     assert result.returncode != 0 and "needs --representative_data" in result.stderr, result.stderr[-2000:]
     assert "Traceback" not in result.stderr and not output.exists()
 
@@ -402,15 +385,17 @@ def test_failed_export_leaves_nothing_and_cli_errors_are_clear(pretrained, pretr
     def broken(*args, **kwargs):
         raise export.ExportError("simulated mismatch")
 
-    monkeypatch.setattr(export.verify, "verify_saved_model", broken)
-    with pytest.raises(export.ExportError, match="simulated"):
-        export.export_saved_model(pretrained.model.backbone, str(base), warmup=False)
+    with monkeypatch.context() as patched:  # only here: the commands below run the real verification
+        patched.setattr(export.verify, "verify_saved_model", broken)
+        with pytest.raises(export.ExportError, match="simulated"):
+            export.export_saved_model(pretrained.model.backbone, str(base), warmup=False)
     assert sorted(os.listdir(base)) == ["1"]  # no version 2, no staging left
     assert os.path.isfile(os.path.join(first, "saved_model.pb"))
     with pytest.raises(export.ExportError, match="max_position_embeddings"):
         export.export_saved_model(pretrained.model.backbone, str(base), max_seq_length=4096)
     missing = str(tmp_path / "missing.model")  # the CLI resolves the vocabulary flag before anything is written
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    monkeypatch.chdir(REPO)
     for args, message in (
         (
             ["--model_dir", str(pretrained_tiny / "checkpoints"), "--output_dir", str(tmp_path / "x")],
@@ -439,9 +424,7 @@ def test_failed_export_leaves_nothing_and_cli_errors_are_clear(pretrained, pretr
             for fmt in ("saved_model", "tflite")
         ),
     ):
-        result = subprocess.run(
-            [sys.executable, "-m", "albert_tf.export"] + args, cwd=REPO, capture_output=True, text=True, env=env
-        )
+        result = run_command("albert_tf.export", args)
         assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]
         assert "Traceback" not in result.stderr
     assert not (tmp_path / "x").exists() or not os.listdir(tmp_path / "x")
@@ -556,15 +539,14 @@ def test_max_predictions_per_seq_is_checked_only_for_an_mlm_model(tmp_path):
         export_tflite(_tiny("pretrainer"), str(tmp_path / "mlm"), "none", max_seq_length=16)
 
 
-def test_export_cli_refuses_representative_flags_on_a_saved_model(tmp_path, pretrained_tiny, real_data):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+def test_export_cli_refuses_representative_flags_on_a_saved_model(tmp_path, pretrained_tiny, real_data, monkeypatch):
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    monkeypatch.chdir(REPO)
     output = tmp_path / "out"
     dev = str(real_data / "glue" / "SST-2" / "dev.tsv")
     for extra in (["--representative_task", "sst-2"], ["--representative_data", dev]):
         args = ["--model_dir", str(pretrained_tiny), "--output_dir", str(output), "--format", "saved_model"] + extra
-        result = subprocess.run(
-            [sys.executable, "-m", "albert_tf.export"] + args, cwd=REPO, capture_output=True, text=True, env=env
-        )
+        result = run_command("albert_tf.export", args)
         flag = extra[0]
         assert result.returncode != 0, result.stderr[-2000:]
         assert f"{flag}: only --format tflite --quantize full_int8 calibrates" in result.stderr, result.stderr[-2000:]

@@ -18,6 +18,7 @@ from albert_tf.tasks import losses, training
 from albert_tf.tasks.datasets import train_dataset
 from albert_tf.tasks.settings import FineTuneError, FineTuneSettings, steps_from_epochs
 
+from command_helpers import command_flags
 from paths import CONFIGS
 
 
@@ -140,21 +141,19 @@ def test_squad_schedule_flags_resolve_as_the_original():
         schedule(None, 100)
 
 
-_FLAG_DEFAULTS = r"""
-import json, sys
-from absl import flags
-from albert_tf import run_classifier, run_race, run_squad
-out = {}
-for name, module in (("run_classifier", run_classifier), ("run_squad", run_squad), ("run_race", run_race)):
-    before = set(flags.FLAGS)
-    module.define_flags()
-    new = sorted(set(flags.FLAGS) - before)
-    out[name] = {n: flags.FLAGS[n].default for n in new}
-    out[name + ".aliases"] = {n: flags.FLAGS[n].help for n in new if flags.FLAGS[n].help.startswith("Alias")}
-    for n in new:
-        delattr(flags.FLAGS, n)
-print(json.dumps(out))
-"""
+def _flag_defaults():
+    """{runner: {flag: default}, runner.aliases: {flag: help}} for the flags each runner defines (as JSON has them)."""
+    from albert_tf import run_classifier, run_race, run_squad
+
+    out = {}
+    for name, module in (("run_classifier", run_classifier), ("run_squad", run_squad), ("run_race", run_race)):
+        with command_flags() as flag_values:
+            before = set(flag_values)
+            module.define_flags()
+            new = sorted(set(flag_values) - before)
+            out[name] = {n: flag_values[n].default for n in new}
+            out[name + ".aliases"] = {n: flag_values[n].help for n in new if flag_values[n].help.startswith("Alias")}
+    return json.loads(json.dumps(out))
 
 
 def _documented_defaults_table():
@@ -171,18 +170,8 @@ def _documented_defaults_table():
     return rows
 
 
-@pytest.mark.slow
 def test_runner_defaults_are_the_originals_and_the_readme_table_is_exact():
-    import subprocess
-    import sys
-
-    from paths import REPO
-
-    result = subprocess.run(
-        [sys.executable, "-c", _FLAG_DEFAULTS], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    defaults = json.loads(result.stdout.strip().splitlines()[-1])
+    defaults = _flag_defaults()
     # The original scripts' flag defaults (run_classifier.py, run_squad_v{1,2}.py, run_race.py).
     original = {
         "run_classifier": {
@@ -432,33 +421,17 @@ def test_pretraining_run_grows_groups_and_shifts_warmup(pretraining_data, tmp_pa
         assert values[t] == pytest.approx(want, abs=1e-6), t
 
 
-_PRETRAINING_FLAGS = r"""
-import json
-from absl import flags
-from albert_tf import run_pretraining
-run_pretraining.define_flags()
-FLAGS = flags.FLAGS
-defaults = {n: FLAGS[n].default for n in ("start_warmup_step", "init_from_group0", "poly_power")}
-FLAGS(["x", "--start_warmup_step=7", "--init_from_group0", "--poly_power=2"])
-from albert_tf.cli.flags import settings_from_flags
-from albert_tf.pretraining.settings import TrainSettings
-s = settings_from_flags(TrainSettings, max_seq_length=64, max_predictions_per_seq=10)
-print(json.dumps([defaults, [s.start_warmup_step, s.init_from_group0, s.poly_power]]))
-"""
-
-
-@pytest.mark.slow
 def test_run_pretraining_has_the_originals_flags():
-    import subprocess
-    import sys
+    from albert_tf import run_pretraining
+    from albert_tf.cli.flags import settings_from_flags
+    from albert_tf.pretraining.settings import TrainSettings
 
-    from paths import REPO
-
-    result = subprocess.run(
-        [sys.executable, "-c", _PRETRAINING_FLAGS], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    defaults, parsed = json.loads(result.stdout.strip().splitlines()[-1])
+    with command_flags() as FLAGS:
+        run_pretraining.define_flags()
+        defaults = {n: FLAGS[n].default for n in ("start_warmup_step", "init_from_group0", "poly_power")}
+        FLAGS(["x", "--start_warmup_step=7", "--init_from_group0", "--poly_power=2"])
+        s = settings_from_flags(TrainSettings, max_seq_length=64, max_predictions_per_seq=10)
+        parsed = [s.start_warmup_step, s.init_from_group0, s.poly_power]
     assert defaults == {"start_warmup_step": 0, "init_from_group0": False, "poly_power": 1.0}
     assert parsed == [7, True, 2.0]
 
@@ -663,26 +636,13 @@ def test_gold_piece_span_gives_the_gold_text_next_to_punctuation(real_data, wiki
     )
 
 
-SCHEDULE_FROM_FLAGS = """
-import json, sys
-from absl import flags
-from albert_tf.cli import run_classifier, run_race, run_squad
-from albert_tf.cli.flags import settings_from_flags
-
-required = {"run_squad": [], "run_race": ["--data_dir=x"], "run_classifier": ["--data_dir=x", "--task_name=sst-2"]}
-cli = {"run_squad": run_squad, "run_classifier": run_classifier, "run_race": run_race}[sys.argv[1]]
-cli.define_flags()
-results = []
-for argv in json.loads(sys.argv[2]):
-    flags.FLAGS.unparse_flags()
-    flags.FLAGS(["prog", "--output_dir=x"] + required[sys.argv[1]] + argv)
-    settings = cli.from_flags()[1] if hasattr(cli, "from_flags") else settings_from_flags(cli.ClassifierSettings)
-    results.append(list(settings.schedule(87599)))
-print(json.dumps(results))
-"""
+REQUIRED_FLAGS = {
+    "run_squad": [],
+    "run_race": ["--data_dir=x"],
+    "run_classifier": ["--data_dir=x", "--task_name=sst-2"],
+}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "cli,cases",
     [
@@ -702,18 +662,22 @@ print(json.dumps(results))
     ],
 )
 def test_explicit_train_step_wins_in_every_runner(cli, cases):
-    import json
-    import subprocess
-    import sys
+    from albert_tf.cli import run_classifier, run_race, run_squad
+    from albert_tf.cli.flags import settings_from_flags
 
-    from paths import REPO
-
-    argvs = json.dumps([argv for argv, _ in cases])
-    result = subprocess.run(
-        [sys.executable, "-c", SCHEDULE_FROM_FLAGS, cli, argvs], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1]) == [expected for _, expected in cases]
+    module = {"run_squad": run_squad, "run_classifier": run_classifier, "run_race": run_race}[cli]
+    results = []
+    with command_flags() as FLAGS:
+        module.define_flags()
+        for argv, _ in cases:
+            FLAGS.unparse_flags()
+            FLAGS(["prog", "--output_dir=x"] + REQUIRED_FLAGS[cli] + argv)
+            if hasattr(module, "from_flags"):
+                settings = module.from_flags()[1]
+            else:
+                settings = settings_from_flags(module.ClassifierSettings)
+            results.append(list(settings.schedule(87599)))
+    assert results == [expected for _, expected in cases]
 
 
 def test_a_stop_signal_says_the_rerun_trains_from_step_0_and_a_finished_run_is_not_stopped(tmp_path):

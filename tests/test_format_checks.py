@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,6 +12,7 @@ from albert_tf.confined import OutsideDirectoryError
 from albert_tf.formats import CheckpointError
 from albert_tf.tokenization import SentencePieceTokenizer, TokenizerError, load_tokenizer
 
+from command_helpers import run_command
 from interop_helpers import build, train_toy_spm
 from paths import REPO
 
@@ -65,19 +64,14 @@ def test_integer_tensors_where_weights_should_be_float_are_refused(tmp_path, spm
 
 
 @pytest.mark.slow
-def test_convert_refuses_non_finite_hf_weights_and_writes_nothing(tmp_path, spm):
+def test_convert_refuses_non_finite_hf_weights_and_writes_nothing(tmp_path, monkeypatch, spm):
     directory = _peer_dir(tmp_path, spm, "hf")
     values = load_file(str(directory / "model.safetensors"))
     values["predictions.bias"][3] = np.nan
     save_file(values, str(directory / "model.safetensors"), metadata={"format": "pt"})
     out = tmp_path / "out"
-    result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.convert_checkpoint", "--input", str(directory), "--output_dir", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    monkeypatch.chdir(REPO)
+    result = run_command("albert_tf.convert_checkpoint", ["--input", directory, "--output_dir", out])
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0 and "predictions.bias" in result.stderr, result.stderr
     assert not out.exists() or os.listdir(out) == []

@@ -6,8 +6,6 @@ test_interop_peers.py.
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,6 +17,7 @@ from albert_tf.convert_checkpoint import convert
 from albert_tf.formats import CheckpointError, hf, keras_hub, original
 from albert_tf.tokenization import load_tokenizer
 
+from command_helpers import run_command
 from interop_helpers import assert_same_weights, build, save_ours, tiny_config, train_toy_spm
 from paths import REPO
 
@@ -216,18 +215,17 @@ def test_models_without_a_peer_equivalent_are_refused(tmp_path, toy_spm):
     assert not (tmp_path / "kh").exists() and not (tmp_path / "tf1").exists()
 
 
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "albert_tf.convert_checkpoint", *args], capture_output=True, text=True, cwd=REPO
-    )
+def _cli(monkeypatch, *args):
+    monkeypatch.chdir(REPO)
+    return run_command("albert_tf.convert_checkpoint", args)
 
 
 @pytest.mark.slow
-def test_cli_refuses_pytorch_pickles_and_writes_nothing(tmp_path):
+def test_cli_refuses_pytorch_pickles_and_writes_nothing(tmp_path, monkeypatch):
     _, directory = _hf_dir(tmp_path, "backbone")
     os.replace(directory / "model.safetensors", directory / "pytorch_model.bin")
     out = tmp_path / "out"
-    result = _cli(f"--input={directory}", f"--output_dir={out}")
+    result = _cli(monkeypatch, f"--input={directory}", f"--output_dir={out}")
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     [line] = [l for l in result.stderr.splitlines() if l.startswith("error:")]
@@ -236,9 +234,9 @@ def test_cli_refuses_pytorch_pickles_and_writes_nothing(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_converts_and_prints_what_it_wrote(tmp_path, toy_spm):
+def test_cli_converts_and_prints_what_it_wrote(tmp_path, monkeypatch, toy_spm):
     _, ours = our_dir(tmp_path, "pretrainer", toy_spm)
-    result = _cli(f"--input={ours}", f"--output_dir={tmp_path / 'kh'}", "--output_format=keras_hub")
+    result = _cli(monkeypatch, f"--input={ours}", f"--output_dir={tmp_path / 'kh'}", "--output_format=keras_hub")
     assert result.returncode == 0, result.stderr
     assert "note: keras-hub's AlbertMaskedLM has no SOP head" in result.stdout
     assert f"wrote {tmp_path / 'kh' / 'model.weights.h5'}" in result.stdout
@@ -298,20 +296,21 @@ def test_the_formats_package_never_branches_on_a_format_name():
         assert f"== {name}" not in code and f"in ({name}" not in code, name
 
 
-def test_a_conversion_without_a_vocabulary_says_so(tmp_path):
+def test_a_conversion_without_a_vocabulary_says_so(tmp_path, monkeypatch):
     model = build("pretrainer")
     os.makedirs(tmp_path / "hf")
     hf.save_hf_dir(model, str(tmp_path / "hf"))  # no spiece.model
     notes = []
     convert(str(tmp_path / "hf"), output_dir=str(tmp_path / "ours"), notes=notes)
     assert f"{tmp_path / 'hf'}: holds no vocabulary; the model comes without a tokenizer" in notes
-    result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.convert_checkpoint", "--input", str(tmp_path / "hf")]
-        + ["--output_dir", str(tmp_path / "kh"), "--output_format", "keras_hub"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = _cli(
+        monkeypatch,
+        "--input",
+        str(tmp_path / "hf"),
+        "--output_dir",
+        str(tmp_path / "kh"),
+        "--output_format",
+        "keras_hub",
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "note: " + f"{tmp_path / 'hf'}: holds no vocabulary" in result.stdout
@@ -350,7 +349,7 @@ def test_hf_weights_without_their_config_are_named(tmp_path):
         formats.load(str(directory))
 
 
-def test_converting_into_a_directory_holding_another_model_is_refused(tmp_path, toy_spm):
+def test_converting_into_a_directory_holding_another_model_is_refused(tmp_path, monkeypatch, toy_spm):
     """Issue 41 defect 6: the old model.keras stayed beside the new weights and predict loaded it."""
     _, classifier_dir = our_dir(tmp_path, "classifier", toy_spm)
     _, backbone_dir = our_dir(tmp_path, "backbone", toy_spm)
@@ -365,13 +364,7 @@ def test_converting_into_a_directory_holding_another_model_is_refused(tmp_path, 
     assert sorted(os.listdir(out)) == before  # nothing written
     assert type(formats.load(str(out)).model).__name__ == "AlbertClassifier"
     convert(classifier_dir, output_dir=str(out))  # the same conversion again replaces every file: fine
-    result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.convert_checkpoint", "--input", backbone_dir, "--output_dir", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = _cli(monkeypatch, "--input", backbone_dir, "--output_dir", str(out))
     assert result.returncode == 1 and result.stderr.strip().splitlines() == [
         f"error: --output_dir {out}: already holds another model (albert_tf); its model.keras would stay beside "
         "the new files and the two would mix. Give a new or empty directory"

@@ -1,15 +1,14 @@
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from albert_tf.config import AlbertConfig
 from albert_tf.param_table import count_parameters
 
-from paths import CONFIGS, REPO
+from command_helpers import run_command
+from paths import CONFIGS
 
 # Released models, counted by running Google's graph (param counts published with the checkpoints).
 RELEASED = {
@@ -42,13 +41,12 @@ def test_bert_lands_at_the_papers_counts(name, paper, exact):
 def test_cli_prints_table_and_json(tmp_path):
     for name in ("albert_tiny", "albert_base_v2"):
         shutil.copy(CONFIGS / f"{name}.json", tmp_path)
-    run = lambda *flags: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "albert_tf.param_table", f"--configs_dir={tmp_path}", *flags],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=True,
-    ).stdout
+
+    def run(*flags):
+        completed = run_command("albert_tf.param_table", [f"--configs_dir={tmp_path}", *flags])
+        assert completed.returncode == 0, completed.stderr[-2000:]
+        return completed.stdout
+
     rows = json.loads(run("--json"))
     assert [r["config"] for r in rows] == ["albert_base_v2", "albert_tiny"]
     assert rows[0]["backbone"] == 11_683_584 and rows[0]["with_heads"] == 11_813_810
@@ -57,7 +55,7 @@ def test_cli_prints_table_and_json(tmp_path):
     assert "albert_base_v2" in table and "11,683,584" in table and "11,813,810" in table
 
 
-def test_default_configs_are_the_released_ones_and_an_empty_dir_is_an_error(tmp_path):
+def test_default_configs_are_the_released_ones_and_an_empty_dir_is_an_error(tmp_path, monkeypatch):
     from albert_tf.cli.param_table import table_rows
     from albert_tf.config import ConfigError, shipped_configs_dir
 
@@ -66,27 +64,39 @@ def test_default_configs_are_the_released_ones_and_an_empty_dir_is_an_error(tmp_
         table_rows(str(tmp_path))
     with pytest.raises(ConfigError, match="^--configs_dir .*/missing: is not a directory$"):
         table_rows(str(tmp_path / "missing"))
-    failed = subprocess.run(
-        [sys.executable, "-m", "albert_tf.param_table", f"--configs_dir={tmp_path}"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    monkeypatch.chdir(tmp_path)
+    failed = run_command("albert_tf.param_table", [f"--configs_dir={tmp_path}"])
     assert failed.returncode == 1 and failed.stdout == ""
     assert failed.stderr.strip() == f"error: --configs_dir {tmp_path}: holds no *.json config"
 
 
 @pytest.mark.slow
-def test_cli_without_flags_counts_the_released_configs_from_any_directory(tmp_path):
-    rows = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "albert_tf.param_table", "--json"],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            check=True,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        ).stdout
-    )
+def test_cli_without_flags_counts_the_released_configs_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    completed = run_command("albert_tf.param_table", ["--json"])
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    rows = json.loads(completed.stdout)
     assert {r["config"] for r in rows} >= {"albert_tiny", "albert_base_v2", "bert_base"}
+
+
+@pytest.mark.parametrize("name", ["albert_tiny", "albert_base_v2"])
+def test_counting_without_weight_values_counts_the_materialised_model(name):
+    # count_parameters builds in a stateless scope (shapes, no values): the same counts as a model
+    # whose weights are initialised.
+    import keras
+
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.models.pretrainer import AlbertPretrainer
+
+    config = AlbertConfig.from_json_file(str(CONFIGS / f"{name}.json"))
+    counts = count_parameters(config)
+    try:
+        backbone = AlbertBackbone.from_albert_config(config)
+        pretrainer = AlbertPretrainer(backbone)
+        assert counts == {
+            "backbone": backbone.count_params(),
+            "backbone_without_pooler": backbone.count_params() - backbone.pooler.count_params(),
+            "with_heads": pretrainer.count_params(),
+        }
+    finally:
+        keras.backend.clear_session()

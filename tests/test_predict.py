@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,8 +11,8 @@ from albert_tf.inputs.packing import encode_with_masks
 from albert_tf.predict import run
 from albert_tf.tokenization import SentencePieceTokenizer, load_tokenizer
 
+from command_helpers import run_command
 from interop_helpers import build, save_ours, train_toy_spm
-from paths import REPO
 
 
 @pytest.fixture(scope="module")
@@ -115,28 +113,11 @@ def test_bad_requests_are_clear_errors(tmp_path, pretrainer_dir):
 @pytest.mark.slow
 def test_cli_prints_fillers_and_one_line_errors(pretrainer_dir):
     _, directory = pretrainer_dir
-    result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.predict", f"--model_dir={directory}", "--text=no mask"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    result = run_command("albert_tf.predict", [f"--model_dir={directory}", "--text=no mask"])
     assert result.returncode == 1 and "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == ["error: no [MASK] in the text (within the first 128 pieces)"], result.stderr
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "albert_tf.predict",
-            f"--model_dir={directory}",
-            "--text=the capital of [MASK]",
-            "--top_k=2",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    result = run_command("albert_tf.predict", [f"--model_dir={directory}", "--text=the capital of [MASK]", "--top_k=2"])
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == "[MASK] 1:" and len(result.stdout.splitlines()) == 3
 
@@ -158,13 +139,13 @@ def test_an_output_file_among_the_models_own_files_is_refused(tmp_path, toy_spm)
     assert {name: (model_dir / name).read_bytes() for name in os.listdir(model_dir)} == before
     run(keras_file, input_file=str(tmp_path / "in.txt"), output_file=str(model_dir / "emb.npy"), progress=False)
     assert np.load(model_dir / "emb.npy").shape == (1, 64)  # beside a model file, not one of its files: fine
-    result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.predict", f"--model_dir={model_dir}", f"--input_file={tmp_path / 'in.txt'}"]
-        + [f"--output_file={model_dir / 'model.keras'}"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
+    result = run_command(
+        "albert_tf.predict",
+        [
+            f"--model_dir={model_dir}",
+            f"--input_file={tmp_path / 'in.txt'}",
+            f"--output_file={model_dir / 'model.keras'}",
+        ],
     )
     assert result.returncode == 1 and result.stderr.strip().splitlines() == [
         f"error: --output_file {model_dir / 'model.keras'} is inside the model directory {model_dir} that "

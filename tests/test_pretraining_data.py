@@ -14,6 +14,7 @@ from albert_tf.tokenization import SentencePieceTokenizer
 from data_prep.documents import read_documents
 from data_prep.pipeline import DataPrepError, Settings, run
 
+from command_helpers import run_command
 from paths import REPO
 from pretraining_helpers import read_dataset
 
@@ -169,6 +170,8 @@ def test_same_bytes_whatever_the_number_of_workers(tmp_path, wikitext_spm, real_
     outputs = []
     for workers in (1, 2):
         out = tmp_path / f"w{workers}"
+        # A subprocess per run: the bytes must not depend on the process (each its own hash seed) nor on
+        # the number of Beam's worker processes; in the test process both runs would share one driver.
         result = subprocess.run(
             [
                 sys.executable,
@@ -262,19 +265,11 @@ def test_bad_inputs_give_clear_errors_and_keep_existing_data(tmp_path, wikitext_
         run(make_settings(tmp_path, plain + ".model", odd, output_dir=str(tmp_path / "other")))
 
 
-def test_cli_reports_errors_without_traceback(tmp_path, wikitext_spm):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "data_prep.create_pretraining_data",
-            f"--input_file={tmp_path}/none*.txt",
-            f"--output_dir={tmp_path}/out",
-            f"--spm_model_file={wikitext_spm}",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+def test_cli_reports_errors_without_traceback(tmp_path, wikitext_spm, monkeypatch):
+    monkeypatch.chdir(REPO)
+    result = run_command(
+        "data_prep.create_pretraining_data",
+        [f"--input_file={tmp_path}/none*.txt", f"--output_dir={tmp_path}/out", f"--spm_model_file={wikitext_spm}"],
     )
     assert result.returncode != 0
     assert "none*.txt" in result.stderr and "matches no file" in result.stderr

@@ -112,44 +112,25 @@ def test_training_refuses_empty_text(tmp_path):
         train_sentencepiece([], str(tmp_path / "empty"), vocab_size=50)
 
 
-def test_train_sentencepiece_cli_uncased_and_cased(tmp_path):
-    import subprocess
-    import sys
-
+def test_train_sentencepiece_cli_uncased_and_cased(tmp_path, monkeypatch):
+    from command_helpers import run_command
     from paths import REPO
+
+    monkeypatch.chdir(REPO)
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(f"The Quick Brown Fox {i} Jumps.\nOver The Dog.\n" for i in range(200)))
     for cased in (False, True):
         prefix = tmp_path / f"m{int(cased)}"
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "data_prep.train_sentencepiece",
-                f"--input={corpus}",
-                f"--model_prefix={prefix}",
-                "--vocab_size=60",
-            ]
-            + (["--cased"] if cased else []),
-            cwd=REPO,
-            capture_output=True,
-            text=True,
+        result = run_command(
+            "data_prep.train_sentencepiece",
+            [f"--input={corpus}", f"--model_prefix={prefix}", "--vocab_size=60"] + (["--cased"] if cased else []),
         )
         assert result.returncode == 0, result.stderr
         pieces = SentencePieceTokenizer(f"{prefix}.model", do_lower_case=not cased).pieces()
         assert any(any(c.isupper() for c in p) for p in pieces[13:]) == cased  # after the specials
-    missing = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "data_prep.train_sentencepiece",
-            f"--input={tmp_path}/nothing*.txt",
-            f"--model_prefix={tmp_path}/x",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    missing = run_command(
+        "data_prep.train_sentencepiece", [f"--input={tmp_path}/nothing*.txt", f"--model_prefix={tmp_path}/x"]
     )
     assert missing.returncode != 0
     assert "nothing*.txt" in missing.stderr and "Traceback" not in missing.stderr

@@ -158,6 +158,7 @@ def test_the_tokenizers_and_beam_workers_import_no_tensorflow():
         "import sys, albert_tf.tokenization, data_prep.pipeline, data_prep.masking; "
         "print('tensorflow' in sys.modules, 'tensorflow_text' in sys.modules)"
     )
+    # A subprocess: what a fresh interpreter imports is under test; the test process has TensorFlow already.
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["False", "False"]

@@ -110,13 +110,13 @@ def test_tf_twin_gives_identical_ids(wordpiece_vocab, wordpiece_corpus, do_lower
 
 
 @pytest.mark.slow
-def test_vocab_builder_cli(real_data, tmp_path):
-    import subprocess
-    import sys
-
+def test_vocab_builder_cli(real_data, tmp_path, monkeypatch):
     from albert_tf.tokenization import WordPieceTokenizer
 
+    from command_helpers import run_command
     from paths import REPO
+
+    monkeypatch.chdir(REPO)
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(
@@ -124,19 +124,9 @@ def test_vocab_builder_cli(real_data, tmp_path):
         encoding="utf-8",
     )
     out = tmp_path / "vocab" / "vocab.txt"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "data_prep.build_wordpiece_vocab",
-            f"--input={corpus}",
-            "--input_format=wikitext",
-            f"--output_file={out}",
-            "--vocab_size=1000",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    result = run_command(
+        "data_prep.build_wordpiece_vocab",
+        [f"--input={corpus}", "--input_format=wikitext", f"--output_file={out}", "--vocab_size=1000"],
     )
     assert result.returncode == 0, result.stderr[-2000:]
     tokens = out.read_text(encoding="utf-8").splitlines()
@@ -147,17 +137,8 @@ def test_vocab_builder_cli(real_data, tmp_path):
     assert tok.unk_id not in ids and len(ids) >= 9
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "data_prep.build_wordpiece_vocab",
-            f"--input={empty}",
-            f"--output_file={tmp_path / 'v2.txt'}",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    result = run_command(
+        "data_prep.build_wordpiece_vocab", [f"--input={empty}", f"--output_file={tmp_path / 'v2.txt'}"]
     )
     assert result.returncode != 0 and "no text" in result.stderr and not (tmp_path / "v2.txt").exists()
 
@@ -302,11 +283,10 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
 
 
 @pytest.mark.slow
-def test_cased_model_keeps_its_case_through_fine_tuning_and_export_without_flags(wordpiece_vocab, tmp_path):
+def test_cased_model_keeps_its_case_through_fine_tuning_and_export_without_flags(
+    wordpiece_vocab, tmp_path, monkeypatch
+):
     """The tokenizer travels with the model: no casing flag after fine-tuning (the trap of lowercasing)."""
-    import subprocess
-    import sys
-
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the text signatures' ops)
 
@@ -314,6 +294,7 @@ def test_cased_model_keeps_its_case_through_fine_tuning_and_export_without_flags
     from albert_tf.run_classifier import run as run_classifier
     from albert_tf.tokenization import WordPieceTokenizer
 
+    from command_helpers import run_command
     from paths import CONFIGS, REPO
 
     cased = WordPieceTokenizer(wordpiece_vocab, do_lower_case=False)
@@ -347,19 +328,10 @@ def test_cased_model_keeps_its_case_through_fine_tuning_and_export_without_flags
     )
     saved = json.loads((tmp_path / "tuned" / "best" / "tokenizer.json").read_text())
     assert saved["kind"] == "wordpiece" and saved["do_lower_case"] is False
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "albert_tf.export",
-            f"--model_dir={tmp_path / 'tuned'}",
-            f"--output_dir={tmp_path / 'served'}",
-            "--max_seq_length=32",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    monkeypatch.chdir(REPO)
+    result = run_command(
+        "albert_tf.cli.export_model",  # what `python -m albert_tf.export` runs
+        [f"--model_dir={tmp_path / 'tuned'}", f"--output_dir={tmp_path / 'served'}", "--max_seq_length=32"],
     )
     assert result.returncode == 0, result.stderr[-3000:]
     served = tf.saved_model.load(str(tmp_path / "served" / "1"))
