@@ -19,11 +19,12 @@ import io
 import logging
 import signal
 import sys
+import traceback
 import types
 
 from absl import flags
 
-from albert_tf.cli.app import LIBRARY_LOGGERS
+from albert_tf.cli.app import LIBRARY_FLAG_MODULES, LIBRARY_LOGGERS
 
 
 @dataclasses.dataclass
@@ -59,6 +60,9 @@ def run_command(module: str, argv) -> Completed:
                 returncode = exit_status(exit_.code)
                 if isinstance(exit_.code, str):  # as the interpreter does with sys.exit("message")
                     print(exit_.code, file=sys.stderr)
+            except Exception:  # noqa: BLE001  (what escapes the command: the interpreter prints it, exits 1)
+                traceback.print_exc()
+                returncode = 1
     finally:
         sys.argv = saved_argv
         for sig, handler in handlers.items():
@@ -137,7 +141,20 @@ def main_module_as(module: str):
 @contextlib.contextmanager
 def command_flags():
     """The flags a command defines inside are removed on exit, the validators it adds to the others
-    (`flags.mark_flags_as_required`) too, and every flag is reset to its default."""
+    (`flags.mark_flags_as_required`) too, and every flag is reset to its default.
+
+    Inside, only the libraries' flags (absl's, TensorFlow's, ...) are defined, as in a fresh process:
+    flags that a test's imports defined (Model Garden's converter defines --albert_config_file) are
+    set aside and put back on exit.
+    """
+    set_aside = []
+    for module, module_flags in flags.FLAGS.flags_by_module_dict().items():
+        if not module.startswith(LIBRARY_FLAG_MODULES):
+            set_aside += [(flag, module) for flag in module_flags]
+    for flag, _ in set_aside:
+        for name in {flag.name, flag.short_name} - {None}:
+            if name in flags.FLAGS:
+                delattr(flags.FLAGS, name)
     defined_before = set(flags.FLAGS)
     validators = {name: list(flags.FLAGS[name].validators) for name in defined_before}
     try:
@@ -148,6 +165,9 @@ def command_flags():
         for name, kept in validators.items():
             flags.FLAGS[name].validators[:] = kept
         flags.FLAGS.unparse_flags()
+        for flag, module in set_aside:
+            if flag.name not in flags.FLAGS:
+                flags.DEFINE_flag(flag, flags.FLAGS, module_name=module)
 
 
 @contextlib.contextmanager

@@ -462,20 +462,18 @@ def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("asked", [["-v", "1"], ["ALBERT_TF_TRACEBACK=1"]])
-def test_cli_shows_the_traceback_when_asked(tmp_path, asked):
+def test_cli_shows_the_traceback_when_asked(tmp_path, asked, monkeypatch):
     from paths import CONFIGS
 
     flags = asked if asked[0] == "-v" else []
-    env = {**os.environ, **dict(a.split("=") for a in asked if "=" in a)}
-    # A subprocess: the command re-raises, and the traceback and exit status 1 are the interpreter's.
-    result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.run_classifier", "--task_name", "sst-2", "--data_dir", str(tmp_path)]
+    for name, value in (a.split("=") for a in asked if "=" in a):
+        monkeypatch.setenv(name, value)
+    # The command re-raises; run_command prints the traceback and exits 1 as the interpreter does.
+    result = run_command(
+        "albert_tf.run_classifier",
+        ["--task_name", "sst-2", "--data_dir", str(tmp_path)]
         + ["--output_dir", str(tmp_path / "out"), "--albert_config_file", str(CONFIGS / "albert_tiny.json")]
         + ["--do_train", "--learning_rate=-1e-5", *flags],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
     )
     assert result.returncode == 1 and "Traceback (most recent call last)" in result.stderr
     assert result.stderr.strip().splitlines()[-1].endswith("--learning_rate -1e-05: must be a positive number")
