@@ -161,3 +161,46 @@ def test_a_best_at_the_majority_share_is_a_health_warning(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "health: the best accuracy 0.5000 is at the majority-class share 0.5000" in out
     assert "majority class  0.5000 (share of the most frequent dev label)" in out
+
+
+@pytest.mark.slow
+def test_tensorboard_starts_and_lists_a_runs_summaries(tmp_path):
+    # A process of its own: the `tensorboard --logdir` the docs and the demo tell a user to run. It once
+    # failed at start (`No module named 'pkg_resources'`: setuptools 81+ under TensorBoard).
+    import os
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+    import urllib.request
+
+    import tensorflow as tf
+
+    from pretraining_helpers import free_ports
+
+    writer = tf.summary.create_file_writer(str(tmp_path / "train"))
+    with writer.as_default():
+        tf.summary.scalar("loss", 1.0, step=1)
+    writer.close()
+    (port,) = free_ports(1)
+    command = [os.path.join(os.path.dirname(sys.executable), "tensorboard"), f"--logdir={tmp_path}"]
+    server = subprocess.Popen(
+        command + [f"--port={port}", "--host=127.0.0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 180  # a hang guard, not a timing assertion
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=10) as response:
+                    runs = json.loads(response.read())
+                if runs:  # the first scan of --logdir may still be under way
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            assert server.poll() is None, server.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "tensorboard did not answer"
+            time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    assert runs == ["train"]

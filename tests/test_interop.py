@@ -369,3 +369,4 @@ def test_converting_into_a_directory_holding_another_model_is_refused(tmp_path, 
         f"error: --output_dir {out}: already holds another model (albert_tf); its model.keras would stay beside "
         "the new files and the two would mix. Give a new or empty directory"
     ]
+    assert sorted(os.listdir(out)) == before  # no settings.json claiming a conversion either

@@ -122,6 +122,26 @@ def test_cli_prints_fillers_and_one_line_errors(pretrainer_dir):
     assert result.stdout.splitlines()[0] == "[MASK] 1:" and len(result.stdout.splitlines()) == 3
 
 
+def test_an_empty_input_file_is_one_line_and_writes_nothing(tmp_path, toy_spm):
+    # A .tflite classifier once printed NumPy's "zero-size array" traceback for it.
+    from albert_tf.export import export_tflite
+
+    model = build("classifier")
+    save_ours(model, tmp_path / "m", toy_spm)
+    tflite = export_tflite(
+        model, str(tmp_path / "tflite"), "none", max_seq_length=16, tokenizer=SentencePieceTokenizer(str(toy_spm))
+    )
+    (tmp_path / "empty.txt").write_text("")
+    for model_dir in (tmp_path / "m", tflite):
+        output = tmp_path / "out.jsonl"
+        argv = [f"--model_dir={model_dir}", f"--input_file={tmp_path / 'empty.txt'}", f"--output_file={output}"]
+        result = run_command("albert_tf.predict", argv)
+        assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+            f"error: --input_file {tmp_path / 'empty.txt'}: is empty (one input per line)"
+        ], result.stderr
+        assert not output.exists()
+
+
 def test_an_output_file_among_the_models_own_files_is_refused(tmp_path, toy_spm):
     """Issue 41 defect 7: `--output_file m/model.keras --model_dir m` replaced the model it read."""
     model_dir = tmp_path / "m"

@@ -238,6 +238,7 @@ def test_run_classifier_scores_a_tflite_file_on_the_dev_set_as_a_phone_runs_it(r
     from albert_tf.export import export_tflite
     from albert_tf.inference import Predictor, TFLitePredictor
     from albert_tf.run_classifier import ClassifierSettings, run
+    from albert_tf.tasks.glue import GlueDataError
     from albert_tf.tasks.settings import FineTuneError
 
     root, trained = reviews_run
@@ -275,14 +276,74 @@ def test_run_classifier_scores_a_tflite_file_on_the_dev_set_as_a_phone_runs_it(r
     expected = np.mean([name == gold for name, (_, gold) in zip(int8_names, rows)])
     assert int8_summary["eval"]["accuracy"] == pytest.approx(expected)
 
-    # A file that is not this task's model, or is asked to train, is refused before any work.
-    with pytest.raises(
-        FineTuneError, match=r"fine-tuned with the labels negative,positive .*--labels negative,positive"
-    ):
-        run(dataclasses.replace(settings, labels="positive,negative"))
+    # --labels in another order read the file's classes by name; other names, another task's file, or
+    # training it are refused before any work.
+    swapped = run(dataclasses.replace(settings, labels="positive,negative", output_dir=str(tmp_path / "swapped")))
+    assert swapped["eval"] == summary["eval"]
+    assert (tmp_path / "swapped" / "dev_predictions.tsv").read_text() == (
+        tmp_path / "scored" / "dev_predictions.tsv"
+    ).read_text()
+    with pytest.raises(GlueDataError, match=r"--labels good,bad: the model was fine-tuned with the labels negative,po"):
+        run(dataclasses.replace(settings, labels="good,bad"))
     with pytest.raises(FineTuneError, match=r"outputs logits \[2\]; .* outputs logits \[1\]"):
         run(dataclasses.replace(settings, task_type="regression"))
     with pytest.raises(FineTuneError, match=r"\.tflite: a \.tflite file is scored, not trained"):
         run(dataclasses.replace(settings, do_train=True, train_file=str(root / "train.csv")))
     with pytest.raises(FineTuneError, match=r"--max_seq_length 64: .*up to 32 pieces"):
         run(dataclasses.replace(settings, max_seq_length=64))
+
+
+def test_labels_in_another_order_map_by_name_and_a_resume_keeps_labels_and_columns(
+    reviews_run, pretraining_data, tmp_path
+):
+    # Hardening IV defect 2: `--labels positive,negative` on a negative,positive model inverted every answer.
+    import dataclasses
+    import shutil
+
+    from albert_tf.run_classifier import ClassifierSettings, run
+    from albert_tf.tasks.glue import GlueDataError
+    from albert_tf.tasks.settings import FineTuneError
+
+    root, summary = reviews_run
+    evaluation = ClassifierSettings(
+        do_train=False,
+        do_eval=True,
+        output_dir=str(tmp_path / "swapped"),
+        init_checkpoint=str(root / "out"),
+        dev_file=str(root / "dev.jsonl"),
+        text_column="review",
+        label_column="sentiment",
+        labels="positive,negative",
+        max_seq_length=32,
+        eval_batch_size=16,
+        verbose=False,
+    )
+    swapped = run(evaluation)
+    assert swapped["eval"] == summary["eval"]
+    written = (tmp_path / "swapped" / "dev_predictions.tsv").read_text()
+    assert written == (root / "out" / "dev_predictions.tsv").read_text()
+    with pytest.raises(GlueDataError, match="the model was fine-tuned with the labels negative,positive"):
+        run(dataclasses.replace(evaluation, output_dir=str(tmp_path / "other"), labels="good,bad"))
+    # The finished run again under other labels, or another text column: refused, nothing rewritten.
+    copy = tmp_path / "copy"
+    shutil.copytree(root / "out", copy)
+    before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    rerun = dataclasses.replace(
+        evaluation,
+        do_train=True,
+        output_dir=str(copy),
+        init_checkpoint=None,
+        labels="",
+        train_file=str(root / "train.csv"),
+        spm_model_file=pretraining_data["spm"],
+        albert_config_file=pretraining_data["config"],
+        train_batch_size=16,
+        learning_rate=1e-4,
+        train_step=4,
+        save_checkpoints_steps=4,
+    )
+    for changed, named in (({"labels": "positive,negative"}, "labels"), ({"text_column": "sentiment"}, "columns")):
+        with pytest.raises(FineTuneError, match=rf"were made with other settings \({named} "):
+            run(dataclasses.replace(rerun, **changed))
+    assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
+    assert run(rerun)["history"] == []  # the same settings: nothing to train

@@ -23,7 +23,7 @@ from absl import flags
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags, vocabulary_flag_values
-from albert_tf.cli.run_record import record_settings
+from albert_tf.cli.run_record import write_settings
 from albert_tf.config import AlbertConfig
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_files
@@ -105,17 +105,21 @@ def refuse_to_mix(output_dir: str, new_names) -> None:
 def main(argv):
     del argv
     notes = []
-    record_settings(FLAGS.output_dir)  # written once convert holds the output directory's lock
-    written = convert(
-        FLAGS.input,
-        FLAGS.albert_config_file,
-        FLAGS.output_dir,
-        FLAGS.to_original,
-        FLAGS.output_format,
-        resolve_tokenizer(do_lower_case=FLAGS.do_lower_case, required=False, files=vocabulary_flag_values()),
-        notes,
-        FLAGS.do_lower_case,
-    )
+    tokenizer = resolve_tokenizer(do_lower_case=FLAGS.do_lower_case, required=False, files=vocabulary_flag_values())
+    # The record is written with the conversion, under the same hold of the lock: a refused one (another
+    # model there) leaves the directory's earlier settings.json as it was.
+    with OutputDirLock(FLAGS.output_dir):
+        written = convert(
+            FLAGS.input,
+            FLAGS.albert_config_file,
+            FLAGS.output_dir,
+            FLAGS.to_original,
+            FLAGS.output_format,
+            tokenizer,
+            notes,
+            FLAGS.do_lower_case,
+        )
+        write_settings(FLAGS.output_dir)
     for note in notes:
         print(f"note: {note}")
     for path in written:

@@ -115,12 +115,15 @@ def _write_aside(path: str, mode: str, write) -> None:
 
 
 def read_lines(path: str) -> List[str]:
-    """Lines of a text file (invalid UTF-8 replaced), line breaks dropped, empty lines kept."""
+    """Lines of a text file (invalid UTF-8 replaced), line breaks dropped, empty lines kept; none is an error."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            return [line.rstrip("\r\n") for line in f]
+            lines = [line.rstrip("\r\n") for line in f]
     except OSError as error:
         raise PredictError(f"--input_file {path}: cannot be read ({error.strerror or error})") from None
+    if not lines:  # nothing to predict; a .tflite model once failed deep inside NumPy on it
+        raise PredictError(f"--input_file {path}: is empty (one input per line)")
+    return lines
 
 
 def _inside(path: str, directory: str) -> bool:

@@ -23,7 +23,7 @@ metadata (`option(default, help)`) become its CLI's flags, generated
 
 import abc
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import keras
 import numpy as np
@@ -101,6 +101,14 @@ class Task(abc.ABC):
     def min_batch_width(self) -> int:
         """The narrowest batch the task's model predicts on (default: any width)."""
         return 1
+
+    def binding(self) -> dict:
+        """What a run's checkpoints are bound to besides its settings (a resume with another is refused)."""
+        return {"task": self.name}
+
+    def with_model_labels(self, labels: Optional[Tuple[str, ...]]) -> "Task":
+        """This task as a fine-tuned model with class names `labels` (None: unnamed) reads it (default: as is)."""
+        return self
 
     def with_early_exit(self) -> "Task":
         """This task trained with a classifier per layer (`--early_exit`), if it has such a model."""

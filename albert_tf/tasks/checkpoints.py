@@ -15,8 +15,10 @@ schedule, data order or weights would no longer be the checkpoint's.
 
 Example:
 
->>> bound_settings(FineTuneSettings(output_dir="/tmp/out", train_step=10), "sst-2")["train_step"]
-10
+>>> settings = FineTuneSettings(output_dir="/tmp/out", train_step=10)
+>>> bound = bound_settings(settings, {"task": "sst-2", "labels": ["0", "1"]})
+>>> bound["train_step"], bound["labels"]
+(10, ['0', '1'])
 """
 
 import dataclasses
@@ -48,10 +50,11 @@ BOUND_SETTINGS = (
 )
 
 
-def bound_settings(settings: FineTuneSettings, task_name: str) -> dict:
-    """What a fine-tuning checkpoint is bound to: the task and `BOUND_SETTINGS`."""
+def bound_settings(settings: FineTuneSettings, task_binding: dict) -> dict:
+    """What a fine-tuning checkpoint is bound to: the task's binding (`Task.binding`: its name, labels,
+    columns) and `BOUND_SETTINGS`."""
     values = dataclasses.asdict(settings)
-    return {"task": task_name, **{name: values[name] for name in BOUND_SETTINGS}}
+    return {**task_binding, **{name: values[name] for name in BOUND_SETTINGS}}
 
 
 class FineTuneCheckpoints:
@@ -59,14 +62,14 @@ class FineTuneCheckpoints:
 
     Args:
         settings: the run's settings (`output_dir`, and what is bound).
-        task_name: the task's name (bound too).
+        task_binding: the task's `binding()` (bound too).
         model: the model `fit` trains.
         optimizer: its optimizer, built (its slots must exist before a restore).
     """
 
-    def __init__(self, settings: FineTuneSettings, task_name: str, model, optimizer):
+    def __init__(self, settings: FineTuneSettings, task_binding: dict, model, optimizer):
         self.directory = os.path.join(settings.output_dir, CHECKPOINT_DIR)
-        self.bound = bound_settings(settings, task_name)
+        self.bound = bound_settings(settings, task_binding)
         # Evaluations since best/ last improved (--early_stopping_patience), saved with the weights.
         self.stale_evaluations = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, stale=self.stale_evaluations)
@@ -104,7 +107,8 @@ class FineTuneCheckpoints:
                 before = json.load(f)
         except (OSError, ValueError):
             return  # checkpoints without a record: nothing to compare
-        changed = [name for name in self.bound if before.get(name) != self.bound[name]]
+        # A record from before a binding existed (labels, columns) is compared on what it holds.
+        changed = [name for name in self.bound if name in before and before[name] != self.bound[name]]
         if changed:
             differences = ", ".join(f"{name} {before.get(name)!r} → {self.bound[name]!r}" for name in changed)
             raise FineTuneError(

@@ -69,6 +69,9 @@ class EarlyExitTask(Task):
     def metric_names(self):
         return self.task.metric_names()
 
+    def binding(self):
+        return self.task.binding()
+
     def majority_share(self, data):
         return self.task.majority_share(data)
 

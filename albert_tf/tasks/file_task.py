@@ -31,6 +31,7 @@ Example:
 import csv
 import dataclasses
 import json
+import math
 import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -68,6 +69,9 @@ class FileTask(TsvTask):
 
     files: Tuple[Tuple[str, str], ...] = ()
     columns: ColumnNames = ColumnNames("text")
+
+    def binding(self) -> dict:
+        return {**super().binding(), "columns": [self.columns.text, self.columns.text_b, self.columns.label]}
 
     def path(self, split: str) -> str:
         path = dict(self.files).get(split)
@@ -121,17 +125,29 @@ def file_task(
     labels = tuple(str(label) for label in labels)
     if len(set(labels)) != len(labels):
         raise DataFileError(f"--labels {','.join(labels)}: a label is given twice")
+    if len(labels) == 1:
+        raise DataFileError(f"--labels {labels[0]}: one label only; a classifier needs two or more")
     if task_type == "regression" and labels:
         raise DataFileError("--labels: a regression task has no labels (its label column is a number)")
     if task_type != "regression" and not labels:
         source = train_file or dev_file
         if not source:
             raise DataFileError("--labels: needed when there is no --train_file or --dev_file to read them from")
-        values = [field(row, columns.label, source, line) for line, row in records(source, columns)]
+        # Stripped as `label_value` strips them: `positive ` is the class `positive`, not another.
+        found = [(line, field(row, columns.label, source, line).strip()) for line, row in records(source, columns)]
+        values = [value for _, value in found]
         if task_type == "auto" and values and all(_is_number(v) for v in values):
+            line, value = next(((line, v) for line, v in found if not _is_finite_number(v)), (None, None))
+            if line is not None:
+                raise DataFileError(
+                    f"{source}:{line}: label {value!r} is not a finite number, in a column of numbers; fix the "
+                    "row, or give --task_type classification to read every label as a class name"
+                )
             if not all(float(v).is_integer() for v in values):
                 task_type = "regression"
         if task_type != "regression":
+            for line, value in found:
+                check_label_name(value, source, line)
             labels = tuple(sorted(set(values), key=_label_order))
             if len(labels) < 2:
                 raise DataFileError(f"{source}: one label only ({', '.join(labels) or 'none'}); need two or more")
@@ -155,9 +171,14 @@ def _is_number(value: str) -> bool:
     return True
 
 
+def _is_finite_number(value: str) -> bool:
+    """A number a target can be: not nan, not inf, not one that overflows to inf (1e400)."""
+    return _is_number(value) and math.isfinite(float(value))
+
+
 def _label_order(label: str):
     """Numbers in numeric order (`2` before `10`), then names alphabetically."""
-    return (0, float(label), label) if _is_number(label) else (1, 0.0, label)
+    return (0, float(label), label) if _is_finite_number(label) else (1, 0.0, label)
 
 
 def data_format(path: str) -> str:
@@ -202,20 +223,34 @@ def _json_records(lines, path) -> Iterator[Tuple[int, Dict]]:
 
 
 def _table_records(lines, path, delimiter, by_number) -> Iterator[Tuple[int, Dict]]:
-    reader = csv.reader(lines, delimiter=delimiter)
+    # TSV is read as written (no quoting: a field may start with `"`), as GLUE's readers do; CSV quotes.
+    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    reader = csv.reader(lines, delimiter=delimiter, quoting=quoting, strict=True)
     header = None
     while True:
+        first_line = reader.line_num + 1
         try:
             row = next(reader)
         except StopIteration:
             return
         except csv.Error as error:
-            raise DataFileError(f"{path}:{reader.line_num}: {error}") from None
+            raise DataFileError(f"{path}:{first_line}: {error} (an unclosed quote?)") from None
         if not row or row == [""]:
             continue
+        if reader.line_num > first_line:  # a quoted field ran over line breaks: rows would be swallowed
+            names = header or [str(i) for i in range(len(row))]
+            column = next((name for name, value in zip(names, row) if "\n" in value or "\r" in value), "?")
+            raise DataFileError(
+                f"{path}:{first_line}: column {column!r}: a quoted field runs over lines {first_line}-"
+                f"{reader.line_num} (an unclosed quote?); rows here are one line each (texts with line "
+                "breaks: JSON lines)"
+            )
         if by_number:
             yield reader.line_num, {str(i): value for i, value in enumerate(row)}
         elif header is None:
+            twice = sorted({name for name in row if row.count(name) > 1})
+            if twice:
+                raise DataFileError(f"{path}:{reader.line_num}: the header names {', '.join(map(repr, twice))} twice")
             header = row
         else:
             if len(row) != len(header):
@@ -233,11 +268,19 @@ def field(row: Dict, column: str, path: str, line: int) -> str:
     return str(value)
 
 
+def check_label_name(name: str, path: str, line: int) -> None:
+    """A class name must fit one column of `dev_predictions.tsv` (no tab, no line break) and be text."""
+    if not name:
+        raise DataFileError(f"{path}:{line}: the label is empty")
+    if any(c in name for c in "\t\n\r"):
+        raise DataFileError(f"{path}:{line}: label {name!r} holds a tab or a line break (a class name is one field)")
+
+
 def label_value(task: FileTask, raw: str, path: str, line: int):
     raw = raw.strip()
     if task.is_regression:
-        if not _is_number(raw):
-            raise DataFileError(f"{path}:{line}: label {raw!r} is not a number (a regression task)")
+        if not _is_finite_number(raw):
+            raise DataFileError(f"{path}:{line}: label {raw!r} is not a finite number (a regression task's target)")
         return float(raw)
     if raw not in task.labels:
         raise DataFileError(f"{path}:{line}: unknown label {raw!r} (expected one of {', '.join(task.labels)})")

@@ -98,6 +98,21 @@ class TsvTask(Task):
     def test_columns(self) -> Columns:
         return self.test or dataclasses.replace(self.train, label=None)
 
+    def binding(self) -> dict:
+        return {**super().binding(), "labels": list(self.labels)}
+
+    def with_model_labels(self, labels):
+        """The model's class order where the names are the same set (`--labels b,a` on an a,b model reads
+        `a` as class 0, not the reverse); another set of names is an error."""
+        if labels is None or not self.labels or tuple(labels) == self.labels:
+            return self  # a regression task on a classifier: the outputs' shapes say it (TFLite) or the score shows
+        if sorted(labels) != sorted(self.labels):
+            raise GlueDataError(
+                f"--labels {','.join(self.labels)}: the model was fine-tuned with the labels {','.join(labels)}; "
+                "give those (any order) or leave --labels out"
+            )
+        return dataclasses.replace(self, labels=tuple(labels))
+
     def inputs(self, split: str) -> List[str]:
         return [split_file(self, self.data_dir, split)]
 

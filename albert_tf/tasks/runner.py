@@ -28,6 +28,7 @@ import keras
 
 from albert_tf import preemption
 from albert_tf.locking import OutputDirLock
+from albert_tf.models.task_base import label_names
 from albert_tf.pretraining.settings import PRECISIONS
 from albert_tf.pretraining.strategy import make_strategy
 from albert_tf.run_layout import SUMMARY_FILE
@@ -60,8 +61,6 @@ def run(
     if not (settings.do_train or evaluate or predict_split):  # the original's rule: exit 0 doing nothing hides a typo
         raise FineTuneError("nothing to do: pass --do_train, --do_eval or --do_predict")
     strategy = make_strategy(settings.strategy, settings.tpu)  # before any TF op (multi-worker collectives)
-    if settings.early_exit:
-        task = task.with_early_exit()
     minimum, holds = task.min_seq_length()
     if settings.max_seq_length < minimum:
         raise FineTuneError(
@@ -74,12 +73,22 @@ def run(
         model_start = start.for_training(settings)
     elif evaluate or predict_split:
         model_start = start.fine_tuned(settings)
+        task = task.with_model_labels(saved_labels(model_start.model))  # class names map by name, not position
+    if settings.early_exit:
+        task = task.with_early_exit()
     if isinstance(model_start.model, TFLiteTaskModel):
         model_start.model.check_fits(task, model_start.config)  # another task's file fails before any reading
     _check_inputs(task, settings, evaluate, eval_split, predict_split)
     # SIGTERM/SIGINT stop training after the current batch (`albert_tf.preemption`), lock released.
     with preemption.stop_signals(), OutputDirLock(settings.output_dir):
         return _run(task, settings, model_start, evaluate, eval_split, predict_split, strategy)
+
+
+def saved_labels(model):
+    """The class names a fine-tuned model (Keras or a `.tflite` file) was trained with, or None."""
+    if isinstance(model, TFLiteTaskModel):
+        return model.runner.labels
+    return label_names(model)
 
 
 def _check_inputs(task: Task, settings: FineTuneSettings, evaluate: bool, eval_split: str, predict_split):
@@ -162,7 +171,7 @@ def _run(
                 loss_weights=task.loss_weights(),
                 inference_model=model,
                 tokenizer=tokenizer,
-                task_name=task.name,
+                task_binding=task.binding(),
                 start_line=model_start.origin,
                 metric_names=task.metric_names(),
                 majority=task.majority_share(dev),

@@ -107,7 +107,7 @@ def train(
     inference_model: Optional[keras.Model] = None,
     tokenizer=None,
     *,
-    task_name: str = "",
+    task_binding: Optional[dict] = None,
     start_line: Optional[str] = None,
     metric_names: Optional[Sequence[str]] = None,
     majority: Optional[float] = None,
@@ -125,6 +125,8 @@ def train(
     names `evaluate` returns, when given, else at the first evaluation). `majority`: the share of
     the most frequent dev label (classification), shown with every evaluation.
     `start_line` says what the weights start from (printed unless the run resumes).
+    `task_binding` (`Task.binding()`: the task's name, labels, columns) is bound to the checkpoints
+    with the settings: resuming under another is refused.
     `train_accuracy`: the `logits` are class scores; the bar and TensorBoard show the window's accuracy.
 
     An earlier run's `best/` in `output_dir` is kept until an evaluation beats its
@@ -172,7 +174,7 @@ def train(
             jit_compile=settings.jit_compile,
         )
         optimizer.build(model.trainable_variables)  # its slots must exist before a checkpoint restores them
-        checkpoints = FineTuneCheckpoints(settings, task_name, model, optimizer)
+        checkpoints = FineTuneCheckpoints(settings, task_binding or {"task": ""}, model, optimizer)
         resumed = checkpoints.restore()
         step = int(optimizer.iterations.numpy()) // accum
         # An earlier run's best/ (e.g. killed) is replaced only by a better evaluation.

@@ -1,0 +1,81 @@
+"""Your own data files are read exactly as written or refused naming file, line and column (hardening IV)."""
+
+import pytest
+
+from albert_tf.tasks.file_task import DataFileError, file_task
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def read_train(path, **options):
+    task = file_task(train_file=path, **{"text_column": "text", "label_column": "label", **options})
+    examples, report = task.read("train")
+    return task, examples, report
+
+
+@pytest.mark.parametrize("target", ["nan", "inf", "-inf", "1e400"])
+def test_a_regression_target_that_is_not_finite_is_refused_naming_file_and_line(tmp_path, target):
+    path = write(tmp_path, "scores.csv", f"text,label\na,0.5\nb,{target}\nc,1.5\n")
+    with pytest.raises(DataFileError, match=rf"scores.csv:3: label '{target}' is not a finite number"):
+        read_train(path, task_type="regression")
+    # Left to auto-detection, a column of numbers with one that is not finite is refused the same way.
+    with pytest.raises(DataFileError, match=rf"scores.csv:3: label '{target}' is not a finite number, in a column"):
+        read_train(path)
+
+
+def test_nan_among_integer_labels_is_not_taken_for_regression(tmp_path):
+    path = write(tmp_path, "classes.tsv", "text\tlabel\na\t1\nb\tnan\nc\t2\n")
+    with pytest.raises(DataFileError, match=r"classes.tsv:3: label 'nan' is not a finite number.*--task_type class"):
+        read_train(path)
+    task, examples, _ = read_train(path, task_type="classification")  # as asked: a class named "nan"
+    assert task.labels == ("1", "2", "nan") and [e.label for e in examples] == [0, 2, 1]
+
+
+def test_labels_with_surrounding_spaces_are_one_class(tmp_path):
+    path = write(tmp_path, "spaces.csv", "text,label\na,positive\nb,positive \nc,negative\nd, negative\n")
+    task, examples, _ = read_train(path)
+    assert task.labels == ("negative", "positive") and [e.label for e in examples] == [1, 1, 0, 0]
+
+
+def test_a_header_naming_a_column_twice_is_refused(tmp_path):
+    path = write(tmp_path, "twice.csv", "text,label,text\na,pos,b\nc,neg,d\n")
+    with pytest.raises(DataFileError, match=r"twice.csv:1: the header names 'text' twice"):
+        read_train(path)
+
+
+def test_a_tsv_field_starting_with_a_quote_is_read_as_written(tmp_path):
+    rows = ['"quoted" start\tpos', "plain\tneg", 'a "middle" quote\tpos', '"\tneg']
+    path = write(tmp_path, "quotes.tsv", "text\tlabel\n" + "\n".join(rows) + "\n")
+    _, examples, report = read_train(path)
+    assert report.rows == 4  # every row of the file, none swallowed
+    assert [e.text_a for e in examples] == ['"quoted" start', "plain", 'a "middle" quote', '"']
+
+
+def test_a_csv_with_an_unclosed_quote_is_refused_not_swallowing_rows(tmp_path):
+    path = write(tmp_path, "unclosed.csv", 'text,label\nfine,pos\n"opened,neg\nnext,pos\nlast,neg\n')
+    with pytest.raises(DataFileError, match=r"unclosed.csv:3: .*unclosed quote"):
+        read_train(path)
+    # Quoting that closes on its line is CSV as usual.
+    good = write(tmp_path, "quoted.csv", 'text,label\n"a, b",pos\n"say ""hi""",neg\n')
+    _, examples, _ = read_train(good)
+    assert [e.text_a for e in examples] == ["a, b", 'say "hi"']
+
+
+@pytest.mark.parametrize("label", ["pos\\titive", "pos\\nitive"])
+def test_a_label_holding_a_tab_or_line_break_is_refused(tmp_path, label):
+    # JSON lines can carry them; dev_predictions.tsv could not hold them in one column.
+    path = write(tmp_path, "tabs.jsonl", f'{{"text": "a", "label": "{label}"}}\n{{"text": "b", "label": "neg"}}\n')
+    with pytest.raises(DataFileError, match=r"tabs.jsonl:1: label .* holds a tab or a line break"):
+        read_train(path)
+
+
+def test_one_label_given_or_found_is_refused(tmp_path):
+    path = write(tmp_path, "one.csv", "text,label\na,pos\nb,pos\n")
+    with pytest.raises(DataFileError, match=r"--labels pos: one label only; a classifier needs two or more"):
+        read_train(path, labels=("pos",))
+    with pytest.raises(DataFileError, match=r"one.csv: one label only \(pos\)"):
+        read_train(path)
