@@ -34,7 +34,7 @@ def sst2_curve(seed: int, steps: int, every: int, pretrained: dict, data: pathli
     summary = run(
         ClassifierSettings(
             do_train=True,
-            output_dir=str(work / f"sst2-{seed}"),
+            output_dir=str(work / f"sst2-{steps}-{seed}"),
             task_name="sst-2",
             data_dir=str(data / "glue"),
             spm_model_file=pretrained["spm"],
@@ -85,7 +85,7 @@ def sop_curve(seed: int, steps: int, every: int, work: pathlib.Path) -> dict:
         config = json.loads((REPO / "configs" / "albert_tiny.json").read_text())
         config.update(vocab_size=80, num_hidden_layers=2, max_position_embeddings=SEQ)
         (root / "config.json").write_text(json.dumps(config))
-    common = [f"--albert_config_file={root / 'config.json'}", f"--output_dir={work / f'sop-{seed}'}"]
+    common = [f"--albert_config_file={root / 'config.json'}", f"--output_dir={work / f'sop-{steps}-{seed}'}"]
     train = [f"--input_file={root / 'train'}", f"--spm_model_file={root / 'spm.model'}", "--train_batch_size=32"]
     train += [f"--num_train_steps={steps}", f"--num_warmup_steps={steps // 10}", "--learning_rate=0.02"]
     train += [

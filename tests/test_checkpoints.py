@@ -1,7 +1,5 @@
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -11,7 +9,8 @@ from albert_tf.convert_checkpoint import convert
 from albert_tf.formats import CheckpointError
 from albert_tf.formats import original as tf1
 
-from paths import CONFIGS, REPO
+from command_helpers import run_command
+from paths import CONFIGS
 from reference_numpy import random_original_checkpoint
 
 RNG = np.random.default_rng(2)
@@ -127,23 +126,13 @@ def test_convert_round_trip_through_both_formats(tmp_path):
     np.testing.assert_array_equal(backbone.pooler.kernel.numpy(), values["bert/pooler/dense/kernel"])
 
 
-@pytest.mark.slow
 def test_cli_writes_nothing_on_error(tmp_path):
     # xlarge-shaped weights into a smaller config: one clear error, nothing written.
     _, prefix = original(tmp_path, hidden_size=128, intermediate_size=512)
     out = tmp_path / "out"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "albert_tf.convert_checkpoint",
-            f"--input={prefix}",
-            f"--albert_config_file={write_config(tmp_path)}",
-            f"--output_dir={out}",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
+    result = run_command(
+        "albert_tf.convert_checkpoint",
+        [f"--input={prefix}", f"--albert_config_file={write_config(tmp_path)}", f"--output_dir={out}"],
     )
     assert result.returncode == 1
     assert "error: " in result.stderr and "the model expects [64, 64]" in result.stderr
@@ -152,22 +141,11 @@ def test_cli_writes_nothing_on_error(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".staging-")]
 
 
-@pytest.mark.slow
 def test_cli_reports_bad_config_file(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"vocab_size": 10}')
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "albert_tf.convert_checkpoint",
-            "--input=x",
-            f"--albert_config_file={bad}",
-            f"--output_dir={tmp_path / 'out'}",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
+    result = run_command(
+        "albert_tf.convert_checkpoint", ["--input=x", f"--albert_config_file={bad}", f"--output_dir={tmp_path / 'out'}"]
     )
     assert result.returncode == 1
     assert f"error: {bad}: missing required field(s): attention_probs_dropout_prob" in result.stderr

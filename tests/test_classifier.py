@@ -298,6 +298,7 @@ def test_do_predict_without_test_tsv_fails_before_training_naming_the_file(real_
         assert not (output_dir / "eval_results.txt").exists() and not (output_dir / "best").exists()
 
 
+@pytest.mark.slow
 def test_a_sigterm_after_the_work_does_not_fail_the_run(tmp_path):
     # The work done (summary written), a SIGTERM while the CLI prints and exits must not turn it into 143.
     # A subprocess: the signal is delivered to the process and its exit status is under test.
@@ -384,7 +385,6 @@ def test_task_flags_out_of_range_are_refused():
         race.RaceTask("data", max_qa_length=0)
 
 
-@pytest.mark.slow
 def test_cli_negative_learning_rate_is_one_line(tmp_path):
     from paths import CONFIGS
 
@@ -417,6 +417,7 @@ def test_max_seq_length_too_short_for_the_task_fails_before_any_work(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
     """A run killed after writing best/ but before its first checkpoint starts again from step 0."""
     import shutil
@@ -460,7 +461,6 @@ def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
     assert runs[0] == runs[1] != runs[2] == runs[3] != runs[4] == runs[5] and len(set(runs)) == 3
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("asked", [["-v", "1"], ["ALBERT_TF_TRACEBACK=1"]])
 def test_cli_shows_the_traceback_when_asked(tmp_path, asked, monkeypatch):
     from paths import CONFIGS

@@ -130,6 +130,7 @@ def test_a_metric_the_task_does_not_compute_is_refused_before_any_work(tmp_path)
 CLASSIFIER_ARGV = ["--task_name", "sst-2", "--albert_config_file", str(CONFIGS / "albert_tiny.json"), "--do_train"]
 
 
+@pytest.mark.slow
 @pytest.mark.realdata
 def test_a_run_refused_by_the_lock_or_its_flags_writes_no_settings(real_data, pretrained_tiny, tmp_path):
     # A model with its vocabulary: the run passes every check up to the lock.

@@ -138,7 +138,6 @@ def test_bad_early_exit_requests_are_clear_errors(classifier_dir, wikitext_spm, 
     assert not (tmp_path / "o.npy").exists()
 
 
-@pytest.mark.slow
 def test_cli_patience_flag_and_its_one_line_error(classifier_dir, monkeypatch):
     _, directory = classifier_dir
     monkeypatch.chdir(REPO)

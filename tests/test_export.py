@@ -311,7 +311,6 @@ def test_tflite_variants_builtin_shared_and_accurate(real_data, pretraining_data
     assert len(lengths) >= 3, lengths  # the real lengths differ
 
 
-@pytest.mark.slow
 def test_full_int8_needs_readable_representative_text(real_data, pretrained, pretrained_tiny, tmp_path, monkeypatch):
     from albert_tf.export import ExportError, export_tflite
     from albert_tf.export.representative import RepresentativeDataError, read_texts, representative_samples
@@ -455,6 +454,7 @@ def test_export_refuses_negative_or_existing_versions_and_removes_stale_staging(
     assert sorted(os.listdir(base)) == ["3", "4"]
 
 
+@pytest.mark.slow
 def test_serve_text_refuses_a_text_over_the_limit_and_keeps_serving(fox_spm, tmp_path):
     from albert_tf.export import export_saved_model
     from albert_tf.tokenization import MAX_SEGMENTED_CHARS, SentencePieceTokenizer
@@ -539,6 +539,7 @@ def test_max_predictions_per_seq_is_checked_only_for_an_mlm_model(tmp_path):
         export_tflite(_tiny("pretrainer"), str(tmp_path / "mlm"), "none", max_seq_length=16)
 
 
+@pytest.mark.slow
 def test_export_cli_refuses_representative_flags_on_a_saved_model(tmp_path, pretrained_tiny, real_data, monkeypatch):
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
     monkeypatch.chdir(REPO)

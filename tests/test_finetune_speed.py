@@ -53,6 +53,7 @@ def evaluate(fine_tuned_dir, real_data, output_dir, **overrides):
     return summary, [(output_dir / path).read_text() for path in summary["predictions"]]
 
 
+@pytest.mark.slow
 def test_grouped_evaluation_equals_fixed_padding_on_sst2_dev(fine_tuned_dir, real_data, wikitext_spm, tmp_path):
     grouped, grouped_file = evaluate(fine_tuned_dir, real_data, tmp_path / "grouped")
     fixed, fixed_file = evaluate(fine_tuned_dir, real_data, tmp_path / "fixed", length_grouping=False)

@@ -63,7 +63,6 @@ def test_integer_tensors_where_weights_should_be_float_are_refused(tmp_path, spm
         formats.load(str(directory))
 
 
-@pytest.mark.slow
 def test_convert_refuses_non_finite_hf_weights_and_writes_nothing(tmp_path, monkeypatch, spm):
     directory = _peer_dir(tmp_path, spm, "hf")
     values = load_file(str(directory / "model.safetensors"))

@@ -220,7 +220,6 @@ def _cli(monkeypatch, *args):
     return run_command("albert_tf.convert_checkpoint", args)
 
 
-@pytest.mark.slow
 def test_cli_refuses_pytorch_pickles_and_writes_nothing(tmp_path, monkeypatch):
     _, directory = _hf_dir(tmp_path, "backbone")
     os.replace(directory / "model.safetensors", directory / "pytorch_model.bin")
@@ -233,7 +232,6 @@ def test_cli_refuses_pytorch_pickles_and_writes_nothing(tmp_path, monkeypatch):
     assert not out.exists() and not [p for p in os.listdir(tmp_path) if p.startswith(".staging-")]
 
 
-@pytest.mark.slow
 def test_cli_converts_and_prints_what_it_wrote(tmp_path, monkeypatch, toy_spm):
     _, ours = our_dir(tmp_path, "pretrainer", toy_spm)
     result = _cli(monkeypatch, f"--input={ours}", f"--output_dir={tmp_path / 'kh'}", "--output_format=keras_hub")

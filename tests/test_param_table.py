@@ -19,7 +19,6 @@ RELEASED = {
 }
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(RELEASED))
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_released_models_count_exactly(name, version):
@@ -27,7 +26,6 @@ def test_released_models_count_exactly(name, version):
     assert (counts["backbone"], counts["with_heads"]) == RELEASED[name]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name,paper,exact", [("bert_base", 108e6, 109_081_344), ("bert_large", 334e6, 334_607_360)])
 def test_bert_lands_at_the_papers_counts(name, paper, exact):
     counts = count_parameters(AlbertConfig.from_json_file(str(CONFIGS / f"{name}.json")))

@@ -110,7 +110,6 @@ def test_bad_requests_are_clear_errors(tmp_path, pretrainer_dir):
         run(directory, text="[MASK]", max_seq_length=129)
 
 
-@pytest.mark.slow
 def test_cli_prints_fillers_and_one_line_errors(pretrainer_dir):
     _, directory = pretrainer_dir
     result = run_command("albert_tf.predict", [f"--model_dir={directory}", "--text=no mask"])

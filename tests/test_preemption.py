@@ -149,6 +149,7 @@ def test_a_sigterm_whose_raise_a_gc_callback_swallowed_still_stops_the_publishin
         preemption.check_terminated()
 
 
+@pytest.mark.slow
 @pytest.mark.realdata
 def test_sigterm_during_data_prep_releases_the_lock_and_leaves_no_staging(tmp_path, wikitext_spm, real_data):
     from albert_tf.publish import STAGING_PREFIX

@@ -10,7 +10,7 @@ import pytest
 
 from command_helpers import run_command
 from paths import CONFIGS
-from pretraining_helpers import cli, common_args, final_weights, free_ports, latest_checkpoint_step
+from pretraining_helpers import cli, common_args, final_weights, latest_checkpoint_step
 
 pytestmark = pytest.mark.realdata
 SEQ = 64
@@ -81,26 +81,6 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(pretraining_data, tmp_
     # Running again once finished trains nothing and keeps the result.
     again = run_command("albert_tf.run_pretraining", args)
     assert again.returncode == 0 and "nothing to train" in again.stdout
-
-
-@pytest.mark.slow
-def test_two_local_workers_finish_with_identical_weights(pretraining_data, tmp_path):
-    ports = free_ports(2)
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    args = common_args(pretraining_data, str(tmp_path / "mw"), 6, strategy="multi_worker", deterministic=False)
-    workers = [
-        cli(args, env={"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
-        for i in range(2)
-    ]
-    results = [w.communicate(timeout=600) for w in workers]
-    for worker, (_, err) in zip(workers, results):
-        assert worker.returncode == 0, err[-4000:]
-    # Each worker prints its summary JSON last (the chief after its progress output).
-    fingerprints = [json.loads(out[("\n" + out).rindex("\n{") :])["weights_sha256"] for out, _ in results]
-    assert fingerprints[0] == fingerprints[1]
-    summary = json.loads((tmp_path / "mw" / "train_summary.json").read_text())
-    assert summary["end_step"] == 6 and summary["replicas"] == 2
-    assert not [p for p in os.listdir(tmp_path / "mw") if p.startswith(".worker")]
 
 
 @pytest.mark.slow

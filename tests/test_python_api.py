@@ -232,6 +232,7 @@ def test_exported_files_carry_the_label_names_and_predict_reads_a_tflite_file(re
         TFLitePredictor.load(str(tmp_path / "broken.tflite"), tokenizer=predictor.tokenizer)
 
 
+@pytest.mark.slow
 def test_run_classifier_scores_a_tflite_file_on_the_dev_set_as_a_phone_runs_it(real_data, reviews_run, tmp_path):
     import dataclasses
 

@@ -40,6 +40,7 @@ def request(length, seed=0):
     }
 
 
+@pytest.mark.slow
 def test_every_variant_takes_any_length_and_matches_keras(pretrainer, files):
     from albert_tf.export import run_tflite
     from albert_tf.export.tflite import max_seq_length_of

@@ -4,27 +4,18 @@ import json
 import logging
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from paths import REPO
+from command_helpers import run_command
 
 pytestmark = pytest.mark.realdata
 SEQ = 64
 
 
 def run_pretraining(args):
-    return subprocess.run(
-        [sys.executable, "-m", "albert_tf.run_pretraining"] + args,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        timeout=600,
-    )
+    return run_command("albert_tf.run_pretraining", args)
 
 
 def flags(data, output_dir, **values):
@@ -59,6 +50,7 @@ def health_texts(summary_dir):
 EXPLODING = dict(learning_rate=10.0, num_warmup_steps=100, num_train_steps=60, save_checkpoints_steps=10)
 
 
+@pytest.mark.slow
 def test_the_bar_shows_the_last_window_and_the_summary_the_whole_run(pretraining_data, tmp_path):
     output_dir = tmp_path / "run"
     process = run_pretraining(
@@ -98,6 +90,7 @@ def test_the_bar_shows_the_last_window_and_the_summary_the_whole_run(pretraining
     assert health_texts(output_dir / "train")[:2] == lines[:2]
 
 
+@pytest.mark.slow
 def test_a_diverging_run_stops_with_one_line(pretraining_data, tmp_path):
     process = run_pretraining(flags(pretraining_data, str(tmp_path / "run"), on_divergence="stop", **EXPLODING))
     assert process.returncode == 1
@@ -142,6 +135,7 @@ def test_warn_says_so_and_goes_on(pretraining_data, tmp_path, caplog):
     assert warnings[0] in health_texts(tmp_path / "train")
 
 
+@pytest.mark.slow
 def test_rollback_restores_the_last_good_checkpoint_a_bounded_number_of_times(pretraining_data, tmp_path, caplog):
     error, lines = pretrain_exploding(pretraining_data, tmp_path, "rollback", caplog)
     rollbacks = [line for line in lines if "rolled back to" in line]
@@ -156,6 +150,7 @@ def test_rollback_restores_the_last_good_checkpoint_a_bounded_number_of_times(pr
     assert rollbacks == [text for text in health_texts(tmp_path / "train") if "rolled back to" in text]
 
 
+@pytest.mark.slow
 def test_rollback_restores_the_weights_drops_newer_checkpoints_and_skips_the_batches(pretraining_data, tmp_path):
     import tensorflow as tf
 

@@ -5,6 +5,7 @@ import collections
 import contextlib
 import hashlib
 import json
+import os
 import signal
 import socket
 import threading
@@ -118,6 +119,13 @@ def test_a_killed_or_preempted_worker_stops_the_run_and_a_restart_resumes_to_the
         results = [w.communicate(timeout=600) for w in workers]
     assert [w.returncode for w in workers] == [0, 0], results[0][1][-3000:] + results[1][1][-3000:]
     expected = final_weights(tmp_path / "reference")
+    # The uninterrupted run: both workers end with identical weights (each prints its summary JSON last,
+    # the chief after its progress output), two replicas, no worker's scratch left.
+    fingerprints = [json.loads(out[("\n" + out).rindex("\n{") :])["weights_sha256"] for out, _ in results]
+    assert fingerprints[0] == fingerprints[1]
+    summary = json.loads((tmp_path / "reference" / "train_summary.json").read_text())
+    assert summary["end_step"] == steps and summary["replicas"] == 2
+    assert not [p for p in os.listdir(tmp_path / "reference") if p.startswith(".worker")]
 
     for signum in (signal.SIGKILL, signal.SIGTERM):
         name = signum.name
