@@ -49,6 +49,8 @@ def run_command(module: str, argv) -> Completed:
             logging_as_it_was(),
             op_determinism_as_it_was(),
             main_module_as(module),
+            absl_log_output_to(stderr),
+            sigterm_record_as_it_was(),
             pending_lock_actions_as_they_were(),
             contextlib.redirect_stdout(stdout),
             contextlib.redirect_stderr(stderr),
@@ -208,6 +210,32 @@ def op_determinism_as_it_was():
     finally:
         if not enabled and "tensorflow" in sys.modules:
             config().disable_op_determinism()
+
+
+@contextlib.contextmanager
+def absl_log_output_to(stream):
+    """absl's handler writes to the stderr it found at import; a process's would be captured: so is this."""
+    from absl import logging as absl_logging
+
+    handler = absl_logging.get_absl_handler().python_handler
+    kept = handler.stream
+    handler.stream = stream
+    try:
+        yield
+    finally:
+        handler.stream = kept
+
+
+@contextlib.contextmanager
+def sigterm_record_as_it_was():
+    """A SIGTERM a command received (`preemption.check_terminated`) ends with its process: here, with its run."""
+    from albert_tf import preemption
+
+    kept = preemption._terminated
+    try:
+        yield
+    finally:
+        preemption._terminated = kept
 
 
 def exit_status(code) -> int:

@@ -79,3 +79,24 @@ def test_one_label_given_or_found_is_refused(tmp_path):
         read_train(path, labels=("pos",))
     with pytest.raises(DataFileError, match=r"one.csv: one label only \(pos\)"):
         read_train(path)
+
+
+def test_blank_header_names_a_task_never_reads_may_repeat(tmp_path):
+    # A spreadsheet's export often ends its header with empty names: they are never read.
+    path = write(tmp_path, "sheet.csv", "text,label,,\na,pos,,\nb,neg,,\n")
+    _, examples, _ = read_train(path)
+    assert [e.text_a for e in examples] == ["a", "b"]
+
+
+def test_a_saved_models_class_names_are_matched_by_name():
+    from albert_tf.tasks.glue import Columns, GlueDataError, TsvTask
+
+    def task(*labels):
+        return TsvTask("mine", labels=labels, train=Columns(0, None, 1, header=True))
+
+    assert task("b", "a").with_model_labels(("a", "b")).labels == ("a", "b")
+    assert task("a", "c").with_model_labels(("a", "b", "c")).labels == ("a", "b", "c")  # a dev file without b
+    assert task("a", "b").with_model_labels(None).labels == ("a", "b")  # a model without names
+    assert task().with_model_labels(("a", "b")).labels == ()  # regression: the outputs' shapes decide
+    with pytest.raises(GlueDataError, match=r"mine: the labels x,a .* include x, which the model was not fine-tuned"):
+        task("x", "a").with_model_labels(("a", "b"))

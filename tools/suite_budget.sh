@@ -6,6 +6,10 @@
 # ALBERT_TF_SUITE_BUDGET_S overrides it (a much slower or busier machine).
 set -euo pipefail
 if [ -n "${ALBERT_TF_SUITE_BUDGET_S:-}" ]; then
+  if ! [[ $ALBERT_TF_SUITE_BUDGET_S =~ ^[0-9]+$ ]]; then
+    echo "error: ALBERT_TF_SUITE_BUDGET_S=$ALBERT_TF_SUITE_BUDGET_S: expected whole seconds" >&2
+    exit 1
+  fi
   echo "$ALBERT_TF_SUITE_BUDGET_S"
 elif grep -qw avx512_bf16 /proc/cpuinfo; then
   echo 900    # 12 min x 1.25

@@ -107,7 +107,8 @@ class FineTuneCheckpoints:
                 before = json.load(f)
         except (OSError, ValueError):
             return  # checkpoints without a record: nothing to compare
-        # A record from before a binding existed (labels, columns) is compared on what it holds.
+        # A record from before a binding existed (labels, columns) is compared on what it holds, and is
+        # not rewritten: such a run's labels and columns stay unbound.
         changed = [name for name in self.bound if name in before and before[name] != self.bound[name]]
         if changed:
             differences = ", ".join(f"{name} {before.get(name)!r} → {self.bound[name]!r}" for name in changed)

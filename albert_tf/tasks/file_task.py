@@ -206,7 +206,7 @@ def records(path: str, columns: ColumnNames) -> Iterator[Tuple[int, Dict]]:
         if kind == "jsonl":
             yield from _json_records(lines, path)
         else:
-            yield from _table_records(lines, path, DELIMITERS["." + kind], columns.by_number)
+            yield from _table_records(lines, path, DELIMITERS["." + kind], columns)
 
 
 def _json_records(lines, path) -> Iterator[Tuple[int, Dict]]:
@@ -222,10 +222,12 @@ def _json_records(lines, path) -> Iterator[Tuple[int, Dict]]:
         yield line, value
 
 
-def _table_records(lines, path, delimiter, by_number) -> Iterator[Tuple[int, Dict]]:
+def _table_records(lines, path, delimiter, columns: ColumnNames) -> Iterator[Tuple[int, Dict]]:
     # TSV is read as written (no quoting: a field may start with `"`), as GLUE's readers do; CSV quotes.
-    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+    quoted = delimiter != "\t"
+    quoting = csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE
     reader = csv.reader(lines, delimiter=delimiter, quoting=quoting, strict=True)
+    read = {c for c in (columns.text, columns.text_b, columns.label) if c is not None}
     header = None
     while True:
         first_line = reader.line_num + 1
@@ -234,7 +236,8 @@ def _table_records(lines, path, delimiter, by_number) -> Iterator[Tuple[int, Dic
         except StopIteration:
             return
         except csv.Error as error:
-            raise DataFileError(f"{path}:{first_line}: {error} (an unclosed quote?)") from None
+            unclosed = quoted and "end of data" in str(error)
+            raise DataFileError(f"{path}:{first_line}: {error}{' (an unclosed quote?)' if unclosed else ''}") from None
         if not row or row == [""]:
             continue
         if reader.line_num > first_line:  # a quoted field ran over line breaks: rows would be swallowed
@@ -245,10 +248,12 @@ def _table_records(lines, path, delimiter, by_number) -> Iterator[Tuple[int, Dic
                 f"{reader.line_num} (an unclosed quote?); rows here are one line each (texts with line "
                 "breaks: JSON lines)"
             )
-        if by_number:
+        if columns.by_number:
             yield reader.line_num, {str(i): value for i, value in enumerate(row)}
         elif header is None:
-            twice = sorted({name for name in row if row.count(name) > 1})
+            # A column the task reads, named twice, would be read from its last place: refused. Others
+            # (blank names of a spreadsheet's trailing columns) are never read.
+            twice = sorted({name for name in row if row.count(name) > 1} & read)
             if twice:
                 raise DataFileError(f"{path}:{reader.line_num}: the header names {', '.join(map(repr, twice))} twice")
             header = row

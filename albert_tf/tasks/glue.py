@@ -102,14 +102,16 @@ class TsvTask(Task):
         return {**super().binding(), "labels": list(self.labels)}
 
     def with_model_labels(self, labels):
-        """The model's class order where the names are the same set (`--labels b,a` on an a,b model reads
-        `a` as class 0, not the reverse); another set of names is an error."""
+        """The model's classes, matched by name: `--labels b,a` on an a,b model reads `a` as class 0, not the
+        reverse, and labels read from a dev file that lacks a class are the model's too. A name the model was
+        not fine-tuned with is an error."""
         if labels is None or not self.labels or tuple(labels) == self.labels:
             return self  # a regression task on a classifier: the outputs' shapes say it (TFLite) or the score shows
-        if sorted(labels) != sorted(self.labels):
+        unknown = [name for name in self.labels if name not in labels]
+        if unknown:
             raise GlueDataError(
-                f"--labels {','.join(self.labels)}: the model was fine-tuned with the labels {','.join(labels)}; "
-                "give those (any order) or leave --labels out"
+                f"{self.name}: the labels {','.join(self.labels)} (--labels, or the data's) include "
+                f"{','.join(unknown)}, which the model was not fine-tuned with (its labels: {','.join(labels)})"
             )
         return dataclasses.replace(self, labels=tuple(labels))
 
