@@ -140,7 +140,12 @@ def test_runner_trains_and_writes_metrics_and_predictions(
     assert [v[0] for v in values] == [str(i) for i in range(40)]
     if task == "sts-b":
         # Regression predictions are finite numbers (a label string or "nan" would not pass).
-        assert all(re.fullmatch(r"-?\d+(\.\d+)?(e-?\d+)?", v[1]) and np.isfinite(float(v[1])) for v in values)
+        assert all(re.fullmatch(r"-?\d+(\.\d+)?(e[-+]?\d+)?", v[1]) and np.isfinite(float(v[1])) for v in values)
+        # dev_predictions.tsv keeps every digit: Pearson from the file is the run's (3 decimals moved it).
+        written = (tmp_path / "out" / "dev_predictions.tsv").read_text().splitlines()[1:]
+        predicted = [float(line.split("\t")[1]) for line in written]
+        gold = [float(line.split("\t")[-1]) for line in dev_lines]
+        assert np.corrcoef(predicted, gold)[0, 1] == pytest.approx(summary["eval"]["pearson"], abs=1e-6)
     else:
         assert {v[1] for v in values} <= set(glue.TASKS[task].labels)
 

@@ -14,7 +14,7 @@ pooled embedding. With `--input_file`: the pooled embedding of every line
 `[lines, hidden]`) or `.jsonl` JSON lines (`{"text": ..., "embedding": [...]}`);
 other extensions are refused, and so is a path among the model's own files.
 
-`--model_dir` may also be a `.tflite` file (`albert_tf.export_model
+`--model_dir` may also be a `.tflite` file (`python -m albert_tf.export
 --format tflite`): it runs as on a phone, one text at a time at its own length,
 with the tokenizer and config exported beside it. A classifier prints its
 class probabilities (`--input_file`: JSON lines of answers); an encoder its

@@ -356,10 +356,11 @@ def compute_metrics(task: TsvTask, labels, outputs) -> dict:
 
 
 def prediction_strings(task: TsvTask, outputs) -> List[str]:
-    """GLUE submission values: label strings, or the score for STS-B."""
+    """GLUE submission values: label strings, or the score for STS-B (every digit of the model's float32:
+    a metric computed from the file is the run's)."""
     outputs = np.asarray(outputs)
     if task.is_regression:
-        return [f"{score:.3f}" for score in outputs[:, 0]]
+        return [f"{score:.9g}" for score in outputs[:, 0]]
     return [task.labels[i] for i in outputs.argmax(-1)]
 
 
