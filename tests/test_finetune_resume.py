@@ -40,7 +40,6 @@ def command(real_data, pretraining_data, root, output_dir, *extra):
         "--train_batch_size=8",
         "--eval_batch_size=40",
         "--learning_rate=1e-3",
-        "--dropout=0",  # the tiny config has none either: the run is a function of the seed
         f"--train_step={TRAIN_STEP}",
         f"--save_checkpoints_steps={INTERVAL}",
         *extra,

@@ -1,8 +1,9 @@
 """Where a fine-tuning run keeps its state, so the same command resumes a killed or preempted run.
 
 Every evaluation interval (and on a stop signal) the training model, the
-optimizer (its step, moments and the learning-rate schedule's position) and
-the evaluations since `best/` last improved go to `output_dir/checkpoints`
+optimizer (its step, moments and the learning-rate schedule's position), the
+dropout layers' seed generators and the evaluations since `best/` last improved
+go to `output_dir/checkpoints`
 (`tf.train.CheckpointManager`: written to temporary files and renamed, the
 `checkpoint` index replaced after, so a SIGKILL at any moment leaves the last
 complete one; the last `KEEP` are kept). The data position needs no state:
@@ -72,7 +73,12 @@ class FineTuneCheckpoints:
         self.bound = bound_settings(settings, task_binding)
         # Evaluations since best/ last improved (--early_stopping_patience), saved with the weights.
         self.stale_evaluations = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, stale=self.stale_evaluations)
+        # The dropout layers' seed generators: a resumed run draws the masks the uninterrupted one would.
+        weights = {id(weight) for weight in model.weights}
+        seed_states = [variable.value for variable in model.variables if id(variable) not in weights]
+        self.checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=optimizer, stale=self.stale_evaluations, seed_states=seed_states
+        )
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=KEEP)
 
     def latest(self) -> Optional[str]:
