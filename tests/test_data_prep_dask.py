@@ -20,15 +20,18 @@ WORKERS = 2
 
 
 def stop(processes):
-    for process in processes:
-        if process.poll() is None:
-            process.terminate()
-    for process in processes:
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    """Stops the workers, then the scheduler (`processes[0]`): a worker stopped together with its scheduler
+    spent its whole 30 s close timeout trying to say goodbye to it."""
+    for group in (processes[1:], processes[:1]):
+        for process in group:
+            if process.poll() is None:
+                process.terminate()
+        for process in group:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 @pytest.fixture
