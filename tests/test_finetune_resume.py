@@ -55,15 +55,21 @@ def checkpoint_weights(output_dir, step):
 
 
 def in_a_process(argv):
-    """The command as a process of its own: what a signal stops (the other runs go in-process)."""
+    """The command as a process of its own. Every run here is one: a signal stops the victim, and the
+    runs compared with it must compute as it does (a test process may have TensorFlow's op determinism
+    on from an earlier test, and its kernels differ in the last digits)."""
     return [sys.executable, "-m", COMMAND, *argv]
+
+
+def run_process(argv):
+    return subprocess.run(in_a_process(argv), cwd=REPO, capture_output=True, text=True, env=ENV, timeout=600)
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(real_data, pretraining_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("uninterrupted")
     output_dir = root / "out"
-    done = run_command(COMMAND, command(real_data, pretraining_data, root, output_dir))
+    done = run_process(command(real_data, pretraining_data, root, output_dir))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "initialized from scratch (random weights)" in done.stdout
     return output_dir
@@ -94,7 +100,7 @@ def test_the_same_command_resumes_a_stopped_run_and_ends_as_an_uninterrupted_one
     assert INTERVAL <= stopped_at < TRAIN_STEP  # else the stop came after the run: nothing to resume
     before = (output_dir / "eval_results.txt").read_text().splitlines()
 
-    again = run_command(COMMAND, run)
+    again = run_process(run)
     assert again.returncode == 0, again.stderr[-3000:]
     resumed_line = next(line for line in again.stdout.splitlines() if line.startswith("resumed from "))
     assert f"at step {stopped_at}" in resumed_line
