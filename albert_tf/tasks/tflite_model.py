@@ -26,7 +26,6 @@ import numpy as np
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs.length_batching import MASK_FEATURE, PAD_LOGIT, true_lengths
 from albert_tf.models.backbone import AlbertBackbone
-from albert_tf.models.task_base import label_names
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.settings import FineTuneError
 
@@ -48,7 +47,8 @@ class TFLiteTaskModel:
         return self.runner.model_file
 
     def check_fits(self, task: Task, config: AlbertConfig) -> None:
-        """Fails unless the file has the inputs, outputs and class names of `task`'s model on `config`."""
+        """Fails unless the file has the inputs and outputs of `task`'s model on `config` (class names are
+        matched by the runner: `Task.with_model_labels`)."""
         expected = task.build_model(AlbertBackbone.from_albert_config(config), 0.0)
         where = self.model_file
         inputs = sorted(tensor.name for tensor in expected.inputs)
@@ -62,12 +62,6 @@ class TFLiteTaskModel:
             raise FineTuneError(
                 f"{where}: outputs {_shapes_text(self.output_shapes)}; a {task.name} model on this config outputs "
                 f"{_shapes_text(shapes)} (another task's file, or another label count)"
-            )
-        task_labels = label_names(expected)
-        if self.runner.labels is not None and task_labels is not None and task_labels != self.runner.labels:
-            raise FineTuneError(
-                f"{where}: fine-tuned with the labels {','.join(self.runner.labels)} in that order; the task's are "
-                f"{','.join(task_labels)} (pass --labels {','.join(self.runner.labels)})"
             )
 
     def predict(self, features: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
