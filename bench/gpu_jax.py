@@ -1,27 +1,24 @@
-"""GPU training throughput under Keras' JAX backend: ours vs keras-hub's JAX model vs HF torch.compile.
+"""GPU training throughput under Keras' JAX backend: the loop's own step vs keras-hub on JAX vs HF torch.compile.
 
-The issue's goal 4 (not run yet: no GPU was lent when this was written). Train step =
-forward (MLM at 20 gathered positions + SOP), backward, AdamW update, one jitted
-function; albert_base_v2 shapes, batch 32 × 512, `mixed_bfloat16` (HF: bf16
-autocast). Every case runs in a fresh process, cases interleaved over rounds; prints
-JSON with sequences/s and the ratios to each peer. Anchors from the issue
-(H100): keras-hub JAX 715 seq/s, HF torch.compile 1009 seq/s; goal ≥ 1400.
+`ours` times `albert_tf.pretraining.jax_step.JaxTrainStep`, the very step `run_pretraining
+--backend jax` runs (forward with MLM at 20 gathered positions + SOP, backward, global-norm
+clipping, the original's AdamW or LAMB, the state written back), fed numpy batches as the loop
+feeds it. Its attention is what the layer picks (cuDNN's fused kernel under JAX on a GPU in
+bf16, else einsum); the script reads the compiled step and prints which ran.
+`ours_einsum` is the same step with the einsum attention forced. Every case runs in a fresh
+process, cases interleaved over rounds, at each shape; prints JSON with sequences/s, tokens/s,
+model FLOPs utilisation (against `--peak_tflops`, H100 SXM bf16 dense by default) and the ratios.
 
-    # venv with jax[cuda12], keras, keras-hub (--no-deps) and this repo; torch venv for HF
-    python bench/gpu_jax.py [--batch 32] [--seq 512] [--rounds 2] [--steps 10]
-        [--cases ours,ours_dpa,keras_hub,hf_compile] [--torch_python /path/to/python]
+    python bench/gpu_jax.py [--shapes 32x512,128x128] [--rounds 2] [--steps 10]
+        [--cases ours,ours_einsum,keras_hub,hf_compile] [--torch_python /path/to/python]
+    python bench/gpu_jax.py --require_cudnn --cases ours --shapes 8x128   # exit 1 unless cuDNN attention ran
 
 Cases:
-- `ours`: `AlbertPretrainer`, attention as in the layers (einsum, f32 softmax).
-- `ours_dpa`: the same with `use_dot_product_attention` (`keras.ops.dot_product_attention`,
-  cuDNN flash attention under JAX where it applies). Before timing, the script checks its
-  outputs against `ours` on the same weights and inputs and reports the max difference;
-  use it only where that is float rounding (bf16: ~1e-2 on logits).
-- `keras_hub`: keras-hub `AlbertBackbone` + `MaskedLMHead` + Dense SOP, the same step.
+- `keras_hub`: keras-hub `AlbertBackbone` + `MaskedLMHead` + Dense SOP, Keras AdamW, one jitted step.
 - `hf_compile`: transformers `AlbertForPreTraining` submodules on CUDA, torch.compile,
   bf16 autocast, fused AdamW (run with `--torch_python`).
 
-`--smoke` runs every case on CPU with a tiny shape (checks the script, not speed).
+`--smoke` runs every case on CPU with a tiny shape (checks the script, not speed; the suite runs it).
 """
 
 import argparse
@@ -57,9 +54,9 @@ def keras_model(case, cfg, policy):
     import keras
     from keras import ops
 
-    if case in ("ours", "ours_dpa"):
+    if case in ("ours", "ours_einsum"):
         from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
-        from albert_tf.layers import AlbertAttention
+        from albert_tf.layers.attention import AlbertAttention
         from albert_tf.pretraining.objective import pretraining_loss
 
         config = AlbertConfig.from_dict(
@@ -81,9 +78,10 @@ def keras_model(case, cfg, policy):
             )
         )
         model = AlbertPretrainer(AlbertBackbone.from_albert_config(config, dtype=policy))
-        for layer in model._flatten_layers():
-            if isinstance(layer, AlbertAttention):
-                layer.use_dot_product_attention = case == "ours_dpa"
+        if case == "ours_einsum":
+            for layer in model._flatten_layers():
+                if isinstance(layer, AlbertAttention):
+                    layer.attention_kernel = "einsum"
         return model, pretraining_loss
     import keras_hub
 
@@ -122,6 +120,23 @@ def keras_model(case, cfg, policy):
     return model, pretraining_loss
 
 
+def model_flops(cfg, batch, seq, predictions=20):
+    """FLOPs of one training step (3× the forward's matmuls: backward is two of them)."""
+    tokens = batch * seq
+    hidden, inner, embed = cfg["hidden"], cfg["intermediate"], cfg["embed"]
+    layer = 2 * tokens * (4 * hidden * hidden + 2 * hidden * inner) + 4 * batch * seq * seq * hidden
+    embedding = 2 * tokens * embed * hidden
+    heads = 2 * batch * predictions * (hidden * embed + embed * cfg["vocab"]) + 2 * batch * (
+        hidden * hidden + 2 * hidden
+    )
+    return 3 * (cfg["layers"] * layer + embedding + heads)
+
+
+def attention_in(compiled_text: str) -> str:
+    """Which attention a compiled step runs: cuDNN's fused call appears as a `__cudnn$fmha` custom call."""
+    return "cudnn" if "__cudnn$fmha" in compiled_text else "einsum"
+
+
 def run_keras(args):
     os.environ["KERAS_BACKEND"] = "jax"
     import jax
@@ -133,41 +148,58 @@ def run_keras(args):
     model, loss_of = keras_model(args.case, args.cfg, policy)
     data = synthetic_batch(np, args.batch, args.seq, args.cfg["vocab"])
     names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
-    x = {k: jax.numpy.asarray(data[k]) for k in names}
-    features = {k: jax.numpy.asarray(v) for k, v in data.items()}
     extra = {}
-    if args.case == "ours_dpa":  # agreement with the einsum attention, same weights
-        reference, _ = keras_model("ours", args.cfg, policy)
-        reference.set_weights(model.get_weights())
-        got, want = model(x), reference(x)
-        extra["max_abs_diff_vs_ours"] = {
-            k: float(np.abs(np.asarray(got[k], "float32") - np.asarray(want[k], "float32")).max()) for k in got
-        }
-    optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01)
-    optimizer.build(model.trainable_variables)
+    if args.case in ("ours", "ours_einsum"):
+        from albert_tf.optimization import create_optimizer
+        from albert_tf.pretraining.jax_step import JaxTrainStep
 
-    def loss_fn(trainable, non_trainable, x, features):
-        out, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
-        return loss_of(out, features), non_trainable
+        optimizer = create_optimizer(args.optimizer, 1e-4, num_train_steps=1000, num_warmup_steps=0)
+        optimizer.build(model.trainable_variables)
+        step = JaxTrainStep(model, optimizer)
+        inputs = {k: data[k] for k in names}
+        labels = {k: v for k, v in data.items() if k not in names}
+        extra["attention"] = attention_in(
+            step.step.lower(step.state(), *step.devices.shard((inputs, labels))).compile().as_text()
+        )
 
-    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+        def one_step():
+            return step(inputs, labels)["loss"]
 
-    @jax.jit
-    def train_step(state, x, features):
-        trainable, non_trainable, optimizer_vars = state
-        (loss, non_trainable), grads = grad_fn(trainable, non_trainable, x, features)
-        trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
-        return loss, (trainable, non_trainable, optimizer_vars)
+    else:
+        x = {k: jax.numpy.asarray(data[k]) for k in names}
+        features = {k: jax.numpy.asarray(v) for k, v in data.items()}
+        optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01)
+        optimizer.build(model.trainable_variables)
 
-    state = (
-        [v.value for v in model.trainable_variables],
-        [v.value for v in model.non_trainable_variables],
-        [v.value for v in optimizer.variables],
-    )
+        def loss_fn(trainable, non_trainable, x, features):
+            out, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
+            return loss_of(out, features), non_trainable
+
+        grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+        @jax.jit
+        def train_step(state, x, features):
+            trainable, non_trainable, optimizer_vars = state
+            (loss, non_trainable), grads = grad_fn(trainable, non_trainable, x, features)
+            trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
+            return loss, (trainable, non_trainable, optimizer_vars)
+
+        state = [
+            (
+                [v.value for v in model.trainable_variables],
+                [v.value for v in model.non_trainable_variables],
+                [v.value for v in optimizer.variables],
+            )
+        ]
+
+        def one_step():
+            loss, state[0] = train_step(state[0], x, features)
+            return loss
+
     times = []
     for i in range(args.warmup + args.steps):
         start = time.perf_counter()
-        loss, state = train_step(state, x, features)
+        loss = one_step()
         loss.block_until_ready()
         if i >= args.warmup:
             times.append(time.perf_counter() - start)
@@ -232,85 +264,87 @@ def run_hf(args):
     return dict(device=device, loss=value, step_s=statistics.median(times))
 
 
+def worker_command(args, case, batch, seq):
+    python = args.torch_python if case == "hf_compile" else sys.executable
+    cmd = [python, os.path.abspath(__file__), "--case", case, "--batch", str(batch), "--seq", str(seq)]
+    cmd += ["--warmup", str(args.warmup), "--steps", str(args.steps), "--optimizer", args.optimizer]
+    return cmd + (["--smoke"] if args.smoke else [])
+
+
+def summarize(args, batch, seq, results):
+    ok = [r for r in results if "step_s" in r]
+    if not ok:
+        return {"failed": results[0].get("error")}
+    step_s = statistics.median(r["step_s"] for r in ok)
+    summary = {
+        "sequences_per_s": round(batch / step_s, 1),
+        "tokens_per_s": round(batch * seq / step_s),
+        "step_s": round(step_s, 4),
+        "mfu": round(model_flops(args.cfg, batch, seq) / step_s / (args.peak_tflops * 1e12), 3),
+        "device": ok[0]["device"],
+    }
+    if "attention" in ok[0]:
+        summary["attention"] = ok[0]["attention"]
+    return summary
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", default="ours,ours_dpa,keras_hub,hf_compile")
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--seq", type=int, default=512)
+    parser.add_argument("--cases", default="ours,ours_einsum,keras_hub,hf_compile")
+    parser.add_argument("--shapes", default="32x512,128x128", help="batch x sequence length, comma-separated")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--optimizer", default="adamw", choices=["adamw", "lamb"], help="ours: the loop's optimizer")
+    parser.add_argument("--peak_tflops", type=float, default=989.0, help="the card's dense bf16 peak (H100 SXM)")
     parser.add_argument("--torch_python", default=sys.executable)
+    parser.add_argument("--require_cudnn", action="store_true", help="exit 1 unless ours ran cuDNN's attention")
     parser.add_argument("--smoke", action="store_true", help="tiny shapes on CPU: checks the script only")
     parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--seq", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.cfg = dict(BASE)
+    shapes = [tuple(int(n) for n in shape.split("x")) for shape in args.shapes.split(",")]
     if args.smoke:
         args.cfg.update(vocab=300, hidden=32, layers=2, heads=4, intermediate=64, max_pos=64)
-        args.batch, args.seq, args.warmup, args.steps = 2, 32, 1, 1
+        shapes, args.warmup, args.steps = [(2, 32)], 1, 1
     if args.case:  # worker
         result = run_hf(args) if args.case == "hf_compile" else run_keras(args)
         print("RESULT " + json.dumps(result), flush=True)
         return
 
     cases = args.cases.split(",")
-    runs = {case: [] for case in cases}
+    runs = {(case, shape): [] for case in cases for shape in shapes}
     for round_index in range(args.rounds):
         order = cases[round_index % len(cases) :] + cases[: round_index % len(cases)]
-        for case in order:
-            python = args.torch_python if case == "hf_compile" else sys.executable
-            cmd = [
-                python,
-                os.path.abspath(__file__),
-                "--case",
-                case,
-                "--batch",
-                str(args.batch),
-                "--seq",
-                str(args.seq),
-                "--warmup",
-                str(args.warmup),
-                "--steps",
-                str(args.steps),
-            ]
-            cmd += ["--smoke"] if args.smoke else []
-            done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-            lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-            result = json.loads(lines[-1][7:]) if lines else {"error": (done.stdout + done.stderr)[-1500:]}
-            print(f"[round {round_index}] {case}: {json.dumps(result)}", file=sys.stderr, flush=True)
-            runs[case].append(result)
-    summary = {}
-    for case, results in runs.items():
-        ok = [r for r in results if "step_s" in r]
-        if ok:
-            step_s = statistics.median(r["step_s"] for r in ok)
-            summary[case] = {
-                "sequences_per_s": round(args.batch / step_s, 1),
-                "step_s": round(step_s, 4),
-                "device": ok[0]["device"],
-            }
-            if "max_abs_diff_vs_ours" in ok[0]:
-                summary[case]["max_abs_diff_vs_ours"] = ok[0]["max_abs_diff_vs_ours"]
-        else:
-            summary[case] = {"failed": results[0].get("error")}
-    ratios = {}
-    for ours in ("ours", "ours_dpa"):
-        for peer in ("keras_hub", "hf_compile"):
-            if "sequences_per_s" in summary.get(ours, {}) and "sequences_per_s" in summary.get(peer, {}):
-                ratios[f"{ours}/{peer}"] = round(summary[ours]["sequences_per_s"] / summary[peer]["sequences_per_s"], 3)
-    print(
-        json.dumps(
-            {
-                "batch": args.batch,
-                "seq": args.seq,
-                "precision": "float32" if args.smoke else "bf16",
-                "summary": summary,
-                "ratios": ratios,
-                "goal_sequences_per_s": 1400,
-            },
-            indent=2,
-        )
-    )
+        for shape in shapes:
+            for case in order:
+                done = subprocess.run(worker_command(args, case, *shape), capture_output=True, text=True, cwd=REPO)
+                lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+                result = json.loads(lines[-1][7:]) if lines else {"error": (done.stdout + done.stderr)[-1500:]}
+                print(f"[round {round_index}] {case} {shape}: {json.dumps(result)}", file=sys.stderr, flush=True)
+                runs[(case, shape)].append(result)
+    report = {}
+    for batch, seq in shapes:
+        summary = {case: summarize(args, batch, seq, runs[(case, (batch, seq))]) for case in cases}
+        ratios = {}
+        for ours in ("ours", "ours_einsum"):
+            for peer in ("keras_hub", "hf_compile"):
+                if "sequences_per_s" in summary.get(ours, {}) and "sequences_per_s" in summary.get(peer, {}):
+                    ratio = summary[ours]["sequences_per_s"] / summary[peer]["sequences_per_s"]
+                    ratios[f"{ours}/{peer}"] = round(ratio, 3)
+        report[f"{batch}x{seq}"] = {"summary": summary, "ratios": ratios}
+    print(json.dumps({"precision": "float32" if args.smoke else "bf16", "shapes": report}, indent=2))
+    failed = [f"{case} {shape}" for shape, r in report.items() for case, got in r["summary"].items() if "failed" in got]
+    if failed:
+        print(f"error: failed: {', '.join(failed)}", file=sys.stderr)
+        sys.exit(1)
+    if args.require_cudnn:
+        ran = {shape: r["summary"].get("ours", {}).get("attention") for shape, r in report.items()}
+        if any(kernel != "cudnn" for kernel in ran.values()):
+            print(f"error: the compiled step did not run cuDNN's fused attention: {ran}", file=sys.stderr)
+            sys.exit(1)
 
 
 if __name__ == "__main__":

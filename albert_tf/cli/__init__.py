@@ -8,13 +8,16 @@ defines the flags several CLIs share, once; `run_record` writes a run's
 
 Importing this package is launching a CLI: TensorFlow prints its C++ start-up
 lines (CUDA probing, CPU features) when it is imported, so the log level is
-set here, before any CLI module imports TensorFlow.
+set here, before any CLI module imports TensorFlow; and Keras reads its
+backend when imported, so `--backend` is read here too (`backend`).
 """
 
 import os
 import sys
 
+from albert_tf.cli.backend import choose_from_argv
 from albert_tf.cli.verbosity import verbosity_from_argv
 
 if verbosity_from_argv(sys.argv) < 1:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+choose_from_argv(sys.argv)  # Keras reads KERAS_BACKEND when first imported

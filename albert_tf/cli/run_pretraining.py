@@ -16,12 +16,17 @@ the SavedModels (`--noexport` to skip them).
 
 import json
 import os
+import subprocess
+import sys
 
+import keras
 from absl import flags
 
+import albert_tf
 from albert_tf import preemption
 from albert_tf.cli import demo
 from albert_tf.cli.app import our_flags, run_cli
+from albert_tf.cli.backend import check_backend, define_backend_flag
 from albert_tf.cli.flags import define_speed_flags, define_vocabulary_flags, settings_from_flags, vocabulary_flag_values
 from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
@@ -84,6 +89,7 @@ def define_flags():
         "same metrics, less padding. --nolength_grouping evaluates every row at --max_seq_length.",
     )
     define_speed_flags(d)
+    define_backend_flag()
     flags.DEFINE_float(
         "worker_timeout_seconds",
         d.worker_timeout_seconds,
@@ -134,7 +140,34 @@ def exported_versions(run_dir: str, step: int, max_seq_length: int) -> dict:
     }
     if all(os.path.isdir(path) for path in existing.values()):
         return existing
+    if keras.backend.backend() != "tensorflow":
+        return export_in_tensorflow_process(run_dir, step, max_seq_length)
     return export_pretraining_run(run_dir, version=step, max_seq_length=max_seq_length)
+
+
+EXPORT_SCRIPT = (
+    "import json, sys; from albert_tf.export import export_pretraining_run; "
+    "print(json.dumps(export_pretraining_run(sys.argv[1], version=int(sys.argv[2]), max_seq_length=int(sys.argv[3]))))"
+)
+
+
+def export_in_tensorflow_process(run_dir: str, step: int, max_seq_length: int) -> dict:
+    """SavedModels are TensorFlow graphs: under another backend, a TensorFlow-backend process writes them."""
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(albert_tf.__file__)))
+    path = os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))
+    result = subprocess.run(
+        [sys.executable, "-c", EXPORT_SCRIPT, run_dir, str(step), str(max_seq_length)],
+        env={**os.environ, "KERAS_BACKEND": "tensorflow", "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode:
+        last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+        raise AlbertError(
+            f"{run_dir}: final/ is written, exporting its SavedModels failed ({last}); run the same command "
+            "again to export them"
+        )
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def main(argv):
@@ -152,6 +185,7 @@ def main(argv):
     if not FLAGS.do_train and not (FLAGS.eval_file or FLAGS.input_file):
         raise AlbertError("--nodo_train needs --eval_file (the data to evaluate the checkpoints on)")
 
+    check_backend(FLAGS.backend)
     strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)  # before any TF op (multi-worker collectives)
     # Read once; its lengths are the defaults. Evaluating only: the eval data are the data.
     if FLAGS.do_train:

@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from albert_tf.layers import fused_attention
 from albert_tf.layers.precision import layer_norm
 from albert_tf.layers.remat import recompute_in_backward
 from albert_tf.layers.weight_cast import compute_weight, dense_on_rows
@@ -66,6 +67,9 @@ class AlbertAttention(keras.layers.Layer):
         # the same probabilities in float32 (exp(-10000) underflows to 0), for
         # inputs whose rows keep at least one key. No attention dropout.
         self.use_dot_product_attention = False
+        # None: cuDNN's fused attention under JAX on a GPU in bf16/fp16, else the einsum path
+        # (`fused_attention`); "einsum", "xla" or "cudnn" to choose (tests, benchmarks).
+        self.attention_kernel = None
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
         self.initializer_range = initializer_range
@@ -147,7 +151,12 @@ class AlbertAttention(keras.layers.Layer):
         ]
         # Scaling q (B·S·H values) is cheaper than scaling the logits (B·N·S·S).
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), self.compute_dtype)
-        if self.use_dot_product_attention and not (training and self.attention_dropout > 0):
+        dropout_on_probs = training and self.attention_dropout > 0
+        kernel = self.attention_kernel or fused_attention.kernel_for(self.compute_dtype)
+        if kernel in ("xla", "cudnn") and not dropout_on_probs:
+            context = fused_attention.attend(query, key, value, input_mask, kernel)
+            return self._output(context, hidden, rows, training)
+        if self.use_dot_product_attention and not dropout_on_probs:
             key_mask = ops.expand_dims(ops.expand_dims(ops.cast(input_mask, "bool"), 1), 1)
             context = ops.dot_product_attention(query, key, value, mask=key_mask, scale=1.0)
             return self._output(context, hidden, rows, training)

@@ -3,10 +3,14 @@
 The input iterator is saved batched: resumed with another `--train_batch_size`
 (or `--grad_accum_steps`, which sets the micro-batch), its first batch has the
 old shape and TensorFlow stops with "Incompatible shapes" deep in the step.
+The Keras backend is bound too: a JAX run's checkpoints hold tf.Variable
+copies of its state (`jax_state`), not the TensorFlow model's objects.
 """
 
 import json
 import os
+
+import keras
 
 from albert_tf.pretraining.settings import TrainingError
 
@@ -21,6 +25,12 @@ def check_same_batch(settings, checkpoint_dir: str) -> None:
         return
     with open(recorded) as f:
         before = json.load(f)
+    backend = before.get("backend", "tensorflow")  # records from before JAX runs existed
+    if backend != keras.backend.backend():
+        raise TrainingError(
+            f"{settings.output_dir} was trained on Keras' {backend} backend (now {keras.backend.backend()}): its "
+            f"checkpoints hold that backend's state; resume with --backend {backend}, or use a new --output_dir"
+        )
     changed = [
         f"--{n} {before[n]} (now {getattr(settings, n)})"
         for n in BOUND_FLAGS
@@ -38,5 +48,5 @@ def record_batch(settings, checkpoint_dir: str) -> None:
     os.makedirs(checkpoint_dir, exist_ok=True)
     partial = os.path.join(checkpoint_dir, RUN_RECORD + ".partial")
     with open(partial, "w") as f:
-        json.dump({n: getattr(settings, n) for n in BOUND_FLAGS}, f, indent=2)
+        json.dump({**{n: getattr(settings, n) for n in BOUND_FLAGS}, "backend": keras.backend.backend()}, f, indent=2)
     os.replace(partial, os.path.join(checkpoint_dir, RUN_RECORD))

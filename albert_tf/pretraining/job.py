@@ -231,9 +231,10 @@ def evaluate_checkpoints(
     eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
     loop = PretrainingLoop(strategy, config, settings, eval_input, eval_input)
     # The weights and the step only: the training iterator in the checkpoint belongs to other data.
-    weights = tf.train.Checkpoint(model=loop.model, optimizer=loop.optimizer)
+    weights = tf.train.Checkpoint(**{k: v for k, v in loop.trackables().items() if k != "train_iterator"})
     results = {}
     for path in state.all_model_checkpoint_paths:
         weights.restore(path).expect_partial()
+        loop.after_restore()
         results[loop.step] = loop.evaluate()
     return dict(sorted(results.items()))

@@ -1,15 +1,11 @@
-"""The pretraining loop on tf.distribute: model, optimizer, train and eval steps.
+"""The pretraining loop: model, optimizer, checkpointed input, and the schedule of one run.
 
 A custom loop rather than `Model.fit`, because a run must resume exactly where
 it stopped, data iterator position included, and Keras' callbacks cannot
-checkpoint the input iterator. Per optimizer step:
-
-  1. each replica computes gradients of its batch, split into
-     `grad_accum_steps` micro-batches whose gradients are summed;
-  2. the gradients of all replicas are summed (all-reduce);
-  3. the summed gradient is clipped to global norm 1.0 (the original's order:
-     clip once, after aggregation);
-  4. LAMB/AdamW applies it.
+checkpoint the input iterator. The loop is one for every Keras backend: only
+the step and the distribution differ, `tf_step` under tf.distribute and
+`jax_step` under Keras' JAX backend (`keras.distribution` over the local
+devices). The input pipeline is tf.data on both.
 
 Saving and resuming are `run_state.CheckpointPolicy`'s job: the loop calls
 its `save(step)` every `save_checkpoints_steps`.
@@ -32,8 +28,9 @@ from albert_tf.inputs.shard_reader import PretrainingInput, find_corrupt_shard, 
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.optimization import create_optimizer
-from albert_tf.pretraining import health, objective, worker_faults
+from albert_tf.pretraining import health, objective, tf_step, worker_faults
 from albert_tf.pretraining.divergence import health_report, non_finite, respond_to_divergence
+from albert_tf.pretraining.jax_state import JaxStateCopy
 from albert_tf.pretraining.settings import PRECISIONS, TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import checkpoints_iterator, is_chief
 from albert_tf.progress import TrainingBar, write_scalars
@@ -68,6 +65,7 @@ class PretrainingLoop:
         self.train_input = train_input
         self.eval_input = eval_input or train_input
         self.chief = is_chief(strategy)
+        self.backend = keras.backend.backend()
         replicas = strategy.num_replicas_in_sync
         if s.train_batch_size % (replicas * s.grad_accum_steps):
             raise TrainingError(
@@ -89,6 +87,8 @@ class PretrainingLoop:
             self.optimizer = optimizer
             self.optimizer.build(self.model.trainable_variables)
         self.iterator_in_checkpoint = checkpoints_iterator(strategy)
+        # Under JAX the variables are no TensorFlow objects: tf.Variable copies of them go into the checkpoint.
+        self.jax_state = JaxStateCopy(self.model, self.optimizer) if self.backend == "jax" else None
         # A checkpointable iterator must exist before the checkpoint that tracks it.
         self.train_iterator = self._make_train_iterator(0) if self.iterator_in_checkpoint else None
         self._train_step = self._make_train_step()
@@ -100,10 +100,23 @@ class PretrainingLoop:
 
     def trackables(self) -> Dict[str, object]:
         """What a checkpoint holds: model, optimizer (step, slots) and, where possible, the iterator."""
-        tracked = {"model": self.model, "optimizer": self.optimizer}
+        if self.jax_state is not None:
+            tracked = self.jax_state.trackables()
+        else:
+            tracked = {"model": self.model, "optimizer": self.optimizer}
         if self.iterator_in_checkpoint:
             tracked["train_iterator"] = self.train_iterator
         return tracked
+
+    def before_save(self):
+        """The checkpoint is about to be written: the values it must hold are copied into it (JAX)."""
+        if self.jax_state is not None:
+            self.jax_state.copy_from_keras()
+
+    def after_restore(self):
+        """A checkpoint was read: its values go into the model and optimizer (JAX)."""
+        if self.jax_state is not None:
+            self.jax_state.copy_to_keras()
 
     def ensure_iterator(self):
         """After a restore: a run that cannot checkpoint its iterator skips the batches already used."""
@@ -140,70 +153,21 @@ class PretrainingLoop:
         )
 
     def _make_train_step(self):
-        s, strategy, model, optimizer = self.settings, self.strategy, self.model, self.optimizer
-        accum = s.grad_accum_steps
-        replicas = strategy.num_replicas_in_sync
-        loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        s, model, optimizer = self.settings, self.model, self.optimizer
+        if self.backend == "jax":
+            from albert_tf.pretraining.jax_step import JaxTrainStep
 
-        def micro_step(inputs, labels):
-            with tf.GradientTape() as tape:
-                outputs = model(inputs, training=True)
-                stats = objective.batch_stats(outputs, labels)
-                loss = objective.loss(stats)
-                # Gradients are summed over micro-batches and replicas: pre-divide.
-                scaled = loss / float(accum * replicas)
-                if loss_scaled:
-                    scaled = optimizer.scale_loss(scaled)
-            # Embedding gradients come as IndexedSlices; LAMB/AdamW update every row anyway.
-            grads = [tf.convert_to_tensor(g) for g in tape.gradient(scaled, model.trainable_variables)]
-            stats["loss"] = loss / float(accum * replicas)
-            return grads, stats
-
-        def replica_step(inputs, labels):
-            grads, stats = None, None
-            for i in range(accum):  # unrolled: accum is small and static
-                chunk = lambda t: tf.split(t, accum, axis=0)[i]  # noqa: E731
-                g, st = micro_step(tf.nest.map_structure(chunk, inputs), tf.nest.map_structure(chunk, labels))
-                grads = g if grads is None else [a + b for a, b in zip(grads, g)]
-                stats = st if stats is None else {k: stats[k] + st[k] for k in st}
-            return grads, stats
-
-        if s.jit_compile:
-            replica_step = tf.function(replica_step, jit_compile=True)
-
-        @tf.function
-        def train_step(iterator):
-            inputs, labels = next(iterator)
-            grads, stats = strategy.run(replica_step, args=(inputs, labels))
-            grads = [strategy.reduce(tf.distribute.ReduceOp.SUM, g, axis=None) for g in grads]
-            stats = {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in stats.items()}
-            if loss_scaled:
-                scale = tf.cast(optimizer.scale_loss(1.0), tf.float32)
-                grads = [g / scale for g in grads]
-            grads, norm = tf.clip_by_global_norm(grads, 1.0)
-            if loss_scaled:  # LossScaleOptimizer unscales (and skips non-finite steps) itself
-                grads = [g * scale for g in grads]
-            optimizer.apply(grads, model.trainable_variables)
-            stats["grad_norm"] = norm
-            return stats
-
-        return train_step
+            step = JaxTrainStep(model, optimizer, s.grad_accum_steps, self.strategy)
+            return lambda iterator: step(*next(iterator))
+        return tf_step.make_train_step(self.strategy, model, optimizer, s.grad_accum_steps, s.jit_compile)
 
     def _make_eval_step(self):
-        strategy, model = self.strategy, self.model
+        if self.backend == "jax":
+            from albert_tf.pretraining.jax_step import JaxEvalStep
 
-        def replica_eval(inputs, labels):
-            stats = objective.batch_stats(model(inputs, training=False), labels)
-            stats["loss"] = objective.loss(stats) / float(strategy.num_replicas_in_sync)
-            return stats
-
-        @tf.function
-        def eval_step(iterator):
-            inputs, labels = next(iterator)
-            stats = strategy.run(replica_eval, args=(inputs, labels))
-            return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in stats.items()}
-
-        return eval_step
+            step = JaxEvalStep(self.model, self.strategy)
+            return lambda iterator: step(*next(iterator))
+        return tf_step.make_eval_step(self.strategy, self.model)
 
     def eval_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
         """This pipeline's eval batches; with `length_grouping` each cut to its longest row (a TPU: its bucket)."""
@@ -216,8 +180,8 @@ class PretrainingLoop:
         )
         if s.length_grouping:
             # Eval metrics are sums over the batches: a row's padding beyond its longest changes none of them.
-            # The eval step is traced once for any width; a TPU compiles each shape, so there widths are few.
-            compiled = isinstance(self.strategy, tf.distribute.TPUStrategy)
+            # The eval step is traced once for any width; a TPU or JAX compiles each shape, so there widths are few.
+            compiled = self.backend == "jax" or isinstance(self.strategy, tf.distribute.TPUStrategy)
             buckets = length_batching.cut_lengths(s.max_seq_length, compiled)
             dataset = dataset.map(lambda inputs, labels: (length_batching.cut_batch(inputs, buckets), labels))
         # A fresh iterator per evaluation: without the autotune thread its deletion does not wait.
@@ -228,7 +192,10 @@ class PretrainingLoop:
         s = self.settings
         if self._eval_step is None:
             self._eval_step = self._make_eval_step()
-        iterator = iter(self.strategy.distribute_datasets_from_function(self.eval_dataset))
+        if self.backend == "jax":  # one pipeline of global batches, sharded by the step
+            iterator = iter(self.eval_dataset(tf.distribute.InputContext()))
+        else:
+            iterator = iter(self.strategy.distribute_datasets_from_function(self.eval_dataset))
         totals = dict.fromkeys(objective.STAT_KEYS, 0.0)
         for _ in range(s.max_eval_steps):
             stats = self._eval_step(iterator)

@@ -1,7 +1,8 @@
 """Where a pretraining run keeps its state, and how it starts again.
 
 Checkpoints (`tf.train.Checkpoint`: model, optimizer with its step and slots,
-input iterator where it can be saved) go to `<output_dir>/checkpoints` every
+input iterator where it can be saved; under JAX, tf.Variable copies of the
+model's and optimizer's variables: `jax_state`) go to `<output_dir>/checkpoints` every
 `save_checkpoints_steps`; TensorFlow writes each to temporary files and
 renames them, and the `checkpoint` index is replaced atomically after, so a
 kill at any moment leaves the last complete checkpoint usable. Running the
@@ -97,6 +98,7 @@ class CheckpointPolicy:
         for path in candidates:
             try:
                 self.checkpoint.restore(path).assert_existing_objects_matched()
+                self.loop.after_restore()
             except (tf.errors.OpError, ValueError, AssertionError, IndexError) as error:  # IndexError: truncated
                 skipped.append(f"{os.path.basename(path)} ({str(error).strip().splitlines()[0][:200]})")
                 continue
@@ -166,6 +168,7 @@ class CheckpointPolicy:
                 f"{self.latest() or '(none yet)'}; lower --learning_rate"
             )
         try:
+            self.loop.before_save()
             self.unconfirmed = self.manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as error:
             path = os.path.join(self._checkpoint_dir_for_this_task(), f"ckpt-{step}")
@@ -217,6 +220,7 @@ class CheckpointPolicy:
             return None
         target = older[-1]
         self.checkpoint.restore(target).assert_existing_objects_matched()
+        self.loop.after_restore()
         for path in self.manager.checkpoints:
             if checkpoint_step(path) > checkpoint_step(target):
                 for name in tf.io.gfile.glob(path + ".*"):

@@ -1,0 +1,42 @@
+"""Fused attention where the backend and the hardware have it: cuDNN's, under JAX on an NVIDIA GPU.
+
+`keras.ops.dot_product_attention` takes a mask, and cuDNN refuses a key mask's shape
+([B, 1, 1, S]: "Bias must have same seq length as QKV", jax-ml/jax#28974), after which
+Keras logs a traceback and silently runs XLA's attention. Our rows are right-padded, so
+a key mask is one length per row: `jax.nn.dot_product_attention`'s
+`key_value_seq_lengths`, which cuDNN takes. This is the layers' one backend-specific
+call; everywhere else (TensorFlow, CPU, float32, attention dropout in training, TFLite)
+the einsum path runs.
+
+Example:
+
+>>> kernel_for("float32") is None  # the einsum path
+True
+"""
+
+from typing import Optional
+
+import keras
+from keras import ops
+
+
+def kernel_for(compute_dtype: str) -> Optional[str]:
+    """ "cudnn" under JAX on a GPU in bfloat16/float16 (cuDNN's fused attention has no float32), else None."""
+    if keras.backend.backend() != "jax" or compute_dtype not in ("bfloat16", "float16"):
+        return None
+    import jax
+
+    return "cudnn" if jax.default_backend() == "gpu" else None
+
+
+def attend(query, key, value, input_mask, implementation: str):
+    """softmax(q kᵀ) v over each row's first Σ input_mask keys (q already scaled); [B, S, N, D].
+
+    `implementation`: "cudnn" (fused, GPU) or "xla" (the same computation, any device; the tests' reference).
+    """
+    import jax
+
+    lengths = ops.cast(ops.sum(ops.cast(input_mask, "int32"), axis=1), "int32")
+    return jax.nn.dot_product_attention(
+        query, key, value, scale=1.0, key_value_seq_lengths=lengths, implementation=implementation
+    )
