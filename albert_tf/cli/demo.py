@@ -17,14 +17,13 @@ import sysconfig
 import time
 from pydoc_data import topics
 
-import tensorflow as tf
-
 from albert_tf.config import AlbertConfig, shipped_configs_dir
 from albert_tf.export import export_pretraining_run
 from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.job import pretrain
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainSettings
+from albert_tf.pretraining.strategy import make_strategy
 from albert_tf.tokenization import SentencePieceTokenizer
 from data_prep.documents import split_sentences
 
@@ -186,9 +185,7 @@ def _steps_for(minutes: float, train_input) -> int:
         num_train_steps=1000,
         verbose=False,
     )
-    loop = PretrainingLoop(
-        tf.distribute.get_strategy(), AlbertConfig.from_json_file(DEMO_CONFIG), settings, train_input
-    )
+    loop = PretrainingLoop(make_strategy("default"), AlbertConfig.from_json_file(DEMO_CONFIG), settings, train_input)
     per_step = loop.time_steps(MEASURE_STEPS)
     shutil.rmtree(probe_dir, ignore_errors=True)
     return max(200, int(minutes * 60 * 0.85 / per_step) // 10 * 10)

@@ -16,13 +16,9 @@ the SavedModels (`--noexport` to skip them).
 
 import json
 import os
-import subprocess
-import sys
 
-import keras
 from absl import flags
 
-import albert_tf
 from albert_tf import preemption
 from albert_tf.cli import demo
 from albert_tf.cli.app import our_flags, run_cli
@@ -124,7 +120,7 @@ def define_flags():
     flags.DEFINE_string("demo_dir", "albert_tf_demo", "Demo only: where everything goes.")
 
 
-DEMO_FLAGS = ("demo_minutes", "demo_dir")
+DEMO_FLAGS = ("demo_minutes", "demo_dir", "backend")
 
 
 def runs_the_demo() -> bool:
@@ -140,38 +136,12 @@ def exported_versions(run_dir: str, step: int, max_seq_length: int) -> dict:
     }
     if all(os.path.isdir(path) for path in existing.values()):
         return existing
-    if keras.backend.backend() != "tensorflow":
-        return export_in_tensorflow_process(run_dir, step, max_seq_length)
     return export_pretraining_run(run_dir, version=step, max_seq_length=max_seq_length)
-
-
-EXPORT_SCRIPT = (
-    "import json, sys; from albert_tf.export import export_pretraining_run; "
-    "print(json.dumps(export_pretraining_run(sys.argv[1], version=int(sys.argv[2]), max_seq_length=int(sys.argv[3]))))"
-)
-
-
-def export_in_tensorflow_process(run_dir: str, step: int, max_seq_length: int) -> dict:
-    """SavedModels are TensorFlow graphs: under another backend, a TensorFlow-backend process writes them."""
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(albert_tf.__file__)))
-    path = os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))
-    result = subprocess.run(
-        [sys.executable, "-c", EXPORT_SCRIPT, run_dir, str(step), str(max_seq_length)],
-        env={**os.environ, "KERAS_BACKEND": "tensorflow", "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-    )
-    if result.returncode:
-        last = (result.stderr.strip().splitlines() or ["no message"])[-1]
-        raise AlbertError(
-            f"{run_dir}: final/ is written, exporting its SavedModels failed ({last}); run the same command "
-            "again to export them"
-        )
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def main(argv):
     del argv
+    check_backend(FLAGS.backend)
     if runs_the_demo():
         with preemption.stop_signals():  # the demo's training stops as a run's does (run it again to resume)
             demo.run_demo(FLAGS.demo_dir, minutes=FLAGS.demo_minutes)
@@ -185,7 +155,6 @@ def main(argv):
     if not FLAGS.do_train and not (FLAGS.eval_file or FLAGS.input_file):
         raise AlbertError("--nodo_train needs --eval_file (the data to evaluate the checkpoints on)")
 
-    check_backend(FLAGS.backend)
     strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)  # before any TF op (multi-worker collectives)
     # Read once; its lengths are the defaults. Evaluating only: the eval data are the data.
     if FLAGS.do_train:

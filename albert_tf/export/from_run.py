@@ -1,9 +1,20 @@
-"""The SavedModels of a finished pretraining run: `<run>/saved_model/{backbone,pretrainer}/<step>/`."""
+"""The SavedModels of a finished pretraining run: `<run>/saved_model/{backbone,pretrainer}/<step>/`.
 
+A SavedModel is a TensorFlow graph of the model: under another Keras backend (a JAX
+run), a TensorFlow-backend process of its own writes it.
+"""
+
+import json
 import os
+import subprocess
+import sys
 from typing import Dict, Optional
 
+import keras
+
+import albert_tf
 from albert_tf import formats
+from albert_tf.export.common import ExportError
 from albert_tf.export.saved_model import export_saved_model
 
 SAVED_MODEL_DIR = "saved_model"
@@ -18,6 +29,8 @@ def export_pretraining_run(
 
     Returns `{"saved_model_backbone": path, "saved_model_pretrainer": path}`.
     """
+    if keras.backend.backend() != "tensorflow":
+        return _export_in_tensorflow_process(run_dir, version, max_seq_length, model_dir)
     loaded = formats.load(model_dir or os.path.join(run_dir, "final"))
     model = loaded.model
     outputs = {}
@@ -30,3 +43,24 @@ def export_pretraining_run(
             max_seq_length=max_seq_length,
         )
     return outputs
+
+
+EXPORT_SCRIPT = (
+    "import json, sys; from albert_tf.export.from_run import export_pretraining_run as export; "
+    "print(json.dumps(export(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] or None)))"
+)
+
+
+def _export_in_tensorflow_process(run_dir: str, version: int, max_seq_length: int, model_dir: Optional[str]) -> dict:
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(albert_tf.__file__)))
+    path = os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))
+    result = subprocess.run(
+        [sys.executable, "-c", EXPORT_SCRIPT, run_dir, str(version), str(max_seq_length), model_dir or ""],
+        env={**os.environ, "KERAS_BACKEND": "tensorflow", "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode:
+        last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+        raise ExportError(f"{run_dir}: exporting the SavedModels (in a TensorFlow-backend process) failed: {last}")
+    return json.loads(result.stdout.strip().splitlines()[-1])

@@ -66,6 +66,14 @@ class PretrainingLoop:
         self.eval_input = eval_input or train_input
         self.chief = is_chief(strategy)
         self.backend = keras.backend.backend()
+        if self.backend == "jax":
+            from albert_tf.pretraining.jax_step import JaxDevices
+
+            if not isinstance(strategy, JaxDevices):
+                raise TrainingError(
+                    f"Keras runs on JAX but the distribution is {type(strategy).__name__}: make it with "
+                    "albert_tf.pretraining.strategy.make_strategy"
+                )
         replicas = strategy.num_replicas_in_sync
         if s.train_batch_size % (replicas * s.grad_accum_steps):
             raise TrainingError(
