@@ -291,3 +291,43 @@ def test_gpu_benchmark_smoke_runs_every_case_on_cpu():
     assert set(report["summary"]) == {"ours", "ours_einsum", "keras_hub", "hf_compile"}
     assert report["summary"]["ours"]["attention"] == "einsum"  # a CPU has no fused attention
     assert report["ratios"]["ours/hf_compile"] > 0
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_fine_tuning_on_jax_writes_a_model_tensorflow_scores_the_same(real_data, pretrained_tiny, tmp_path):
+    # STS-B: a regression's predictions are real numbers, so the comparison sees every row's output.
+    data_dir = tmp_path / "glue"
+    (data_dir / "STS-B").mkdir(parents=True)
+    for split, rows in (("train", 200), ("dev", 120)):
+        lines = (real_data / "glue" / "STS-B" / f"{split}.tsv").read_text().splitlines(keepends=True)
+        (data_dir / "STS-B" / f"{split}.tsv").write_text("".join(lines[: rows + 1]))
+    output_dir = tmp_path / "out"
+    args = ["--task_name=sts-b", f"--data_dir={data_dir}", f"--output_dir={output_dir}", "--max_seq_length=64"]
+    trained = subprocess.run(
+        [sys.executable, "-m", "albert_tf.run_classifier", "--backend=jax", *args]
+        + [f"--init_checkpoint={pretrained_tiny}", "--train_batch_size=16", "--train_step=4"]
+        + ["--save_checkpoints_steps=4", "--do_train", "--do_eval"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    on_jax = json.loads((output_dir / "summary.json").read_text())
+    jax_rows = (output_dir / "dev_predictions.tsv").read_text().splitlines()
+
+    scored = run_command("albert_tf.run_classifier", [*args, "--nodo_train", "--do_eval"])
+    assert scored.returncode == 0, scored.stderr[-3000:]
+    on_tensorflow = json.loads((output_dir / "summary.json").read_text())
+    tf_rows = (output_dir / "dev_predictions.tsv").read_text().splitlines()
+    assert [row.split("\t")[0] for row in jax_rows] == [row.split("\t")[0] for row in tf_rows]
+    assert len(tf_rows) == 121 and len({row.split("\t")[1] for row in tf_rows[1:]}) > 100  # real numbers, varied
+    np.testing.assert_allclose(
+        [float(row.split("\t")[1]) for row in jax_rows[1:]],
+        [float(row.split("\t")[1]) for row in tf_rows[1:]],
+        rtol=0,
+        atol=1e-5,
+    )
+    for key in ("pearson", "spearman", "mse"):
+        np.testing.assert_allclose(on_jax["eval"][key], on_tensorflow["eval"][key], rtol=1e-5, err_msg=key)

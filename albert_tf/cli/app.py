@@ -21,6 +21,7 @@ from typing import Callable
 from absl import app, flags
 
 from albert_tf import preemption
+from albert_tf.cli.backend import check_backend
 from albert_tf.cli.verbosity import verbosity_from_argv
 from albert_tf.errors import AlbertError
 
@@ -122,6 +123,8 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
         # SIGTERM unwinds (locks released, staging removed) unless a training loop defers it to save first.
         signal.signal(signal.SIGTERM, preemption.raise_terminated)
         try:
+            if "backend" in flags.FLAGS:  # the commands that train or run a model: Keras must run on it
+                check_backend(flags.FLAGS.backend)
             result = main(argv)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the work is done: exiting is not worth a 143
             return result

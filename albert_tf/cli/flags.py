@@ -10,6 +10,7 @@ from typing import Dict, Optional, Type, TypeVar
 from absl import flags
 
 from albert_tf import tokenization
+from albert_tf.cli.backend import define_backend_flag
 from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES
 
 FLAGS = flags.FLAGS
@@ -44,7 +45,8 @@ def define_model_flags(init_help: str = "Google's TF1 checkpoint, our model dir,
 
 
 def define_speed_flags(defaults) -> None:
-    """--mixed_precision, --strategy (and --tpu), --jit_compile: pretraining's and every fine-tuning runner's.
+    """--mixed_precision, --strategy (and --tpu), --jit_compile, --backend: pretraining's and every fine-tuning
+    runner's.
 
     `defaults` has `mixed_precision` and `jit_compile` (a `TrainSettings` or `FineTuneSettings`).
     """
@@ -58,6 +60,7 @@ def define_speed_flags(defaults) -> None:
     flags.DEFINE_enum("strategy", STRATEGIES[0], STRATEGIES, "tf.distribute strategy (multi_worker reads TF_CONFIG).")
     flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
     flags.DEFINE_bool("jit_compile", defaults.jit_compile, "XLA-compile the training step.")
+    define_backend_flag()
 
 
 def define_finetune_flags(defaults, head_dropout: bool = True, epochs: bool = False, early_exit: bool = False) -> None:

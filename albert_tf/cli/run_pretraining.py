@@ -22,7 +22,6 @@ from absl import flags
 from albert_tf import preemption
 from albert_tf.cli import demo
 from albert_tf.cli.app import our_flags, run_cli
-from albert_tf.cli.backend import check_backend, define_backend_flag
 from albert_tf.cli.flags import define_speed_flags, define_vocabulary_flags, settings_from_flags, vocabulary_flag_values
 from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
@@ -85,7 +84,6 @@ def define_flags():
         "same metrics, less padding. --nolength_grouping evaluates every row at --max_seq_length.",
     )
     define_speed_flags(d)
-    define_backend_flag()
     flags.DEFINE_float(
         "worker_timeout_seconds",
         d.worker_timeout_seconds,
@@ -141,7 +139,6 @@ def exported_versions(run_dir: str, step: int, max_seq_length: int) -> dict:
 
 def main(argv):
     del argv
-    check_backend(FLAGS.backend)
     if runs_the_demo():
         with preemption.stop_signals():  # the demo's training stops as a run's does (run it again to resume)
             demo.run_demo(FLAGS.demo_dir, minutes=FLAGS.demo_minutes)

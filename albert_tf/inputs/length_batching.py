@@ -351,11 +351,16 @@ def predict_in_order(
             return model.predict(features, batch_size=batch_size, verbose=0)
     width = buckets[-1]
     count = len(features[MASK_FEATURE])
-    function = _inference_function(model, features, names)
-    structure = function.get_concrete_function().structured_outputs
+    if isinstance(model, keras.Model) and keras.backend.backend() != "tensorflow":
+        # Keras compiles its predict step once per batch shape (callers pass few widths: `compiled` buckets).
+        function = model.predict_on_batch
+        structure = model.output
+    else:
+        function = _inference_function(model, features, names)
+        structure = function.get_concrete_function().structured_outputs
     # Axes past the batch axis whose static size is unknown follow the sequence length.
     sequence_axes = [
-        {axis for axis in range(1, spec.shape.rank) if spec.shape[axis] is None} for spec in tf.nest.flatten(structure)
+        {axis for axis in range(1, len(spec.shape)) if spec.shape[axis] is None} for spec in tf.nest.flatten(structure)
     ]
     results = None
     if length_grouping:

@@ -25,12 +25,12 @@ from albert_tf import preemption
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs import length_batching
 from albert_tf.inputs.shard_reader import PretrainingInput, find_corrupt_shard, pretraining_dataset
+from albert_tf.jax_state import JaxStateCopy
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.optimization import create_optimizer
 from albert_tf.pretraining import health, objective, tf_step, worker_faults
 from albert_tf.pretraining.divergence import health_report, non_finite, respond_to_divergence
-from albert_tf.pretraining.jax_state import JaxStateCopy
 from albert_tf.pretraining.settings import PRECISIONS, TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import checkpoints_iterator, is_chief
 from albert_tf.progress import TrainingBar, write_scalars

@@ -27,8 +27,10 @@ import json
 import os
 from typing import Optional
 
+import keras
 import tensorflow as tf
 
+from albert_tf.jax_state import JaxStateCopy
 from albert_tf.publish import staged_file
 from albert_tf.run_layout import CHECKPOINT_DIR
 from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
@@ -55,7 +57,8 @@ def bound_settings(settings: FineTuneSettings, task_binding: dict) -> dict:
     """What a fine-tuning checkpoint is bound to: the task's binding (`Task.binding`: its name, labels,
     columns) and `BOUND_SETTINGS`."""
     values = dataclasses.asdict(settings)
-    return {**task_binding, **{name: values[name] for name in BOUND_SETTINGS}}
+    # The backend too: a JAX run's checkpoints hold copies of its state, not the TensorFlow model's objects.
+    return {**task_binding, **{name: values[name] for name in BOUND_SETTINGS}, "backend": keras.backend.backend()}
 
 
 class FineTuneCheckpoints:
@@ -73,12 +76,16 @@ class FineTuneCheckpoints:
         self.bound = bound_settings(settings, task_binding)
         # Evaluations since best/ last improved (--early_stopping_patience), saved with the weights.
         self.stale_evaluations = tf.Variable(0, dtype=tf.int64, trainable=False)
-        # The dropout layers' seed generators: a resumed run draws the masks the uninterrupted one would.
-        weights = {id(weight) for weight in model.weights}
-        seed_states = [variable.value for variable in model.variables if id(variable) not in weights]
-        self.checkpoint = tf.train.Checkpoint(
-            model=model, optimizer=optimizer, stale=self.stale_evaluations, seed_states=seed_states
-        )
+        if keras.backend.backend() == "jax":  # JAX arrays: tf.Variable copies go into the checkpoint
+            self.jax_state = JaxStateCopy(model, optimizer)
+            state = self.jax_state.trackables()
+        else:
+            self.jax_state = None
+            # The dropout layers' seed generators: a resumed run draws the masks the uninterrupted one would.
+            weights = {id(weight) for weight in model.weights}
+            seed_states = [variable.value for variable in model.variables if id(variable) not in weights]
+            state = dict(model=model, optimizer=optimizer, seed_states=seed_states)
+        self.checkpoint = tf.train.Checkpoint(stale=self.stale_evaluations, **state)
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=KEEP)
 
     def latest(self) -> Optional[str]:
@@ -98,6 +105,8 @@ class FineTuneCheckpoints:
         for path in candidates:
             try:
                 self.checkpoint.restore(path).assert_existing_objects_matched()
+                if self.jax_state is not None:
+                    self.jax_state.copy_to_keras()
                 return path
             except (tf.errors.OpError, ValueError, AssertionError, IndexError) as error:  # IndexError: truncated
                 unreadable.append(f"{os.path.basename(path)} ({str(error).strip().splitlines()[0][:200]})")
@@ -130,4 +139,6 @@ class FineTuneCheckpoints:
         if not os.path.exists(record):
             with staged_file(record) as staging, open(staging, "w") as f:
                 json.dump(self.bound, f, indent=2, sort_keys=True)
+        if self.jax_state is not None:
+            self.jax_state.copy_from_keras()
         return self.manager.save(checkpoint_number=step)

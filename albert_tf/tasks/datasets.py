@@ -9,6 +9,7 @@ it (`albert_tf.inputs.length_batching`); without it, every row is padded to
 
 from typing import Dict
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -51,7 +52,8 @@ def predict(model, features: Dict[str, np.ndarray], batch_size: int, length_grou
             features,
             batch_size,
             length_grouping=length_grouping,
-            buckets=cut_lengths(width, compiled=False, min_width=min_width),
+            # Under JAX each width compiles: a few bucket widths, not every batch's longest row.
+            buckets=cut_lengths(width, compiled=keras.backend.backend() != "tensorflow", min_width=min_width),
         )
     except LengthBatchingError as error:
         raise FineTuneError(str(error)) from None

@@ -83,6 +83,8 @@ class _Progress(keras.callbacks.Callback):
             marked_batches, marked_sums, marked_time = self._mark
             batches = self.batches - marked_batches
             self.values = {name: (total - marked_sums.get(name, 0.0)) / batches for name, total in sums.items()}
+            if keras.backend.backend() == "jax":  # fit holds the state outside the variables until synced
+                self.model.jax_state_sync()
             self.values["lr"] = float(self.optimizer.learning_rate)
             self.values["steps/s"] = batches // self.accum / max(time.perf_counter() - marked_time, 1e-9)
             write_scalars(self.writer, step, self.values)

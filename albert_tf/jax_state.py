@@ -1,11 +1,14 @@
 """A JAX run's variables in a TensorFlow checkpoint: one tf.Variable copy of each, keyed by its Keras path.
 
+Used by pretraining's and fine-tuning's checkpoints alike.
+
 Under Keras' JAX backend the model's and optimizer's variables hold JAX arrays, which
 `tf.train.Checkpoint` cannot track. Their values are copied into tf.Variables before each
 save and back after each restore, so a JAX run keeps every property of the TensorFlow
 run's checkpoints (atomic files, `CheckpointManager`'s keep/rollback/discard, the input
-iterator in the same checkpoint). The copies live on the host: one more copy of the
-weights and optimizer slots in host memory.
+iterator in the same checkpoint). The model's variables include the dropout layers' seed
+generator states, so a resumed run draws the masks an uninterrupted one would. The copies
+live on the host: one more copy of the weights and optimizer slots in host memory.
 """
 
 from typing import Dict, List
