@@ -331,3 +331,26 @@ def test_fine_tuning_on_jax_writes_a_model_tensorflow_scores_the_same(real_data,
     )
     for key in ("pearson", "spearman", "mse"):
         np.testing.assert_allclose(on_jax["eval"][key], on_tensorflow["eval"][key], rtol=1e-5, err_msg=key)
+
+
+def test_backend_mistakes_are_one_line_before_any_work(tmp_path):
+    from albert_tf.pretraining.loop import check_eval_batch
+    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+    from albert_tf.pretraining.strategy import jax_devices
+
+    # This process runs Keras on TensorFlow: --backend jax cannot take effect here, and says so.
+    result = run_command("albert_tf.run_pretraining", ["--backend=jax", f"--output_dir={tmp_path / 'run'}"])
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith("error: --backend jax: Keras runs on tensorflow in this process")
+    )
+    assert not (tmp_path / "run").exists()
+    for name in ("multi_worker", "tpu"):
+        with pytest.raises(TrainingError, match=f"--strategy {name} is a tf.distribute strategy; on Keras' JAX"):
+            jax_devices(name)
+    # Checked before the output directory exists: the eval batch is split over the devices.
+    settings = TrainSettings(output_dir=str(tmp_path / "run"), eval_batch_size=25)
+    with pytest.raises(TrainingError, match=r"--eval_batch_size 25 must divide by the replicas \(2\)"):
+        check_eval_batch(settings, 2)

@@ -19,7 +19,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.inputs.shard_reader import PretrainingInput, resolve_input
 from albert_tf.locking import OutputDirLock
 from albert_tf.pretraining import worker_faults
-from albert_tf.pretraining.loop import PretrainingLoop
+from albert_tf.pretraining.loop import PretrainingLoop, check_eval_batch
 from albert_tf.pretraining.run_state import CheckpointPolicy
 from albert_tf.pretraining.settings import TrainingError, TrainSettings
 from albert_tf.pretraining.strategy import is_chief, make_strategy
@@ -140,6 +140,8 @@ def pretrain(
         settings.remat,
         max_predictions=settings.max_predictions_per_seq,
     )
+    if settings.do_eval or settings.eval_at_start:
+        check_eval_batch(settings, strategy.num_replicas_in_sync)
     eval_input = None
     if eval_file is not None:
         eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file

@@ -40,6 +40,11 @@ from albert_tf.shard_set import DataError
 BAR_METRICS = ("loss", "masked_lm_accuracy", "sentence_order_accuracy")
 
 
+def check_eval_batch(settings: TrainSettings, replicas: int) -> None:
+    if settings.eval_batch_size % replicas:
+        raise TrainingError(f"--eval_batch_size {settings.eval_batch_size} must divide by the replicas ({replicas})")
+
+
 class PretrainingLoop:
     """Model, optimizer and steps of one pretraining job under a strategy.
 
@@ -198,6 +203,7 @@ class PretrainingLoop:
     def evaluate(self) -> Dict[str, float]:
         """`max_eval_steps` batches of the eval shards, as the original's eval."""
         s = self.settings
+        check_eval_batch(s, self.strategy.num_replicas_in_sync)
         if self._eval_step is None:
             self._eval_step = self._make_eval_step()
         if self.backend == "jax":  # one pipeline of global batches, sharded by the step
