@@ -1,4 +1,4 @@
-"""run_pretraining on Keras' JAX backend: the TensorFlow loop's numbers, resume, devices, exports, attention.
+"""Training on Keras' JAX backend: the TensorFlow loop's numbers, resume, devices, exports, attention, fine-tuning.
 
 Keras picks its backend once per process, so every JAX run is a process of its own.
 """
@@ -86,7 +86,8 @@ def jax_reference(tmp_path_factory, pretraining_data, initial_model):
 
 @pytest.mark.realdata
 @pytest.mark.slow
-def test_sigterm_and_sigkill_then_resume_continue_the_same_curve(jax_reference, tmp_path):
+def test_stopped_killed_and_resumed_on_two_devices_the_run_continues_the_same_curve(jax_reference, tmp_path):
+    """SIGTERM (exit 75), then SIGKILL, then the same command on two devices: the uninterrupted run's curve."""
     args, reference_dir = jax_reference
     run_dir = tmp_path / "interrupted"
     args = [arg.replace(str(reference_dir), str(run_dir)) for arg in args]
@@ -111,13 +112,17 @@ def test_sigterm_and_sigkill_then_resume_continue_the_same_curve(jax_reference, 
     assert code == -signal.SIGKILL and not (run_dir / "final").exists()
     killed_at = latest_checkpoint_step(run_dir / "checkpoints")
 
-    code, stdout, stderr = jax_run(args)
+    # The checkpoint holds the global batch's position: the run may go on over more devices.
+    code, stdout, stderr = jax_run(args, env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
     assert code == 0, stderr[-3000:]
     assert f"resumed from {run_dir / 'checkpoints' / f'ckpt-{killed_at}'}" in stdout
     summary = json.loads((run_dir / "train_summary.json").read_text())
+    reference = json.loads((reference_dir / "train_summary.json").read_text())
     assert summary["start_step"] == killed_at and summary["end_step"] == 20
-    reference = history(reference_dir)
-    assert_same_curve(summary["history"], [h for h in reference if h["step"] > killed_at])
+    assert summary["replicas"] == 2 and reference["replicas"] == 1
+    assert_same_curve(summary["history"], [h for h in reference["history"] if h["step"] > killed_at])
+    for key in ("masked_lm_accuracy", "sentence_order_accuracy", "loss"):
+        np.testing.assert_allclose(summary["eval"][key], reference["eval"][key], rtol=2e-6)
     assert_same_weights(run_dir, reference_dir)
 
 
@@ -137,23 +142,6 @@ def test_resuming_on_the_other_backend_is_refused_and_changes_nothing(jax_refere
         "backend's state; resume with --backend jax, or use a new --output_dir"
     )
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == before
-
-
-@pytest.mark.realdata
-@pytest.mark.slow
-def test_two_devices_train_as_one_device_does(jax_reference, tmp_path):
-    args, reference_dir = jax_reference
-    run_dir = tmp_path / "two_devices"
-    args = [arg.replace(str(reference_dir), str(run_dir)) for arg in args]
-    code, _, stderr = jax_run(args, env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
-    assert code == 0, stderr[-3000:]
-    summary = json.loads((run_dir / "train_summary.json").read_text())
-    reference = json.loads((reference_dir / "train_summary.json").read_text())
-    assert summary["replicas"] == 2 and reference["replicas"] == 1
-    assert_same_curve(summary["history"], reference["history"])
-    for key in ("masked_lm_accuracy", "sentence_order_accuracy", "loss"):
-        np.testing.assert_allclose(summary["eval"][key], reference["eval"][key], rtol=2e-6)
-    assert_same_weights(run_dir, reference_dir)
 
 
 @pytest.mark.realdata
@@ -284,11 +272,15 @@ def test_compiled_step_on_a_gpu_calls_cudnn_attention():
 @pytest.mark.slow
 def test_gpu_benchmark_smoke_runs_every_case_on_cpu():
     result = subprocess.run(
-        [sys.executable, "bench/gpu_jax.py", "--smoke", "--rounds", "1"], capture_output=True, text=True, cwd=REPO
+        # ours_einsum is ours with one attribute set: on a CPU the same step.
+        [sys.executable, "bench/gpu_jax.py", "--smoke", "--rounds", "1", "--cases", "ours,keras_hub,hf_compile"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     report = json.loads(result.stdout)["shapes"]["2x32"]
-    assert set(report["summary"]) == {"ours", "ours_einsum", "keras_hub", "hf_compile"}
+    assert set(report["summary"]) == {"ours", "keras_hub", "hf_compile"}
     assert report["summary"]["ours"]["attention"] == "einsum"  # a CPU has no fused attention
     assert report["ratios"]["ours/hf_compile"] > 0
 
@@ -299,15 +291,15 @@ def test_fine_tuning_on_jax_writes_a_model_tensorflow_scores_the_same(real_data,
     # STS-B: a regression's predictions are real numbers, so the comparison sees every row's output.
     data_dir = tmp_path / "glue"
     (data_dir / "STS-B").mkdir(parents=True)
-    for split, rows in (("train", 200), ("dev", 120)):
+    for split, rows in (("train", 64), ("dev", 80)):
         lines = (real_data / "glue" / "STS-B" / f"{split}.tsv").read_text().splitlines(keepends=True)
         (data_dir / "STS-B" / f"{split}.tsv").write_text("".join(lines[: rows + 1]))
     output_dir = tmp_path / "out"
-    args = ["--task_name=sts-b", f"--data_dir={data_dir}", f"--output_dir={output_dir}", "--max_seq_length=64"]
+    args = ["--task_name=sts-b", f"--data_dir={data_dir}", f"--output_dir={output_dir}", "--max_seq_length=32"]
     trained = subprocess.run(
         [sys.executable, "-m", "albert_tf.run_classifier", "--backend=jax", *args]
-        + [f"--init_checkpoint={pretrained_tiny}", "--train_batch_size=16", "--train_step=4"]
-        + ["--save_checkpoints_steps=4", "--do_train", "--do_eval"],
+        + [f"--init_checkpoint={pretrained_tiny}", "--train_batch_size=16", "--train_step=2"]
+        + ["--save_checkpoints_steps=2", "--do_train", "--do_eval"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -322,7 +314,7 @@ def test_fine_tuning_on_jax_writes_a_model_tensorflow_scores_the_same(real_data,
     on_tensorflow = json.loads((output_dir / "summary.json").read_text())
     tf_rows = (output_dir / "dev_predictions.tsv").read_text().splitlines()
     assert [row.split("\t")[0] for row in jax_rows] == [row.split("\t")[0] for row in tf_rows]
-    assert len(tf_rows) == 121 and len({row.split("\t")[1] for row in tf_rows[1:]}) > 100  # real numbers, varied
+    assert len(tf_rows) == 81 and len({row.split("\t")[1] for row in tf_rows[1:]}) > 70  # real numbers, varied
     np.testing.assert_allclose(
         [float(row.split("\t")[1]) for row in jax_rows[1:]],
         [float(row.split("\t")[1]) for row in tf_rows[1:]],
@@ -330,7 +322,7 @@ def test_fine_tuning_on_jax_writes_a_model_tensorflow_scores_the_same(real_data,
         atol=1e-5,
     )
     for key in ("pearson", "spearman", "mse"):
-        np.testing.assert_allclose(on_jax["eval"][key], on_tensorflow["eval"][key], rtol=1e-5, err_msg=key)
+        np.testing.assert_allclose(on_jax["eval"][key], on_tensorflow["eval"][key], rtol=0, atol=1e-5, err_msg=key)
 
 
 def test_backend_mistakes_are_one_line_before_any_work(tmp_path):
