@@ -6,7 +6,7 @@ Each case is a fresh process (Keras picks its backend once per process) that bui
 interleaved over rounds. Prints JSON with seconds per step, sequences/s and the ratio.
 
     python bench/loop_backends.py --data DATA_DIR --config CONFIG [--batch 32] [--rounds 3] [--steps 10]
-        [--precision float32|bfloat16] [--backends tensorflow,jax]
+        [--precision float32|bfloat16] [--backends tensorflow,jax] [--tf_jit_compile]
 
 The config's `vocab_size` must be the data's (for base shapes on small data, copy a config
 and set it).
@@ -30,12 +30,12 @@ from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainSettings
 from albert_tf.pretraining.strategy import make_strategy
-data, config, batch, steps, precision = sys.argv[1:6]
+data, config, batch, steps, precision, jit = sys.argv[1:7]
 train_input = resolve_input(data)
 settings = TrainSettings(
     output_dir=tempfile.mkdtemp(), train_batch_size=int(batch), max_seq_length=train_input.data.max_seq_length,
     max_predictions_per_seq=train_input.data.max_predictions_per_seq, num_train_steps=1000, num_warmup_steps=10,
-    mixed_precision=precision, verbose=False,
+    mixed_precision=precision, jit_compile=jit == "1", verbose=False,
 )
 loop = PretrainingLoop(make_strategy("default"), AlbertConfig.from_json_file(config), settings, train_input)
 print("RESULT " + json.dumps({"backend": keras.backend.backend(), "step_s": loop.time_steps(int(steps))}))
@@ -51,13 +51,15 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--precision", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--backends", default="tensorflow,jax")
+    parser.add_argument("--tf_jit_compile", action="store_true", help="TensorFlow: --jit_compile (JAX always jits)")
     args = parser.parse_args()
     backends = args.backends.split(",")
     times = {backend: [] for backend in backends}
     for round_index in range(args.rounds):
         for backend in backends[round_index % 2 :] + backends[: round_index % 2]:
             done = subprocess.run(
-                [sys.executable, "-c", WORKER, args.data, args.config, str(args.batch), str(args.steps), args.precision],
+                [sys.executable, "-c", WORKER, args.data, args.config, str(args.batch), str(args.steps), args.precision]
+                + ["1" if args.tf_jit_compile else "0"],
                 capture_output=True,
                 text=True,
                 cwd=tempfile.gettempdir(),
@@ -81,7 +83,14 @@ def main():
     shape = {k: config[k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")}
     print(
         json.dumps(
-            {"cpu": cpu_kind(), "batch": args.batch, "precision": args.precision, "config": shape, "summary": summary},
+            {
+                "cpu": cpu_kind(),
+                "batch": args.batch,
+                "precision": args.precision,
+                "tf_jit_compile": args.tf_jit_compile,
+                "config": shape,
+                "summary": summary,
+            },
             indent=2,
         )
     )
