@@ -28,6 +28,15 @@ def scalar_name(name: str) -> str:
     return name.replace("/", "_per_")
 
 
+_line_holder = None  # the TrainingBar whose line is the console's current one, if any
+
+
+def end_bar_line() -> None:
+    """Ends the line a live bar holds, so an error printed now starts a line of its own."""
+    if _line_holder is not None:
+        _line_holder.release()
+
+
 class TrainingBar:
     """A live bar over `total` steps: `windowed` values labelled with the window, plus lr and steps/s.
 
@@ -56,14 +65,20 @@ class TrainingBar:
         shown = []
         for name, value in (values or {}).items():
             shown.append((name + self.label if name in self.windowed else name, value))
+        global _line_holder
         self.bar.update(step, shown)
         self.shown = self.verbose
+        if self.shown:
+            _line_holder = self
 
     def release(self) -> None:
         """Ends the bar's line, so what is printed next starts a line of its own (the bar redraws below)."""
+        global _line_holder
         if self.shown:
             print(flush=True)
             self.shown = False
+        if _line_holder is self:
+            _line_holder = None
 
     def say(self, line: str) -> None:
         """Prints `line` on its own line, below the bar (never appended to the bar's line); silent unless verbose."""

@@ -1,4 +1,4 @@
-"""Training on Keras' JAX backend: the TensorFlow loop's numbers, resume, devices, exports, attention, fine-tuning.
+"""run_pretraining on Keras' JAX backend: the TensorFlow loop's numbers, resume, devices, exports, refusals.
 
 Keras picks its backend once per process, so every JAX run is a process of its own.
 """
@@ -7,16 +7,12 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 
 import numpy as np
 import pytest
 
 from command_helpers import run_command
-from paths import REPO
 from pretraining_helpers import cli, common_args, final_weights, latest_checkpoint_step
 
 SEQ = 64
@@ -182,147 +178,6 @@ def test_jax_trained_model_exports_and_answers_as_its_keras_model(jax_reference,
         got = run_tflite(path, row_inputs)
         for key in ("mlm_logits", "sop_logits"):
             np.testing.assert_allclose(got[key], expected[key][row : row + 1], atol=1e-4, rtol=0, err_msg=key)
-
-
-ATTENTION = textwrap.dedent("""
-    import numpy as np
-    import jax, keras
-    from albert_tf import AlbertBackbone, AlbertPretrainer
-    from albert_tf.layers.attention import AlbertAttention
-    from albert_tf.pretraining.objective import pretraining_loss
-    assert keras.backend.backend() == "jax"
-    rng = np.random.default_rng(1)
-    model = AlbertPretrainer(AlbertBackbone.from_albert_config("configs/albert_tiny.json"))
-    mask = np.ones((3, 16), "int32")
-    mask[1, 9:] = 0
-    mask[2, 1:] = 0
-    features = {
-        "input_ids": rng.integers(5, 8000, (3, 16)).astype("int32") * mask,
-        "input_mask": mask,
-        "segment_ids": np.zeros((3, 16), "int32"),
-        "masked_lm_positions": np.array([[1, 3], [2, 8], [0, 0]], "int32"),
-        "masked_lm_ids": rng.integers(5, 8000, (3, 2)).astype("int32"),
-        "masked_lm_weights": np.ones((3, 2), "float32"),
-        "next_sentence_labels": np.array([[0], [1], [0]], "int32"),
-    }
-    names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
-    attention = [layer for layer in model._flatten_layers() if isinstance(layer, AlbertAttention)]
-    results = {}
-    for kernel in ("einsum", "xla"):
-        for layer in attention:
-            layer.attention_kernel = kernel
-        def loss(trainable):
-            out, _ = model.stateless_call(
-                trainable, [v.value for v in model.non_trainable_variables], {k: features[k] for k in names}
-            )
-            return pretraining_loss(out, features), out
-        (value, out), grads = jax.jit(jax.value_and_grad(loss, has_aux=True))(
-            [v.value for v in model.trainable_variables]
-        )
-        text = jax.jit(loss).lower([v.value for v in model.trainable_variables]).as_text()
-        results[kernel] = (out, grads, text)
-    (out, grads, einsum_text), (xla_out, xla_grads, xla_text) = results["einsum"], results["xla"]
-    for key in out:
-        np.testing.assert_allclose(np.asarray(xla_out[key]), np.asarray(out[key]), atol=2e-5, rtol=0)
-    for a, b in zip(xla_grads, grads):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=2e-5, rtol=1e-4)
-    assert einsum_text != xla_text  # the two kernels really are two programs
-    print("OK")
-""")
-
-
-@pytest.mark.slow
-def test_sequence_length_attention_equals_the_einsum_path():
-    result = subprocess.run(
-        [sys.executable, "-c", ATTENTION],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO)},
-    )
-    assert result.returncode == 0 and result.stdout.strip().endswith("OK"), result.stderr[-3000:]
-
-
-def gpu_present() -> bool:
-    return shutil.which("nvidia-smi") is not None
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not gpu_present(), reason="no NVIDIA GPU: cuDNN's fused attention exists only there")
-def test_compiled_step_on_a_gpu_calls_cudnn_attention():
-    result = subprocess.run(
-        [
-            sys.executable,
-            "bench/gpu_jax.py",
-            "--require_cudnn",
-            "--cases",
-            "ours",
-            "--shapes",
-            "8x128",
-            "--rounds",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-
-
-@pytest.mark.slow
-def test_gpu_benchmark_smoke_runs_every_case_on_cpu():
-    result = subprocess.run(
-        # ours_einsum is ours with one attribute set: on a CPU the same step.
-        [sys.executable, "bench/gpu_jax.py", "--smoke", "--rounds", "1", "--cases", "ours,keras_hub,hf_compile"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    report = json.loads(result.stdout)["shapes"]["2x32"]
-    assert set(report["summary"]) == {"ours", "keras_hub", "hf_compile"}
-    assert report["summary"]["ours"]["attention"] == "einsum"  # a CPU has no fused attention
-    assert report["ratios"]["ours/hf_compile"] > 0
-
-
-@pytest.mark.realdata
-@pytest.mark.slow
-def test_fine_tuning_on_jax_writes_a_model_tensorflow_scores_the_same(real_data, pretrained_tiny, tmp_path):
-    # STS-B: a regression's predictions are real numbers, so the comparison sees every row's output.
-    data_dir = tmp_path / "glue"
-    (data_dir / "STS-B").mkdir(parents=True)
-    for split, rows in (("train", 64), ("dev", 80)):
-        lines = (real_data / "glue" / "STS-B" / f"{split}.tsv").read_text().splitlines(keepends=True)
-        (data_dir / "STS-B" / f"{split}.tsv").write_text("".join(lines[: rows + 1]))
-    output_dir = tmp_path / "out"
-    args = ["--task_name=sts-b", f"--data_dir={data_dir}", f"--output_dir={output_dir}", "--max_seq_length=32"]
-    trained = subprocess.run(
-        [sys.executable, "-m", "albert_tf.run_classifier", "--backend=jax", *args]
-        + [f"--init_checkpoint={pretrained_tiny}", "--train_batch_size=16", "--train_step=2"]
-        + ["--save_checkpoints_steps=2", "--do_train", "--do_eval"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    on_jax = json.loads((output_dir / "summary.json").read_text())
-    jax_rows = (output_dir / "dev_predictions.tsv").read_text().splitlines()
-
-    scored = run_command("albert_tf.run_classifier", [*args, "--nodo_train", "--do_eval"])
-    assert scored.returncode == 0, scored.stderr[-3000:]
-    on_tensorflow = json.loads((output_dir / "summary.json").read_text())
-    tf_rows = (output_dir / "dev_predictions.tsv").read_text().splitlines()
-    assert [row.split("\t")[0] for row in jax_rows] == [row.split("\t")[0] for row in tf_rows]
-    assert len(tf_rows) == 81 and len({row.split("\t")[1] for row in tf_rows[1:]}) > 70  # real numbers, varied
-    np.testing.assert_allclose(
-        [float(row.split("\t")[1]) for row in jax_rows[1:]],
-        [float(row.split("\t")[1]) for row in tf_rows[1:]],
-        rtol=0,
-        atol=1e-5,
-    )
-    for key in ("pearson", "spearman", "mse"):
-        np.testing.assert_allclose(on_jax["eval"][key], on_tensorflow["eval"][key], rtol=0, atol=1e-5, err_msg=key)
 
 
 def test_backend_mistakes_are_one_line_before_any_work(tmp_path):

@@ -100,3 +100,31 @@ def test_a_saved_models_class_names_are_matched_by_name():
     assert task().with_model_labels(("a", "b")).labels == ()  # regression: the outputs' shapes decide
     with pytest.raises(GlueDataError, match=r"mine: the labels x,a .* include x, which the model was not fine-tuned"):
         task("x", "a").with_model_labels(("a", "b"))
+
+
+@pytest.mark.realdata
+def test_without_max_seq_length_the_run_takes_the_models_own_limit(real_data, pretraining_data, tmp_path):
+    import csv
+    import json
+
+    from command_helpers import run_command
+
+    rows = [line.split("\t") for line in (real_data / "glue" / "SST-2" / "dev.tsv").read_text().splitlines()[1:41]]
+    for name, part in (("train.csv", rows[:24]), ("dev.csv", rows[24:])):
+        with open(tmp_path / name, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["review", "sentiment"])
+            writer.writerows([text, ("negative", "positive")[int(label)]] for text, label in part)
+    args = [f"--train_file={tmp_path / 'train.csv'}", f"--dev_file={tmp_path / 'dev.csv'}", "--text_column=review"]
+    args += ["--label_column=sentiment", f"--spm_model_file={pretraining_data['spm']}", "--do_train", "--do_eval"]
+    args += [f"--albert_config_file={pretraining_data['config']}", "--train_step=2", "--save_checkpoints_steps=2"]
+    args += ["--train_batch_size=8", "--eval_batch_size=8"]
+    # The README's own-data command on a model of 128 positions: the default 512 is lowered to them.
+    result = run_command("albert_tf.run_classifier", [*args, f"--output_dir={tmp_path / 'out'}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads((tmp_path / "out" / "checkpoints" / "finetune_settings.json").read_text())
+    assert record["max_seq_length"] == 128
+    # Asked for explicitly, a length beyond the model's positions is still refused before any work.
+    refused = run_command("albert_tf.run_classifier", [*args, f"--output_dir={tmp_path / 'x'}", "--max_seq_length=512"])
+    assert refused.returncode == 1 and not (tmp_path / "x").exists()
+    assert "--max_seq_length 512 exceeds max_position_embeddings = 128" in refused.stderr

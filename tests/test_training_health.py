@@ -209,3 +209,44 @@ def test_rollback_restores_the_weights_drops_newer_checkpoints_and_skips_the_bat
     got = next(loop.train_iterator)[0]["input_ids"]
     np.testing.assert_array_equal(got, batch_after(18)["input_ids"])
     assert not np.array_equal(got, batch_after(15)["input_ids"])  # what a plain restore would have read
+
+
+@pytest.mark.slow
+def test_an_error_mid_run_starts_a_line_of_its_own_after_the_live_bar(pretraining_data, tmp_path):
+    """In a terminal the bar holds its line; the error that stops the run starts the next one."""
+    import pty
+    import subprocess
+    import sys
+
+    from paths import REPO
+
+    args = [f"--{name}={value}" for name, value in EXPLODING.items()]
+    args += [f"--input_file={pretraining_data['data']}", f"--albert_config_file={pretraining_data['config']}"]
+    args += [f"--output_dir={tmp_path / 'run'}", "--train_batch_size=16", "--on_divergence=stop", "--noexport"]
+    args += ["--log_every_steps=1"]
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "albert_tf.run_pretraining", *args],
+        stdout=follower,
+        stderr=follower,
+        cwd=REPO,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(leader)
+    assert process.wait(timeout=300) == 1
+    text = output.decode(errors="replace").replace("\r\n", "\n")  # a terminal ends lines with CR LF
+    assert "steps/s" in text  # the bar was drawn
+    # What is on screen of each line: the text after its last carriage return.
+    screen = [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
+    errors = [line for line in screen if "error: " in line]
+    assert errors and all(line.startswith("error: training diverged") for line in errors), errors

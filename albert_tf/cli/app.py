@@ -24,6 +24,7 @@ from albert_tf import preemption
 from albert_tf.cli.backend import check_backend
 from albert_tf.cli.verbosity import verbosity_from_argv
 from albert_tf.errors import AlbertError
+from albert_tf.progress import end_bar_line
 
 TRACEBACK_ENV = "ALBERT_TF_TRACEBACK"
 
@@ -128,14 +129,15 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
             result = main(argv)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the work is done: exiting is not worth a 143
             return result
-        except KeyboardInterrupt:
-            print("error: interrupted", file=sys.stderr)
-            sys.exit(130)
-        except preemption.Terminated:
-            print("error: terminated by SIGTERM; nothing half-written is left", file=sys.stderr)
-            sys.exit(preemption.TERMINATED_EXIT_STATUS)
-        except _boundary_errors() as error:
-            if show_trace:
+        except BaseException as error:
+            end_bar_line()  # what is printed next (error line, traceback) starts a line of its own
+            if isinstance(error, KeyboardInterrupt):
+                print("error: interrupted", file=sys.stderr)
+                sys.exit(130)
+            if isinstance(error, preemption.Terminated):
+                print("error: terminated by SIGTERM; nothing half-written is left", file=sys.stderr)
+                sys.exit(preemption.TERMINATED_EXIT_STATUS)
+            if not isinstance(error, _boundary_errors()) or show_trace:
                 raise
             print(error_line(error), file=sys.stderr)
             sys.exit(getattr(error, "exit_status", 1))  # a preempted run: 75 (albert_tf.preemption)

@@ -77,7 +77,11 @@ def define_finetune_flags(defaults, head_dropout: bool = True, epochs: bool = Fa
     define_vocabulary_flags()
     flags.DEFINE_string("output_dir", None, "Where results and the best model go.")
     flags.DEFINE_bool("do_train", defaults.do_train, "Fine-tune.")
-    flags.DEFINE_integer("max_seq_length", defaults.max_seq_length, "Tokens per example.")
+    flags.DEFINE_integer(
+        "max_seq_length",
+        defaults.max_seq_length,
+        "Tokens per example (not given: this default, or the model's max_position_embeddings where smaller).",
+    )
     flags.DEFINE_integer("train_batch_size", defaults.train_batch_size, "Training batch.")
     flags.DEFINE_integer("eval_batch_size", defaults.eval_batch_size, "Eval/predict batch.")
     flags.DEFINE_alias("predict_batch_size", "eval_batch_size")  # the original's name
@@ -170,6 +174,12 @@ def task_from_flags(task_cls, **overrides):
     """
     values = {field.name: FLAGS[field.name].value for field in task_options(task_cls) if field.name in FLAGS}
     return task_cls(**{**values, **overrides})
+
+
+def finetune_settings_from_flags(cls: Type[Settings]) -> Settings:
+    """`settings_from_flags` for a fine-tuning command: an absent `--max_seq_length` is left for the model to set."""
+    absent = {} if FLAGS["max_seq_length"].present else {"max_seq_length": None}
+    return settings_from_flags(cls, **absent)
 
 
 def settings_from_flags(cls: Type[Settings], **overrides) -> Settings:

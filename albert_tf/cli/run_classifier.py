@@ -31,7 +31,7 @@ from absl import flags
 
 from albert_tf import preemption
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_finetune_flags, settings_from_flags
+from albert_tf.cli.flags import define_finetune_flags, finetune_settings_from_flags
 from albert_tf.cli.run_record import record_settings
 from albert_tf.tasks import file_task, glue, runner
 from albert_tf.tasks.settings import FineTuneSettings
@@ -114,7 +114,7 @@ def define_flags():
 
 def main(argv):
     del argv
-    settings = settings_from_flags(ClassifierSettings)
+    settings = finetune_settings_from_flags(ClassifierSettings)
     record_settings(settings.output_dir)  # written once the run holds the lock
     with preemption.stop_signals():  # the work done, a signal before the exit must not fail it
         runner.print_summary(run(settings))

@@ -17,7 +17,7 @@ from absl import flags
 
 from albert_tf import preemption
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_finetune_flags, define_task_flags, settings_from_flags, task_from_flags
+from albert_tf.cli.flags import define_finetune_flags, define_task_flags, finetune_settings_from_flags, task_from_flags
 from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
 from albert_tf.tasks import race, runner
@@ -64,7 +64,7 @@ def from_flags() -> "tuple[race.RaceTask, RaceSettings]":
     if FLAGS.high_only and FLAGS.middle_only:
         raise AlbertError("--high_only and --middle_only exclude each other")
     levels = ("high",) if FLAGS.high_only else ("middle",) if FLAGS.middle_only else race.LEVELS
-    return task_from_flags(race.RaceTask, levels=levels), settings_from_flags(RaceSettings)
+    return task_from_flags(race.RaceTask, levels=levels), finetune_settings_from_flags(RaceSettings)
 
 
 def main(argv):

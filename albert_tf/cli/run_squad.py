@@ -31,7 +31,7 @@ from absl import flags
 
 from albert_tf import preemption
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_finetune_flags, define_task_flags, settings_from_flags, task_from_flags
+from albert_tf.cli.flags import define_finetune_flags, define_task_flags, finetune_settings_from_flags, task_from_flags
 from albert_tf.cli.run_record import record_settings
 from albert_tf.tasks import runner
 from albert_tf.tasks.settings import FineTuneSettings
@@ -47,7 +47,7 @@ class SquadSettings(FineTuneSettings):
     # The original run_squad's defaults: each step is asked for; 3 epochs, 10 % warmup.
     do_train: bool = False
     do_predict: bool = False
-    max_seq_length: int = 384
+    max_seq_length: Optional[int] = 384
     train_step: Optional[int] = None
     num_train_epochs: Optional[float] = 3.0
     warmup_proportion: float = 0.1
@@ -70,7 +70,7 @@ def define_flags():
 
 def from_flags() -> "tuple[SquadTask, SquadSettings]":
     """The task and the settings the parsed flags say."""
-    return task_from_flags(SquadTask), settings_from_flags(SquadSettings)
+    return task_from_flags(SquadTask), finetune_settings_from_flags(SquadSettings)
 
 
 def main(argv):

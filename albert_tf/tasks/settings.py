@@ -41,7 +41,9 @@ class FineTuneSettings:
     vocab_file: Optional[str] = None
     do_lower_case: Optional[bool] = None  # None: the init checkpoint's saved setting, else True
     do_train: bool = True
-    max_seq_length: int = 512
+    # None (the commands, when the flag is not given): this class's default, lowered to the model's
+    # max_position_embeddings where that is smaller (`with_max_seq_length_for`).
+    max_seq_length: Optional[int] = 512
     train_batch_size: int = 32
     eval_batch_size: int = 8
     learning_rate: float = 5e-5
@@ -88,6 +90,13 @@ class FineTuneSettings:
             )
         if self.train_step is None and self.warmup_step is not None:
             raise FineTuneError("--warmup_step needs --train_step (else use --warmup_proportion)")
+
+    def with_max_seq_length_for(self, limit: int) -> "FineTuneSettings":
+        """These settings with `max_seq_length` set where it is None: the class's default, at most `limit`."""
+        if self.max_seq_length is not None:
+            return self
+        default = next(field.default for field in dataclasses.fields(self) if field.name == "max_seq_length")
+        return dataclasses.replace(self, max_seq_length=min(default, limit))
 
     @property
     def compiles_every_shape(self) -> bool:

@@ -62,7 +62,7 @@ class Start:
 def check_max_seq_length(max_seq_length: int, config: AlbertConfig, where: str) -> None:
     """Fails before any work when `--max_seq_length` exceeds the model's `max_position_embeddings`."""
     limit = config.max_position_embeddings
-    if max_seq_length > limit:
+    if max_seq_length is not None and max_seq_length > limit:
         raise FineTuneError(
             f"--max_seq_length {max_seq_length} exceeds max_position_embeddings = {limit} of {where}: "
             f"the model has no position embedding beyond {limit}; use --max_seq_length {limit} or less"
@@ -133,7 +133,7 @@ def _tflite_start(settings: FineTuneSettings) -> Start:
     config = AlbertConfig.from_json_file(settings.albert_config_file) if settings.albert_config_file else None
     runner = TFLiteRunner(path, config)
     limit = runner.max_seq_length or runner.config.max_position_embeddings
-    if settings.max_seq_length > limit:
+    if settings.max_seq_length is not None and settings.max_seq_length > limit:
         raise FineTuneError(
             f"--max_seq_length {settings.max_seq_length}: {path} takes rows of up to {limit} pieces "
             f"(the length it was exported for); use --max_seq_length {limit} or less"
