@@ -61,6 +61,8 @@ def run(
     if not (settings.do_train or evaluate or predict_split):  # the original's rule: exit 0 doing nothing hides a typo
         raise FineTuneError("nothing to do: pass --do_train, --do_eval or --do_predict")
     strategy = make_strategy(settings.strategy, settings.tpu)  # before any TF op (multi-worker collectives)
+    if settings.max_seq_length is not None:  # given: checked before the model is loaded
+        check_min_seq_length(task, settings)
     if settings.metric and task.metric_names() is not None:
         training.check_metric(settings.metric, task.metric_names())  # a typo fails now, not after an interval
     model_start = None
@@ -70,11 +72,7 @@ def run(
         model_start = start.fine_tuned(settings)
         task = task.with_model_labels(saved_labels(model_start.model))  # class names map by name, not position
     settings = settings.with_max_seq_length_for(model_limit(model_start))
-    minimum, holds = task.min_seq_length()
-    if settings.max_seq_length < minimum:
-        raise FineTuneError(
-            f"--max_seq_length {settings.max_seq_length}: {task.name} needs at least {minimum} ({holds})"
-        )
+    check_min_seq_length(task, settings)
     if settings.early_exit:
         task = task.with_early_exit()
     if isinstance(model_start.model, TFLiteTaskModel):
@@ -83,6 +81,14 @@ def run(
     # SIGTERM/SIGINT stop training after the current batch (`albert_tf.preemption`), lock released.
     with preemption.stop_signals(), OutputDirLock(settings.output_dir):
         return _run(task, settings, model_start, evaluate, eval_split, predict_split, strategy)
+
+
+def check_min_seq_length(task: Task, settings: FineTuneSettings) -> None:
+    minimum, holds = task.min_seq_length()
+    if settings.max_seq_length < minimum:
+        raise FineTuneError(
+            f"--max_seq_length {settings.max_seq_length}: {task.name} needs at least {minimum} ({holds})"
+        )
 
 
 def model_limit(model_start: start.Start) -> int:
