@@ -7,12 +7,15 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 
 from command_helpers import run_command
+from paths import REPO
 from pretraining_helpers import cli, common_args, final_weights, latest_checkpoint_step
 
 SEQ = 64
@@ -201,3 +204,28 @@ def test_backend_mistakes_are_one_line_before_any_work(tmp_path):
     settings = TrainSettings(output_dir=str(tmp_path / "run"), eval_batch_size=25)
     with pytest.raises(TrainingError, match=r"--eval_batch_size 25 must divide by the replicas \(2\)"):
         check_eval_batch(settings, 2)
+
+
+@pytest.mark.slow
+def test_export_under_keras_jax_is_one_line_naming_the_backend(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "albert_tf.export",
+            "--model_dir",
+            str(tmp_path / "m"),
+            "--output_dir",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: albert_tf.export writes TensorFlow graphs (SavedModel, TFLite), which needs Keras' TensorFlow "
+        "backend, but Keras runs on jax (KERAS_BACKEND='jax'); run it with KERAS_BACKEND=tensorflow"
+    )
+    assert not (tmp_path / "x").exists()

@@ -68,3 +68,17 @@ def check_backend(requested: str) -> None:
             f"was read, or KERAS_BACKEND={os.environ.get('KERAS_BACKEND', '')!r}); start a new process with "
             f"KERAS_BACKEND={requested}"
         )
+
+
+def require_tensorflow(command: str, why: str) -> None:
+    """Raises `AlbertError` when Keras runs on another backend than TensorFlow (`why`: what needs it)."""
+    import keras
+
+    from albert_tf.errors import AlbertError
+
+    running = keras.backend.backend()
+    if running != "tensorflow":
+        raise AlbertError(
+            f"{command} {why}, which needs Keras' TensorFlow backend, but Keras runs on {running} "
+            f"(KERAS_BACKEND={os.environ.get('KERAS_BACKEND', '')!r}); run it with KERAS_BACKEND=tensorflow"
+        )

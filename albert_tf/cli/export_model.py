@@ -11,6 +11,7 @@ from absl import flags
 
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
+from albert_tf.cli.backend import require_tensorflow
 from albert_tf.cli.flags import define_vocabulary_flags, vocabulary_flag_values
 from albert_tf.cli.run_record import record_settings
 from albert_tf.export.common import ExportError
@@ -78,6 +79,7 @@ def define_flags():
 
 def main(argv):
     del argv
+    require_tensorflow("albert_tf.export", "writes TensorFlow graphs (SavedModel, TFLite)")
     if FLAGS.format == "tflite" and FLAGS.precision != "float32":
         raise ExportError(f"--precision {FLAGS.precision}: TFLite has no bf16 kernels; use --quantize for TFLite")
     if FLAGS.format == "saved_model":
