@@ -1,4 +1,4 @@
-"""A JAX run's variables in a TensorFlow checkpoint: one tf.Variable copy of each, keyed by its Keras path.
+"""A JAX run's variables in a TensorFlow checkpoint: one tf.Variable copy of each, keyed by its position.
 
 Used by pretraining's and fine-tuning's checkpoints alike.
 
@@ -21,23 +21,26 @@ MODEL_KEY = "jax_model"
 OPTIMIZER_KEY = "jax_optimizer"
 
 
-def _by_path(variables: List) -> Dict[str, object]:
-    named = {}
-    for index, variable in enumerate(variables):
-        key = variable.path if variable.path not in named else f"{variable.path}#{index}"
-        named[key] = variable
-    return named
+def _by_position(variables: List) -> Dict[str, object]:
+    # By position, not by path: paths hold Keras' process-wide name counters (`seed_generator_3`,
+    # `loss_scale_optimizer_1`), which differ when another model was built first. The order is the
+    # architecture's, and a run's config is bound to its checkpoints.
+    return {f"{index:05d}": variable for index, variable in enumerate(variables)}
 
 
 class JaxStateCopy:
     """tf.Variable copies of a model's and an optimizer's Keras variables (JAX backend)."""
 
     def __init__(self, model, optimizer):
-        self.keras_variables = {MODEL_KEY: _by_path(model.variables), OPTIMIZER_KEY: _by_path(optimizer.variables)}
-        self.tf_variables = {
-            group: {key: tf.Variable(np.asarray(v.value), trainable=False) for key, v in variables.items()}
-            for group, variables in self.keras_variables.items()
+        self.keras_variables = {
+            MODEL_KEY: _by_position(model.variables),
+            OPTIMIZER_KEY: _by_position(optimizer.variables),
         }
+        with tf.device("/CPU:0"):  # beside JAX's, never in the accelerator's memory
+            self.tf_variables = {
+                group: {key: tf.Variable(np.asarray(v.value), trainable=False) for key, v in variables.items()}
+                for group, variables in self.keras_variables.items()
+            }
 
     def trackables(self) -> Dict[str, object]:
         return dict(self.tf_variables)

@@ -141,6 +141,10 @@ def test_resuming_on_the_other_backend_is_refused_and_changes_nothing(jax_refere
         "backend's state; resume with --backend jax, or use a new --output_dir"
     )
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == before
+    # Evaluating its checkpoints is refused alike (the other backend's checkpoint objects would not match).
+    evaluated = run_command("albert_tf.run_pretraining", args + ["--nodo_train"])
+    assert evaluated.returncode == 1
+    assert evaluated.stderr.strip().splitlines()[-1].startswith(f"error: {run_dir} was trained on Keras' jax backend")
 
 
 @pytest.mark.realdata
@@ -183,7 +187,7 @@ def test_jax_trained_model_exports_and_answers_as_its_keras_model(jax_reference,
             np.testing.assert_allclose(got[key], expected[key][row : row + 1], atol=1e-4, rtol=0, err_msg=key)
 
 
-def test_backend_mistakes_are_one_line_before_any_work(tmp_path):
+def test_backend_mistakes_are_one_line_before_any_work(tmp_path, monkeypatch):
     from albert_tf.pretraining.loop import check_eval_batch
     from albert_tf.pretraining.settings import TrainingError, TrainSettings
     from albert_tf.pretraining.strategy import jax_devices
@@ -197,6 +201,17 @@ def test_backend_mistakes_are_one_line_before_any_work(tmp_path):
         .startswith("error: --backend jax: Keras runs on tensorflow in this process")
     )
     assert not (tmp_path / "run").exists()
+    # Where JAX is not installed (the package without its `jax` extra).
+    from albert_tf.cli import backend
+
+    monkeypatch.setattr(backend, "installed", lambda name: name != "jax")
+    result = run_command("albert_tf.run_pretraining", ["--backend=jax", f"--output_dir={tmp_path / 'run'}"])
+    assert result.returncode == 1 and not (tmp_path / "run").exists()
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith("error: --backend jax: jax is not installed (pip install 'albert_tf[jax]'")
+    )
     for name in ("multi_worker", "tpu"):
         with pytest.raises(TrainingError, match=f"--strategy {name} is a tf.distribute strategy; on Keras' JAX"):
             jax_devices(name)

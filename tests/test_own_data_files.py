@@ -118,12 +118,15 @@ def test_without_max_seq_length_the_run_takes_the_models_own_limit(real_data, pr
     args = [f"--train_file={tmp_path / 'train.csv'}", f"--dev_file={tmp_path / 'dev.csv'}", "--text_column=review"]
     args += ["--label_column=sentiment", f"--spm_model_file={pretraining_data['spm']}", "--do_train", "--do_eval"]
     args += [f"--albert_config_file={pretraining_data['config']}", "--train_step=2", "--save_checkpoints_steps=2"]
-    args += ["--train_batch_size=8", "--eval_batch_size=8"]
+    args += ["--train_batch_size=8", "--eval_batch_size=8", "--grad_accum_steps=2"]
     # The README's own-data command on a model of 128 positions: the default 512 is lowered to them.
     result = run_command("albert_tf.run_classifier", [*args, f"--output_dir={tmp_path / 'out'}"])
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads((tmp_path / "out" / "checkpoints" / "finetune_settings.json").read_text())
     assert record["max_seq_length"] == 128
+    # Run again, it resumes at the optimizer step it reached (accumulation counts micro-batches inside).
+    again = run_command("albert_tf.run_classifier", [*args, f"--output_dir={tmp_path / 'out'}"])
+    assert again.returncode == 0 and "already at step 2 (of --train_step 2): nothing to train" in again.stdout
     # Asked for explicitly, a length beyond the model's positions is still refused before any work.
     refused = run_command("albert_tf.run_classifier", [*args, f"--output_dir={tmp_path / 'x'}", "--max_seq_length=512"])
     assert refused.returncode == 1 and not (tmp_path / "x").exists()

@@ -13,6 +13,7 @@ Example:
 True
 """
 
+import importlib.util
 import os
 import sys
 from typing import Optional
@@ -29,10 +30,15 @@ def backend_from_argv(argv) -> Optional[str]:
     return None
 
 
+def installed(backend: str) -> bool:
+    return importlib.util.find_spec(backend) is not None
+
+
 def choose_from_argv(argv) -> None:
-    """Sets `KERAS_BACKEND` from `--backend`, unless Keras is already imported (`check_backend` then says so)."""
+    """Sets `KERAS_BACKEND` from `--backend`, unless Keras is already imported or the backend is not installed
+    (`check_backend` then says so)."""
     requested = backend_from_argv(argv)
-    if requested in BACKENDS and "keras" not in sys.modules:
+    if requested in BACKENDS and "keras" not in sys.modules and installed(requested):
         os.environ["KERAS_BACKEND"] = requested
 
 
@@ -61,6 +67,11 @@ def check_backend(requested: str) -> None:
 
     from albert_tf.errors import AlbertError
 
+    if not installed(requested):
+        raise AlbertError(
+            f"--backend {requested}: {requested} is not installed (pip install 'albert_tf[{requested}]'; on NVIDIA "
+            "GPUs: pip install 'jax[cuda12]')"
+        )
     running = keras.backend.backend()
     if running != requested:
         raise AlbertError(

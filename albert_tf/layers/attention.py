@@ -152,7 +152,7 @@ class AlbertAttention(keras.layers.Layer):
         # Scaling q (B·S·H values) is cheaper than scaling the logits (B·N·S·S).
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), self.compute_dtype)
         dropout_on_probs = training and self.attention_dropout > 0
-        kernel = self.attention_kernel or fused_attention.kernel_for(self.compute_dtype)
+        kernel = self.attention_kernel or fused_attention.kernel_for(self.compute_dtype, self.head_size)
         if kernel in ("xla", "cudnn") and not dropout_on_probs:
             context = fused_attention.attend(query, key, value, input_mask, kernel)
             return self._output(context, hidden, rows, training)

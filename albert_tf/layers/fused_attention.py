@@ -10,7 +10,7 @@ the einsum path runs.
 
 Example:
 
->>> kernel_for("float32") is None  # the einsum path
+>>> kernel_for("float32", 64) is None  # the einsum path
 True
 """
 
@@ -20,13 +20,24 @@ import keras
 from keras import ops
 
 
-def kernel_for(compute_dtype: str) -> Optional[str]:
-    """ "cudnn" under JAX on a GPU in bfloat16/float16 (cuDNN's fused attention has no float32), else None."""
+def kernel_for(compute_dtype: str, head_size: int) -> Optional[str]:
+    """`"cudnn"` where cuDNN's fused attention takes the call, else None (the einsum path).
+
+    That is: JAX on an NVIDIA GPU of compute capability 8.0 or later (Ampere on; ROCm devices have
+    no `compute_capability`), bfloat16/float16 (no float32 kernel), a head size that is a multiple
+    of 8 and at most 128.
+    """
     if keras.backend.backend() != "jax" or compute_dtype not in ("bfloat16", "float16"):
+        return None
+    if head_size % 8 or head_size > 128:
         return None
     import jax
 
-    return "cudnn" if jax.default_backend() == "gpu" else None
+    device = jax.devices()[0]
+    capability = getattr(device, "compute_capability", None)
+    if device.platform != "gpu" or capability is None or float(capability) < 8.0:
+        return None
+    return "cudnn"
 
 
 def attend(query, key, value, input_mask, implementation: str):

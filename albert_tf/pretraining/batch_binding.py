@@ -18,19 +18,31 @@ RUN_RECORD = "run_settings.json"
 BOUND_FLAGS = ("train_batch_size", "grad_accum_steps")
 
 
-def check_same_batch(settings, checkpoint_dir: str) -> None:
-    """Raises `TrainingError` naming each flag that differs from the run's record."""
+def _record(checkpoint_dir: str):
     recorded = os.path.join(checkpoint_dir, RUN_RECORD)
     if not os.path.exists(recorded):
-        return
+        return None
     with open(recorded) as f:
-        before = json.load(f)
-    backend = before.get("backend", "tensorflow")  # records from before JAX runs existed
-    if backend != keras.backend.backend():
+        return json.load(f)
+
+
+def check_same_backend(settings, checkpoint_dir: str) -> None:
+    """Raises `TrainingError` when the run's checkpoints were written on another Keras backend."""
+    before = _record(checkpoint_dir)
+    backend = (before or {}).get("backend", "tensorflow")  # records from before JAX runs existed
+    if before is not None and backend != keras.backend.backend():
         raise TrainingError(
             f"{settings.output_dir} was trained on Keras' {backend} backend (now {keras.backend.backend()}): its "
             f"checkpoints hold that backend's state; resume with --backend {backend}, or use a new --output_dir"
         )
+
+
+def check_same_batch(settings, checkpoint_dir: str) -> None:
+    """Raises `TrainingError` naming the backend, or each flag, that differs from the run's record."""
+    check_same_backend(settings, checkpoint_dir)
+    before = _record(checkpoint_dir)
+    if before is None:
+        return
     changed = [
         f"--{n} {before[n]} (now {getattr(settings, n)})"
         for n in BOUND_FLAGS

@@ -6,7 +6,8 @@ the LAMB/AdamW update, with the TensorFlow step's objective, order and numbers
 (`tf_step`). The model and optimizer run through Keras' stateless API, so the state is
 a tuple of arrays. Under data parallelism the batch is sharded over the devices and the
 variables replicated (`keras.distribution.DataParallel`); XLA inserts the all-reduce.
-The loss is the global batch's, so N devices compute what one device does.
+The loss is the global batch's, so N devices compute what one device does (without
+accumulation: with it, micro-batch i is chunk i of every device's rows, as tf.distribute splits).
 
 No TensorFlow here: `bench/gpu_jax.py` times this very step on machines without it.
 

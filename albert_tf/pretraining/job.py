@@ -18,7 +18,7 @@ from albert_tf import memory_check
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs.shard_reader import PretrainingInput, resolve_input
 from albert_tf.locking import OutputDirLock
-from albert_tf.pretraining import worker_faults
+from albert_tf.pretraining import batch_binding, worker_faults
 from albert_tf.pretraining.loop import PretrainingLoop, check_eval_batch
 from albert_tf.pretraining.run_state import CheckpointPolicy
 from albert_tf.pretraining.settings import TrainingError, TrainSettings
@@ -227,6 +227,7 @@ def evaluate_checkpoints(
     state = tf.train.get_checkpoint_state(checkpoint_dir) if tf.io.gfile.isdir(checkpoint_dir) else None
     if state is None or not state.all_model_checkpoint_paths:
         raise TrainingError(f"{checkpoint_dir}: no checkpoint to evaluate (train first, or check --output_dir)")
+    batch_binding.check_same_backend(settings, checkpoint_dir)  # the other backend's checkpoints would not match
     strategy = strategy or make_strategy(strategy_name, tpu)
     config = AlbertConfig.from_json_file(albert_config_file)
     eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file

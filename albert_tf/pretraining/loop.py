@@ -329,10 +329,11 @@ class PretrainingLoop:
     def time_steps(self, steps: int) -> float:
         """Seconds per training step, measured over `steps` (after one traced step)."""
         self.ensure_iterator()
-        self._train_step(self.train_iterator)
+        float(self._train_step(self.train_iterator)["loss"])
         start = time.perf_counter()
         for _ in range(steps):
-            self._train_step(self.train_iterator)
+            # Read back as `train` does: JAX dispatches asynchronously, so a step ends when its loss is read.
+            float(self._train_step(self.train_iterator)["loss"])
         return (time.perf_counter() - start) / steps
 
     def weights_are_finite(self) -> bool:

@@ -124,6 +124,7 @@ class FineTuneCheckpoints:
             return  # checkpoints without a record: nothing to compare
         # A record from before a binding existed (labels, columns) is compared on what it holds, and is
         # not rewritten: such a run's labels and columns stay unbound.
+        before.setdefault("backend", "tensorflow")  # records from before JAX runs existed
         changed = [name for name in self.bound if name in before and before[name] != self.bound[name]]
         if changed:
             differences = ", ".join(f"{name} {before.get(name)!r} → {self.bound[name]!r}" for name in changed)

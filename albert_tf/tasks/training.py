@@ -178,7 +178,8 @@ def train(
         optimizer.build(model.trainable_variables)  # its slots must exist before a checkpoint restores them
         checkpoints = FineTuneCheckpoints(settings, task_binding or {"task": ""}, model, optimizer)
         resumed = checkpoints.restore()
-        step = int(optimizer.iterations.numpy()) // accum
+        # Optimizer updates: with accumulation Keras counts micro-batches and divides (`iterations`).
+        step = int(keras.ops.convert_to_numpy(optimizer.iterations))
         # An earlier run's best/ (e.g. killed) is replaced only by a better evaluation.
         best = history.earlier_best(settings.output_dir, metric)
         if resumed:
