@@ -1,4 +1,4 @@
-"""A JAX run's variables in a TensorFlow checkpoint: one tf.Variable copy of each, keyed by its position.
+"""A JAX run's variables in a TensorFlow checkpoint: one tf.Variable copy of each.
 
 Used by pretraining's and fine-tuning's checkpoints alike.
 
@@ -11,7 +11,7 @@ generator states, so a resumed run draws the masks an uninterrupted one would. T
 live on the host: one more copy of the weights and optimizer slots in host memory.
 """
 
-from typing import Dict, List
+from typing import Dict
 
 import numpy as np
 import tensorflow as tf
@@ -21,24 +21,19 @@ MODEL_KEY = "jax_model"
 OPTIMIZER_KEY = "jax_optimizer"
 
 
-def _by_position(variables: List) -> Dict[str, object]:
-    # By position, not by path: paths hold Keras' process-wide name counters (`seed_generator_3`,
-    # `loss_scale_optimizer_1`), which differ when another model was built first. The order is the
-    # architecture's, and a run's config is bound to its checkpoints.
-    return {f"{index:05d}": variable for index, variable in enumerate(variables)}
-
-
 class JaxStateCopy:
-    """tf.Variable copies of a model's and an optimizer's Keras variables (JAX backend)."""
+    """tf.Variable copies of a model's and an optimizer's Keras variables (JAX backend).
+
+    The checkpoint holds them as lists: by position, not by Keras path, whose names carry process-wide
+    counters (`seed_generator_3`, `loss_scale_optimizer_1`) that differ when another model was built
+    first. The order is the architecture's, and a run's config is bound to its checkpoints.
+    """
 
     def __init__(self, model, optimizer):
-        self.keras_variables = {
-            MODEL_KEY: _by_position(model.variables),
-            OPTIMIZER_KEY: _by_position(optimizer.variables),
-        }
+        self.keras_variables = {MODEL_KEY: list(model.variables), OPTIMIZER_KEY: list(optimizer.variables)}
         with tf.device("/CPU:0"):  # beside JAX's, never in the accelerator's memory
             self.tf_variables = {
-                group: {key: tf.Variable(np.asarray(v.value), trainable=False) for key, v in variables.items()}
+                group: [tf.Variable(np.asarray(v.value), trainable=False) for v in variables]
                 for group, variables in self.keras_variables.items()
             }
 
@@ -47,10 +42,10 @@ class JaxStateCopy:
 
     def copy_from_keras(self) -> None:
         for group, variables in self.keras_variables.items():
-            for key, variable in variables.items():
-                self.tf_variables[group][key].assign(np.asarray(variable.value))
+            for variable, copy in zip(variables, self.tf_variables[group]):
+                copy.assign(np.asarray(variable.value))
 
     def copy_to_keras(self) -> None:
         for group, variables in self.keras_variables.items():
-            for key, variable in variables.items():
-                variable.assign(self.tf_variables[group][key].numpy())
+            for variable, copy in zip(variables, self.tf_variables[group]):
+                variable.assign(copy.numpy())

@@ -79,7 +79,8 @@ def main():
     if len(backends) == 2:
         first, second = backends
         summary[f"{second}/{first}"] = round(summary[second]["sequences_per_s"] / summary[first]["sequences_per_s"], 3)
-    config = json.load(open(args.config))
+    with open(args.config) as f:
+        config = json.load(f)
     shape = {k: config[k] for k in ("hidden_size", "num_hidden_layers", "vocab_size")}
     print(
         json.dumps(

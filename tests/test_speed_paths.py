@@ -164,7 +164,7 @@ def test_dot_product_attention_path_matches_the_einsum_one():
     mask = np.ones((3, 9), "int32")
     mask[1, 4:] = 0
     expected = keras.ops.convert_to_numpy(layer(x, mask))
-    layer.use_dot_product_attention = True
+    layer.attention_kernel = "keras"
     np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(x, mask)), expected, atol=1e-6, rtol=0)
 
 

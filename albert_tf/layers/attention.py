@@ -62,13 +62,11 @@ class AlbertAttention(keras.layers.Layer):
         super().__init__(**kwargs)
         self.remat = remat
         self.fused_qkv = fused_qkv
-        # Opt-in, not config: `keras.ops.dot_product_attention` (a fused kernel on GPUs
-        # where the backend has one). A boolean key mask instead of the -10000 bias:
-        # the same probabilities in float32 (exp(-10000) underflows to 0), for
-        # inputs whose rows keep at least one key. No attention dropout.
-        self.use_dot_product_attention = False
-        # None: cuDNN's fused attention under JAX on a GPU in bf16/fp16, else the einsum path
-        # (`fused_attention`); "einsum", "xla" or "cudnn" to choose (tests, benchmarks).
+        # Not config. None: cuDNN's fused attention where it runs (`fused_attention.kernel_for`), else
+        # the einsum path. To choose (tests, benchmarks): "einsum"; "xla" or "cudnn" (each row's key
+        # length, `fused_attention.attend`); "keras": `keras.ops.dot_product_attention` with a boolean
+        # key mask (the same probabilities in float32, exp(-10000) underflowing to 0, for rows that keep
+        # a key). Attention dropout in training always runs the einsum path.
         self.attention_kernel = None
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
@@ -151,12 +149,13 @@ class AlbertAttention(keras.layers.Layer):
         ]
         # Scaling q (B·S·H values) is cheaper than scaling the logits (B·N·S·S).
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), self.compute_dtype)
-        dropout_on_probs = training and self.attention_dropout > 0
         kernel = self.attention_kernel or fused_attention.kernel_for(self.compute_dtype, self.head_size)
-        if kernel in ("xla", "cudnn") and not dropout_on_probs:
+        if training and self.attention_dropout > 0:
+            kernel = "einsum"
+        if kernel in ("xla", "cudnn"):
             context = fused_attention.attend(query, key, value, input_mask, kernel)
             return self._output(context, hidden, rows, training)
-        if self.use_dot_product_attention and not dropout_on_probs:
+        if kernel == "keras":
             key_mask = ops.expand_dims(ops.expand_dims(ops.cast(input_mask, "bool"), 1), 1)
             context = ops.dot_product_attention(query, key, value, mask=key_mask, scale=1.0)
             return self._output(context, hidden, rows, training)

@@ -28,7 +28,10 @@ def _record(checkpoint_dir: str):
 
 def check_same_backend(settings, checkpoint_dir: str) -> None:
     """Raises `TrainingError` when the run's checkpoints were written on another Keras backend."""
-    before = _record(checkpoint_dir)
+    _check_backend(settings, _record(checkpoint_dir))
+
+
+def _check_backend(settings, before) -> None:
     backend = (before or {}).get("backend", "tensorflow")  # records from before JAX runs existed
     if before is not None and backend != keras.backend.backend():
         raise TrainingError(
@@ -39,8 +42,8 @@ def check_same_backend(settings, checkpoint_dir: str) -> None:
 
 def check_same_batch(settings, checkpoint_dir: str) -> None:
     """Raises `TrainingError` naming the backend, or each flag, that differs from the run's record."""
-    check_same_backend(settings, checkpoint_dir)
     before = _record(checkpoint_dir)
+    _check_backend(settings, before)
     if before is None:
         return
     changed = [

@@ -126,12 +126,11 @@ class JaxDevices:
 
     def shard(self, batch):
         """numpy (or TF eager) arrays → device arrays; split over the devices along the batch axis."""
+        arrays = jax.tree.map(jax.numpy.asarray, batch)
         if self.distribution is None:
-            return jax.tree.map(jax.numpy.asarray, batch)
-        return jax.tree.map(
-            lambda t: keras.distribution.distribute_tensor(t, self.distribution.get_data_layout(t.shape)),
-            jax.tree.map(lambda t: jax.numpy.asarray(t), batch),
-        )
+            return arrays
+        layout = self.distribution.get_data_layout
+        return jax.tree.map(lambda t: keras.distribution.distribute_tensor(t, layout(t.shape)), arrays)
 
 
 class JaxTrainStep:
