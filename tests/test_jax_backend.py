@@ -83,6 +83,18 @@ def jax_reference(tmp_path_factory, pretraining_data, initial_model):
     return args, output_dir
 
 
+# run_pretraining with every step lasting at least 0.2 s (the loop calls worker_faults.step_finished after each).
+SLOWED_RUN = """
+import time
+import albert_tf.cli  # reads --backend from argv before Keras is imported
+from albert_tf.pretraining import worker_faults
+step_finished = worker_faults.step_finished
+worker_faults.step_finished = lambda: (time.sleep(0.2), step_finished())
+from albert_tf.cli.run_pretraining import cli
+cli()
+"""
+
+
 @pytest.mark.realdata
 @pytest.mark.slow
 def test_stopped_killed_and_resumed_on_two_devices_the_run_continues_the_same_curve(jax_reference, tmp_path):
@@ -92,16 +104,22 @@ def test_stopped_killed_and_resumed_on_two_devices_the_run_continues_the_same_cu
     args = [arg.replace(str(reference_dir), str(run_dir)) for arg in args]
 
     def interrupt_after(step, signal_number):
-        """Stops the run as soon as its checkpoint state names `step` or later, then sends the signal."""
-        victim = cli(["--backend", "jax"] + args)
+        """Signals the run once its checkpoint state names `step` or later (its steps slowed to >= 0.2 s, so
+        it is still running then however busy the machine: the signal lands steps before its last)."""
+        victim = subprocess.Popen(
+            [sys.executable, "-c", SLOWED_RUN, "--backend", "jax", *args],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
         deadline = time.time() + 300
         while latest_checkpoint_step(run_dir / "checkpoints") < step:
             assert victim.poll() is None, victim.communicate()[1][-3000:]
             assert time.time() < deadline
-            time.sleep(0.01)
-        victim.send_signal(signal.SIGSTOP)  # steps take milliseconds: hold it before it reaches the end
+            time.sleep(0.05)
         victim.send_signal(signal_number)
-        victim.send_signal(signal.SIGCONT)
         return finished(victim)
 
     code, _, stderr = interrupt_after(5, signal.SIGTERM)
