@@ -38,6 +38,10 @@ SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "token_boundary")
 PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+# Packed rows (several instances a row, `data_prep.packing`) add one slot per instance: its [CLS]
+# position (a model input) and a weight (1 for a real instance, 0 for an empty slot).
+PACKED_MODEL_INPUTS = MODEL_INPUTS + ("cls_positions",)
+PACKED_LABELS = LABELS + ("next_sentence_weights",)
 REQUIRED_METADATA = ("format_version", "shards", "max_seq_length", "max_predictions_per_seq")
 
 
@@ -84,13 +88,32 @@ def is_shard_name(name: str) -> bool:
     return fnmatch.fnmatch(os.path.basename(name), SHARD_PATTERN)
 
 
-def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, dict]:
-    """Every feature's dtype (`int64` or `float`) and length, as the original writes them."""
+def feature_spec(max_seq_length: int, max_predictions_per_seq: int, max_instances_per_row: int = 1) -> Dict[str, dict]:
+    """Every feature's dtype (`int64` or `float`) and length, as the original writes them.
+
+    Packed rows (`max_instances_per_row` > 1) hold `max_predictions_per_seq` masked positions per
+    instance slot, one SOP label per slot, and `next_sentence_weights` and `cls_positions`;
+    `input_mask` numbers each token's instance from 1 (0 is padding).
+    """
+    slots = max_instances_per_row
+    predictions = max_predictions_per_seq * slots
     spec = {name: {"dtype": "int64", "length": max_seq_length} for name in SEQUENCE_FEATURES}
-    spec.update({name: {"dtype": "int64", "length": max_predictions_per_seq} for name in PREDICTION_FEATURES})
-    spec["masked_lm_weights"] = {"dtype": "float", "length": max_predictions_per_seq}
-    spec["next_sentence_labels"] = {"dtype": "int64", "length": 1}
+    spec.update({name: {"dtype": "int64", "length": predictions} for name in PREDICTION_FEATURES})
+    spec["masked_lm_weights"] = {"dtype": "float", "length": predictions}
+    spec["next_sentence_labels"] = {"dtype": "int64", "length": slots}
+    if slots > 1:
+        spec["next_sentence_weights"] = {"dtype": "float", "length": slots}
+        spec["cls_positions"] = {"dtype": "int64", "length": slots}
     return spec
+
+
+def model_inputs(packed: bool):
+    """The features the pretrainer takes; the rest are labels (`labels`)."""
+    return PACKED_MODEL_INPUTS if packed else MODEL_INPUTS
+
+
+def labels(packed: bool):
+    return PACKED_LABELS if packed else LABELS
 
 
 def _read_text(path: str) -> str:
@@ -161,6 +184,15 @@ class PretrainingData:
     @property
     def max_predictions_per_seq(self) -> int:
         return self.metadata["max_predictions_per_seq"]
+
+    @property
+    def max_instances_per_row(self) -> int:
+        """Instances a row holds at most (1: the original's layout; data made before packing: 1)."""
+        return self.metadata.get("max_instances_per_row", 1)
+
+    @property
+    def packed(self) -> bool:
+        return self.max_instances_per_row > 1
 
     @property
     def vocab_size(self) -> Optional[int]:
@@ -240,6 +272,7 @@ def metadata_record(
     shard_files: Dict[str, dict],
     max_seq_length: int,
     max_predictions_per_seq: int,
+    max_instances_per_row: int,
     vocab_size: int,
     vocab_type: str,
     vocab_sha256: str,
@@ -254,9 +287,10 @@ def metadata_record(
         "num_instances": num_instances,
         "shards": dict(sorted(shards.items())),
         "shard_files": dict(sorted(shard_files.items())),
-        "features": feature_spec(max_seq_length, max_predictions_per_seq),
+        "features": feature_spec(max_seq_length, max_predictions_per_seq, max_instances_per_row),
         "max_seq_length": max_seq_length,
         "max_predictions_per_seq": max_predictions_per_seq,
+        "max_instances_per_row": max_instances_per_row,
         "vocab_size": vocab_size,
         "vocab_type": vocab_type,
         "vocab_sha256": vocab_sha256,

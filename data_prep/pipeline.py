@@ -10,7 +10,8 @@ pieces (the original's `_is_start_piece_sp`), WordPiece words continue with
 Pipeline: files → documents (`documents.py`) → buckets → tokenize once, then
 `dupe_factor` passes of pairs (`instances.py`) and masks (`masking.py`) →
 serialized Examples keyed by a hash → `num_shards` shards, each sorted by that
-hash (a deterministic shuffle) → `part-SSSSS-of-NNNNN.tfrecord` + `metadata.json`.
+hash (a deterministic shuffle; with `max_instances_per_row` > 1 packed into rows, `packing.py`) →
+`part-SSSSS-of-NNNNN.tfrecord` + `metadata.json`.
 
 Determinism: every random choice for a document comes from
 `random.Random("<seed>/<document hash>/<dupe>")` and shards are sorted, so the
@@ -59,7 +60,8 @@ from albert_tf.tokenization import (
 from data_prep import documents as documents_lib
 from data_prep.instances import ONE_SENTENCE_CHUNK_MODES, Instance, InstanceBuilder, InstanceOptions
 from data_prep.masking import MaskingOptions, NgramMasker
-from data_prep.records import pack_instance, serialize_instance, unpack_instance
+from data_prep.packing import pack_rows
+from data_prep.records import compact_length, pack_instance, serialize_instance, serialize_row, unpack_instance
 from data_prep.tfrecord import write_record
 
 
@@ -91,6 +93,7 @@ class Settings:
     random_seed: int = 12345
     num_shards: int = 10
     negative_pool_documents: int = 256
+    max_instances_per_row: int = 1  # > 1: packed rows (data_prep.packing); 1: the original's layout
     overwrite: bool = False
 
     def instance_options(self) -> InstanceOptions:
@@ -121,6 +124,7 @@ class Settings:
             (self.dupe_factor >= 1, "dupe_factor must be at least 1"),
             (self.num_shards >= 1, "num_shards must be at least 1"),
             (self.negative_pool_documents >= 2, "negative_pool_documents must be at least 2"),
+            (self.max_instances_per_row >= 1, "max_instances_per_row must be at least 1"),
             (self.input_format in documents_lib.FORMATS, f"input_format must be one of {documents_lib.FORMATS}"),
             (
                 self.one_sentence_chunks in ONE_SENTENCE_CHUNK_MODES,
@@ -257,11 +261,24 @@ class _WriteShard(beam.DoFn):
         name = shard_name(shard, s.num_shards)
         with FileSystems.create(FileSystems.join(self.directory, name)) as stream:
             hashed = HashingWriter(stream)
-            for _, packed in records:
-                write_record(
-                    hashed, serialize_instance(unpack_instance(packed), s.max_seq_length, s.max_predictions_per_seq)
-                )
-        yield {"shards": {name: len(records)}, "shard_files": {name: hashed.manifest_entry()}}
+            if s.max_instances_per_row == 1:
+                rows = len(records)
+                for _, compact in records:
+                    write_record(
+                        hashed,
+                        serialize_instance(unpack_instance(compact), s.max_seq_length, s.max_predictions_per_seq),
+                    )
+            else:
+                lengths = [compact_length(compact) for _, compact in records]
+                packed = pack_rows(lengths, s.max_seq_length, s.max_instances_per_row)
+                rows = len(packed)
+                for members in packed:
+                    row = [unpack_instance(records[i][1]) for i in members]
+                    write_record(
+                        hashed,
+                        serialize_row(row, s.max_seq_length, s.max_predictions_per_seq, s.max_instances_per_row),
+                    )
+        yield {"shards": {name: rows}, "shard_files": {name: hashed.manifest_entry()}}
 
 
 # A DoFn with two outputs yields (MAIN or STATS, value) pairs that `_select` splits, rather than
@@ -442,12 +459,14 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
                 FileSystems.create(FileSystems.join(temp_dir, name)).close()
                 shards[name] = 0
                 shard_files[name] = HashingWriter(None).manifest_entry()
+        counts["packing"] = row_fill(counts, sum(shards.values()), settings.max_seq_length)
         metadata = metadata_record(
             num_instances=counts["instances"],
             shards=shards,
             shard_files=shard_files,
             max_seq_length=settings.max_seq_length,
             max_predictions_per_seq=settings.max_predictions_per_seq,
+            max_instances_per_row=settings.max_instances_per_row,
             vocab_size=tokenizer.vocab_size,
             vocab_type=tokenizer.kind,
             vocab_sha256=tokenizer.model_sha256,
@@ -461,6 +480,16 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
     finally:
         if FileSystems.exists(temp_dir):
             FileSystems.delete([temp_dir])
+
+
+def row_fill(counts: dict, rows: int, max_seq_length: int) -> dict:
+    """Rows written, and the share of their tokens that is text, one instance a row and as written."""
+    real = counts["non_special_tokens"] + 3 * counts["instances"]
+    return {
+        "rows": rows,
+        "fill_one_instance_a_row": round(real / (counts["instances"] * max_seq_length), 4),
+        "fill": round(real / (rows * max_seq_length), 4),
+    }
 
 
 def _check_every_task_finished(result, output_dir: str) -> None:

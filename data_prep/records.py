@@ -5,6 +5,7 @@ The feature names and lengths are the contract's (`albert_tf.shard_set`).
 
 import array
 import struct
+from typing import Sequence
 
 from data_prep.instances import Instance
 from data_prep.tfrecord import encode_example
@@ -30,6 +31,44 @@ def serialize_instance(instance: Instance, max_seq_length: int, max_predictions_
     )
 
 
+def serialize_row(
+    instances: Sequence[Instance], max_seq_length: int, max_predictions_per_seq: int, max_instances_per_row: int
+) -> bytes:
+    """Several instances as one packed Example (`albert_tf.shard_set.feature_spec` with instances > 1).
+
+    Tokens are the instances' concatenated; `input_mask` numbers each token's instance from 1 (0: padding);
+    masked positions are shifted to the row; one SOP label, weight and `[CLS]` position per instance slot.
+    """
+    ids, segments, boundary, mask, starts = [], [], [], [], []
+    positions, labels = [], []
+    for number, instance in enumerate(instances, start=1):
+        starts.append(len(ids))
+        positions += [len(ids) + p for p in instance.masked_lm_positions]
+        labels += instance.masked_lm_ids
+        ids += instance.input_ids
+        segments += instance.segment_ids
+        boundary += instance.token_boundary
+        mask += [number] * len(instance.input_ids)
+    seq_pad = [0] * (max_seq_length - len(ids))
+    width = max_predictions_per_seq * max_instances_per_row
+    pred_pad = [0] * (width - len(positions))
+    slot_pad = [0] * (max_instances_per_row - len(instances))
+    return encode_example(
+        [
+            ("input_ids", "int64", ids + seq_pad),
+            ("input_mask", "int64", mask + seq_pad),
+            ("segment_ids", "int64", segments + seq_pad),
+            ("token_boundary", "int64", boundary + seq_pad),
+            ("masked_lm_positions", "int64", positions + pred_pad),
+            ("masked_lm_ids", "int64", labels + pred_pad),
+            ("masked_lm_weights", "float", [1.0] * len(positions) + [0.0] * len(pred_pad)),
+            ("next_sentence_labels", "int64", [int(i.is_random_next) for i in instances] + slot_pad),
+            ("next_sentence_weights", "float", [1.0] * len(instances) + [0.0] * len(slot_pad)),
+            ("cls_positions", "int64", starts + slot_pad),
+        ]
+    )
+
+
 def pack_instance(instance: Instance) -> bytes:
     """A compact form for the shuffle (~3x smaller than the Example): ids as uint16 when they fit."""
     ids = instance.input_ids + instance.masked_lm_ids
@@ -51,6 +90,11 @@ def pack_instance(instance: Instance) -> bytes:
             bytes(instance.token_boundary),
         ]
     )
+
+
+def compact_length(packed: bytes) -> int:
+    """Tokens of a `pack_instance` instance, read from its header."""
+    return struct.unpack_from("<cHHBB", packed)[1]
 
 
 def unpack_instance(packed: bytes) -> Instance:

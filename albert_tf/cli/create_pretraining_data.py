@@ -60,6 +60,12 @@ def define_flags():
         defaults.negative_pool_documents,
         "Documents a random B may come from (NSP / random_document only).",
     )
+    flags.DEFINE_integer(
+        "max_instances_per_row",
+        defaults.max_instances_per_row,
+        "Pack up to this many whole instances into each max_seq_length row (1: one a row, the original's "
+        "layout; pretraining keeps packed instances apart).",
+    )
     flags.DEFINE_bool("overwrite", defaults.overwrite, "Replace a dataset already in output_dir.")
 
 
@@ -76,7 +82,18 @@ def main(argv):
         f"{settings.output_dir} ({counts['documents']} documents, {counts['tokens']} tokens, "
         f"{counts['masked_tokens'] / max(1, counts['non_special_tokens']):.1%} masked, "
         f"{counts['sop_label_1'] / counts['instances']:.1%} label 1)"
+        + packing_note(metadata)
         + sentences_per_document_note(counts, metadata["task"])
+    )
+
+
+def packing_note(metadata: dict) -> str:
+    packing = metadata["counts"]["packing"]
+    if metadata["max_instances_per_row"] == 1:
+        return f"; rows {packing['fill']:.0%} text"
+    return (
+        f"; packed into {packing['rows']} rows of up to {metadata['max_instances_per_row']} instances, "
+        f"{packing['fill']:.0%} text (one a row: {packing['fill_one_instance_a_row']:.0%})"
     )
 
 

@@ -113,6 +113,13 @@ def load_weights_file(model, weights_file: str, holds_heads: bool) -> LoadReport
     if model is not backbone and not holds_heads:
         raise NoHeadsError(f"{weights_file}: holds a backbone only; the pretraining heads cannot be filled from it")
     target = AlbertPretrainer(backbone) if holds_heads and model is backbone else model
+    if isinstance(model, AlbertPretrainer) and model.packed_rows:
+        # Its graph also calls the pooler on each instance, which renumbers the layers the file is keyed by;
+        # the weights (and their order) are a plain pretrainer's.
+        plain = AlbertPretrainer(AlbertBackbone.from_albert_config(backbone.albert_config))
+        report = load_weights_file(plain, weights_file, holds_heads)
+        model.set_weights(plain.get_weights())
+        return report
     stored = _tensor_names(weights_file)
     try:
         target.load_weights(weights_file)

@@ -17,13 +17,13 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 
 from albert_tf.shard_set import (
-    LABELS,
-    MODEL_INPUTS,
     SHARD_PATTERN,
     DataError,
     PretrainingData,
     feature_spec,
     is_shard_name,
+    labels,
+    model_inputs,
 )
 
 _DTYPES = {"int64": tf.int64, "float": tf.float32}
@@ -37,11 +37,13 @@ class PretrainingInput:
     files: List[str]
 
 
-def feature_description(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, tf.io.FixedLenFeature]:
-    """`tf.io.parse_example` spec of the original features."""
+def feature_description(
+    max_seq_length: int, max_predictions_per_seq: int, max_instances_per_row: int = 1
+) -> Dict[str, tf.io.FixedLenFeature]:
+    """`tf.io.parse_example` spec of the original features (and of packed rows')."""
     return {
         name: tf.io.FixedLenFeature([f["length"]], _DTYPES[f["dtype"]])
-        for name, f in feature_spec(max_seq_length, max_predictions_per_seq).items()
+        for name, f in feature_spec(max_seq_length, max_predictions_per_seq, max_instances_per_row).items()
     }
 
 
@@ -81,6 +83,11 @@ def resolve_input(patterns: str, flag: str = "--input_file") -> PretrainingInput
         raise DataError(f"{flag} {patterns!r}: no shard listed in the metadata.json of the matched directories")
     first, *others = datasets.values()
     for other in others:
+        if other.max_instances_per_row != first.max_instances_per_row:
+            raise DataError(
+                f"{other.directory} and {first.directory}: {packing(other)} and {packing(first)} in one run; "
+                "make both with the same create_pretraining_data --max_instances_per_row"
+            )
         for key in ("max_seq_length", "max_predictions_per_seq", "vocab_size", "vocab_sha256"):
             if other.metadata.get(key) != first.metadata.get(key):
                 raise DataError(f"{other.directory} and {first.directory} differ in {key}")
@@ -91,6 +98,23 @@ def resolve_input(patterns: str, flag: str = "--input_file") -> PretrainingInput
     source = PretrainingInput(first, sorted(dict.fromkeys(files)))
     _check_record_lengths(source)
     return source
+
+
+def packing(data: PretrainingData) -> str:
+    """How the data's rows are laid out, in words."""
+    if not data.packed:
+        return "one instance a row"
+    return f"packed rows (up to {data.max_instances_per_row} instances)"
+
+
+def check_same_layout(train: PretrainingInput, evaluation: PretrainingInput) -> None:
+    """One model reads one row layout: packed training data needs packed eval data, and the other way."""
+    if train.data.packed != evaluation.data.packed:
+        raise DataError(
+            f"{evaluation.data.directory} (--eval_file) holds {packing(evaluation.data)} but "
+            f"{train.data.directory} (--input_file) holds {packing(train.data)}; make both with the same "
+            "create_pretraining_data --max_instances_per_row"
+        )
 
 
 def _check_record_lengths(source: PretrainingInput) -> None:
@@ -105,7 +129,10 @@ def _check_record_lengths(source: PretrainingInput) -> None:
                 if "masked_lm_positions" in feature
                 else None,
             }
-            expected = {"max_seq_length": data.max_seq_length, "max_predictions_per_seq": data.max_predictions_per_seq}
+            expected = {
+                "max_seq_length": data.max_seq_length,
+                "max_predictions_per_seq": data.max_predictions_per_seq * data.max_instances_per_row,
+            }
             wrong = [f"{k} {found[k]} (metadata.json says {expected[k]})" for k in found if found[k] != expected[k]]
             if wrong:
                 raise DataError(f"{path}: its records do not match {data.directory}/metadata.json: " + "; ".join(wrong))
@@ -152,7 +179,8 @@ def pretraining_dataset(
         skip_batches: batches to skip (undecoded), to resume where a run stopped.
     """
     files = source.files
-    spec = feature_description(source.data.max_seq_length, source.data.max_predictions_per_seq)
+    data = source.data
+    spec = feature_description(data.max_seq_length, data.max_predictions_per_seq, data.max_instances_per_row)
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
     pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
@@ -180,12 +208,12 @@ def pretraining_dataset(
     if skip_batches:
         dataset = dataset.skip(skip_batches)
     dataset = dataset.map(
-        lambda records: _to_inputs_and_labels(decode_batch(records, spec)),
+        lambda records: _to_inputs_and_labels(decode_batch(records, spec), data.packed),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def _to_inputs_and_labels(features):
-    return {k: features[k] for k in MODEL_INPUTS}, {k: features[k] for k in LABELS}
+def _to_inputs_and_labels(features, packed: bool):
+    return {k: features[k] for k in model_inputs(packed)}, {k: features[k] for k in labels(packed)}

@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from albert_tf.layers import fused_attention
+from albert_tf.layers import fused_attention, packed_rows
 from albert_tf.layers.precision import layer_norm
 from albert_tf.layers.remat import recompute_in_backward
 from albert_tf.layers.weight_cast import compute_weight, dense_on_rows
@@ -68,6 +68,9 @@ class AlbertAttention(keras.layers.Layer):
         # key mask (the same probabilities in float32, exp(-10000) underflowing to 0, for rows that keep
         # a key). Attention dropout in training always runs the einsum path.
         self.attention_kernel = None
+        # Not config: pretraining on packed rows sets it (`albert_tf.layers.packed_rows`): `input_mask` then
+        # numbers instances and attention stays within each.
+        self.packed_rows = False
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
         self.initializer_range = initializer_range
@@ -153,22 +156,30 @@ class AlbertAttention(keras.layers.Layer):
         if training and self.attention_dropout > 0:
             kernel = "einsum"
         if kernel in ("xla", "cudnn"):
-            context = fused_attention.attend(query, key, value, input_mask, kernel)
+            # Each row's key length (cuDNN's fast case) unless rows are packed.
+            mask = packed_rows.attention_allowed(input_mask) if self.packed_rows else None
+            context = fused_attention.attend(query, key, value, input_mask, kernel, mask=mask)
             return self._output(context, hidden, rows, training)
         if kernel == "keras":
-            key_mask = ops.expand_dims(ops.expand_dims(ops.cast(input_mask, "bool"), 1), 1)
-            context = ops.dot_product_attention(query, key, value, mask=key_mask, scale=1.0)
+            context = ops.dot_product_attention(query, key, value, mask=self._allowed(input_mask), scale=1.0)
             return self._output(context, hidden, rows, training)
         logits = ops.einsum("bqnd,bknd->bnqk", query, key)
-        key_bias = (1.0 - ops.cast(input_mask, "float32")) * MASK_ADDER
-        # [B, 1, 1, S] by reshape: a `[:, None, None, :]` slice is no TFLite builtin.
-        key_bias = ops.expand_dims(ops.expand_dims(key_bias, 1), 1)
-        probs = ops.softmax(ops.cast(logits, "float32") + key_bias, axis=-1)
+        if self.packed_rows:
+            bias = (1.0 - ops.cast(self._allowed(input_mask), "float32")) * MASK_ADDER
+        else:  # the original's, [B, 1, 1, S] (by reshape: a `[:, None, None, :]` slice is no TFLite builtin)
+            bias = ops.expand_dims(ops.expand_dims((1.0 - ops.cast(input_mask, "float32")) * MASK_ADDER, 1), 1)
+        probs = ops.softmax(ops.cast(logits, "float32") + bias, axis=-1)
         probs = ops.cast(probs, self.compute_dtype)
         if self.attention_dropout > 0:
             probs = self.attention_dropout_layer(probs, training=training)
         context = ops.einsum("bnqk,bknd->bqnd", probs, value)
         return self._output(context, hidden, rows, training)
+
+    def _allowed(self, input_mask):
+        """bool: which keys each query attends to; [B, 1, S, S] for packed rows, else the key mask [B, 1, 1, S]."""
+        if self.packed_rows:
+            return packed_rows.attention_allowed(input_mask)
+        return ops.expand_dims(ops.expand_dims(ops.cast(input_mask, "bool"), 1), 1)
 
     def _output(self, context, hidden, rows, training):
         context_rows = ops.reshape(context, (-1, self.num_attention_heads * self.head_size))

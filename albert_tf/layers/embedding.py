@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from albert_tf.layers import packed_rows
 from albert_tf.layers.precision import float32_policy, layer_norm
 
 
@@ -12,7 +13,9 @@ class AlbertEmbedding(keras.layers.Layer):
     The output stays at the small width `embedding_size` (E); the projection to
     the hidden width lives in the backbone (`embedding_projection`), as in the
     original, where it belongs to the encoder scope. Positions are a slice of
-    the table (`[0:S]`): there is no position-ids input.
+    the table (`[0:S]`): there is no position-ids input. With `packed_rows` set
+    (an attribute, not config: pretraining on packed data sets it) positions
+    restart with each instance that `input_mask` numbers (`albert_tf.layers.packed_rows`).
 
     Args:
         vocab_size: rows of the word table.
@@ -50,6 +53,7 @@ class AlbertEmbedding(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.dropout = dropout
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.packed_rows = False
 
         self.word_embeddings = keras.layers.Embedding(
             vocab_size,
@@ -72,7 +76,7 @@ class AlbertEmbedding(keras.layers.Layer):
     def _initializer(self):
         return keras.initializers.TruncatedNormal(stddev=self.initializer_range)
 
-    def build(self, input_ids_shape, segment_ids_shape=None):
+    def build(self, input_ids_shape, segment_ids_shape=None, input_mask_shape=None):
         self.word_embeddings.build(input_ids_shape)
         self.token_type_embeddings.build(input_ids_shape)
         self.position_embeddings = self.add_weight(
@@ -83,25 +87,25 @@ class AlbertEmbedding(keras.layers.Layer):
         self.layer_norm.build(tuple(input_ids_shape) + (self.embedding_size,))
         self.built = True
 
-    def call(self, input_ids, segment_ids, training=None):
+    def call(self, input_ids, segment_ids, input_mask=None, training=None):
         seq_length = ops.shape(input_ids)[1]
         if isinstance(seq_length, int) and seq_length > self.max_position_embeddings:
             raise ValueError(
                 f"sequence length {seq_length} exceeds max_position_embeddings="
                 f"{self.max_position_embeddings} of the config"
             )
-        positions = ops.slice(
-            ops.cast(self.position_embeddings, self.compute_dtype),
-            (0, 0),
-            (seq_length, self.embedding_size),
-        )
-        x = self.word_embeddings(input_ids) + self.token_type_embeddings(segment_ids) + positions[None, :, :]
+        table = ops.cast(self.position_embeddings, self.compute_dtype)
+        if self.packed_rows:
+            positions = ops.take(table, packed_rows.instance_positions(input_mask), axis=0)
+        else:
+            positions = ops.slice(table, (0, 0), (seq_length, self.embedding_size))[None, :, :]
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(segment_ids) + positions
         x = self.layer_norm(x)
         if self.dropout > 0:
             x = self.dropout_layer(x, training=training)
         return x
 
-    def compute_output_shape(self, input_ids_shape, segment_ids_shape=None):
+    def compute_output_shape(self, input_ids_shape, segment_ids_shape=None, input_mask_shape=None):
         return tuple(input_ids_shape) + (self.embedding_size,)
 
     def get_config(self):

@@ -40,13 +40,17 @@ def kernel_for(compute_dtype: str, head_size: int) -> Optional[str]:
     return "cudnn"
 
 
-def attend(query, key, value, input_mask, implementation: str):
+def attend(query, key, value, input_mask, implementation: str, mask=None):
     """softmax(q kᵀ) v over each row's first Σ input_mask keys (q already scaled); [B, S, N, D].
 
     `implementation`: "cudnn" (fused, GPU) or "xla" (the same computation, any device; the tests' reference).
+    `mask`: bool [B, 1, S, S] instead of key lengths (packed rows, `packed_rows.attention_allowed`); cuDNN
+    takes it as a bias of that shape.
     """
     import jax
 
+    if mask is not None:
+        return jax.nn.dot_product_attention(query, key, value, scale=1.0, mask=mask, implementation=implementation)
     lengths = ops.cast(ops.sum(ops.cast(input_mask, "int32"), axis=1), "int32")
     return jax.nn.dot_product_attention(
         query, key, value, scale=1.0, key_value_seq_lengths=lengths, implementation=implementation

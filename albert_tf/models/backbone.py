@@ -193,7 +193,7 @@ class AlbertBackbone(keras.Model):
         input_mask = keras.Input(shape=(None,), dtype="int32", name="input_mask")
         segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
 
-        x = embeddings(input_ids, segment_ids)
+        x = embeddings(input_ids, segment_ids, input_mask)
         if projection is not None:
             x = projection(x)
         encoder_outputs = []
@@ -257,6 +257,23 @@ class AlbertBackbone(keras.Model):
         # passthrough keys (`gap_size`, ...) so a saved albert_config.json writes them back.
         model.albert_config = config
         return model
+
+    @property
+    def packed_rows(self) -> bool:
+        """Whether `input_mask` numbers several instances a row (`albert_tf.layers.packed_rows`).
+
+        Not config: pretraining on packed data sets it; on a mask of 0s and 1s the model computes the same
+        either way, so a saved or exported model never carries it.
+        """
+        return self.embeddings.packed_rows
+
+    @packed_rows.setter
+    def packed_rows(self, value: bool):
+        self.embeddings.packed_rows = value
+        for name in self.block_names:
+            layer = self.get_layer(name)
+            if isinstance(layer, AlbertAttention):
+                layer.packed_rows = value
 
     @property
     def word_embeddings(self):

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from albert_tf.layers.heads import AlbertMaskedLMHead
+from albert_tf.layers.heads import AlbertMaskedLMHead, gather_positions
 from albert_tf.models.backbone import LAYER_NORM_EPSILON, AlbertBackbone  # noqa: F401  (the docstring example)
 from albert_tf.models.task_base import TaskModel
 
@@ -18,8 +18,16 @@ class AlbertPretrainer(TaskModel):
     masked positions; the decoder is the word-embedding table) and
     `sop_logits` float32 `[B, 2]` (label 1 = swapped / random next).
 
+    With `packed_rows=True` a row holds up to K instances (`data_prep.packing`):
+    `input_mask` numbers each token's instance from 1, the backbone keeps the
+    instances apart (`albert_tf.layers.packed_rows`), an input `cls_positions`
+    int32 `[B, K]` says where each instance's `[CLS]` is, and `sop_logits` is
+    `[B, K, 2]`, one pair per instance slot (empty slots: any position, weighted 0
+    in the loss). The weights are the same as without packing.
+
     Args:
         backbone: an `AlbertBackbone`.
+        packed_rows: read packed rows (sets `backbone.packed_rows`).
 
     Example:
 
@@ -36,7 +44,7 @@ class AlbertPretrainer(TaskModel):
     hf_architectures = ("AlbertForPreTraining", "AlbertForMaskedLM")  # HF's, first one written
     keras_hub_task = "masked_lm"
 
-    def __init__(self, backbone, **kwargs):
+    def __init__(self, backbone, packed_rows=False, **kwargs):
         config = backbone.albert_config
         policy = backbone.dtype_policy
 
@@ -59,9 +67,16 @@ class AlbertPretrainer(TaskModel):
         # === Functional model ===
         inputs = dict(backbone.input)
         inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
+        if packed_rows:  # (a plain pretrainer leaves a packed backbone as it is: 0/1 masks compute the same)
+            backbone.packed_rows = True
         backbone_outputs = backbone({k: inputs[k] for k in ("input_ids", "input_mask", "segment_ids")})
         mlm_logits = mlm_head(backbone_outputs["sequence_output"], inputs["masked_lm_positions"])
-        sop_logits = ops.cast(sop_head(backbone_outputs["pooled_output"]), "float32")
+        pooled_output = backbone_outputs["pooled_output"]
+        if packed_rows:  # the pooler on every instance's [CLS]
+            inputs["cls_positions"] = keras.Input(shape=(None,), dtype="int32", name="cls_positions")
+            cls_vectors = gather_positions(backbone_outputs["sequence_output"], inputs["cls_positions"])
+            pooled_output = backbone.pooler(cls_vectors)
+        sop_logits = ops.cast(sop_head(pooled_output), "float32")
         super().__init__(
             inputs=inputs,
             outputs={"mlm_logits": mlm_logits, "sop_logits": sop_logits},
@@ -69,6 +84,7 @@ class AlbertPretrainer(TaskModel):
         )
 
         # === Config ===
-        self._set_task_config(backbone)
+        self._set_task_config(backbone, packed_rows=packed_rows)
+        self.packed_rows = packed_rows
         self.mlm_head = mlm_head
         self.sop_head = sop_head

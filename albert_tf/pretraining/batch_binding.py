@@ -4,7 +4,9 @@ The input iterator is saved batched: resumed with another `--train_batch_size`
 (or `--grad_accum_steps`, which sets the micro-batch), its first batch has the
 old shape and TensorFlow stops with "Incompatible shapes" deep in the step.
 The Keras backend is bound too: a JAX run's checkpoints hold tf.Variable
-copies of its state (`jax_state`), not the TensorFlow model's objects.
+copies of its state (`jax_state`), not the TensorFlow model's objects. So is
+the data's row layout (instances a row, `data_prep.packing`): the iterator's
+batches have its features.
 """
 
 import json
@@ -40,12 +42,19 @@ def _check_backend(settings, before) -> None:
         )
 
 
-def check_same_batch(settings, checkpoint_dir: str) -> None:
-    """Raises `TrainingError` naming the backend, or each flag, that differs from the run's record."""
+def check_same_batch(settings, checkpoint_dir: str, max_instances_per_row: int = 1) -> None:
+    """Raises `TrainingError` naming the backend, the row layout, or each flag, that differs from the run's record."""
     before = _record(checkpoint_dir)
     _check_backend(settings, before)
     if before is None:
         return
+    packed_before = before.get("max_instances_per_row", 1)
+    if packed_before != max_instances_per_row:
+        raise TrainingError(
+            f"{settings.output_dir} was trained on data of up to {packed_before} instances a row, this data holds "
+            f"up to {max_instances_per_row} (create_pretraining_data --max_instances_per_row): its checkpoints hold "
+            "the input iterator of that data; resume on the same data, or use a new --output_dir"
+        )
     changed = [
         f"--{n} {before[n]} (now {getattr(settings, n)})"
         for n in BOUND_FLAGS
@@ -58,10 +67,12 @@ def check_same_batch(settings, checkpoint_dir: str) -> None:
         )
 
 
-def record_batch(settings, checkpoint_dir: str) -> None:
+def record_batch(settings, checkpoint_dir: str, max_instances_per_row: int = 1) -> None:
     """Written after each successful start (checked equal when there were checkpoints to resume)."""
     os.makedirs(checkpoint_dir, exist_ok=True)
     partial = os.path.join(checkpoint_dir, RUN_RECORD + ".partial")
+    record = {n: getattr(settings, n) for n in BOUND_FLAGS}
+    record.update(backend=keras.backend.backend(), max_instances_per_row=max_instances_per_row)
     with open(partial, "w") as f:
-        json.dump({**{n: getattr(settings, n) for n in BOUND_FLAGS}, "backend": keras.backend.backend()}, f, indent=2)
+        json.dump(record, f, indent=2)
     os.replace(partial, os.path.join(checkpoint_dir, RUN_RECORD))

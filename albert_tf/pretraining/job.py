@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from albert_tf import memory_check
 from albert_tf.config import AlbertConfig
-from albert_tf.inputs.shard_reader import PretrainingInput, resolve_input
+from albert_tf.inputs.shard_reader import PretrainingInput, check_same_layout, resolve_input
 from albert_tf.locking import OutputDirLock
 from albert_tf.pretraining import batch_binding, worker_faults
 from albert_tf.pretraining.loop import PretrainingLoop, check_eval_batch
@@ -138,7 +138,7 @@ def pretrain(
         settings.train_batch_size // settings.grad_accum_steps // strategy.num_replicas_in_sync,
         settings.max_seq_length,
         settings.remat,
-        max_predictions=settings.max_predictions_per_seq,
+        max_predictions=settings.max_predictions_per_seq * train_input.data.max_instances_per_row,
     )
     if settings.do_eval or settings.eval_at_start:
         check_eval_batch(settings, strategy.num_replicas_in_sync)
@@ -146,6 +146,7 @@ def pretrain(
     if eval_file is not None:
         eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
         eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
+        check_same_layout(train_input, eval_input)
     os.makedirs(settings.output_dir, exist_ok=True)
     # One writer per output directory; the other workers of a multi-worker run write only their own dirs.
     lock = OutputDirLock(settings.output_dir) if is_chief(strategy) else contextlib.nullcontext()

@@ -71,6 +71,8 @@ class PretrainingLoop:
         self.eval_input = eval_input or train_input
         self.chief = is_chief(strategy)
         self.backend = keras.backend.backend()
+        # Instances a training row holds at most (1: the original's layout; data_prep.packing).
+        self.rows_hold = train_input.data.max_instances_per_row
         if self.backend == "jax":
             from albert_tf.pretraining.jax_step import JaxDevices
 
@@ -91,7 +93,7 @@ class PretrainingLoop:
             backbone = AlbertBackbone.from_albert_config(
                 albert_config, dtype=PRECISIONS[s.mixed_precision], remat=s.remat
             )
-            self.model = AlbertPretrainer(backbone)
+            self.model = AlbertPretrainer(backbone, packed_rows=train_input.data.packed)
             optimizer = create_optimizer(
                 s.optimizer, s.learning_rate, s.num_train_steps, s.num_warmup_steps, s.poly_power, s.start_warmup_step
             )

@@ -44,22 +44,30 @@ def masked_lm_stats(mlm_logits, masked_lm_ids, masked_lm_weights) -> Dict[str, o
     }
 
 
-def sentence_order_stats(sop_logits, labels) -> Dict[str, object]:
-    """Summed sentence-order NLL, correct count and example count of one batch."""
+def sentence_order_stats(sop_logits, labels, weights=None) -> Dict[str, object]:
+    """Summed sentence-order NLL, correct count and example count of one batch.
+
+    `weights` (packed rows: 1 per real instance, 0 per empty slot) count each label; default 1 each.
+    """
     labels = ops.reshape(labels, (-1,))
-    nll, correct = _nll_and_correct(sop_logits, labels)
-    return {
-        "sop_nll": ops.sum(nll),
-        "sop_correct": ops.sum(correct),
-        "sop_count": ops.cast(ops.size(labels), "float32"),
-    }
+    nll, correct = _nll_and_correct(ops.reshape(sop_logits, (-1, 2)), labels)
+    if weights is None:
+        return {
+            "sop_nll": ops.sum(nll),
+            "sop_correct": ops.sum(correct),
+            "sop_count": ops.cast(ops.size(labels), "float32"),
+        }
+    weights = ops.reshape(ops.cast(weights, "float32"), (-1,))
+    return {"sop_nll": ops.sum(weights * nll), "sop_correct": ops.sum(weights * correct), "sop_count": ops.sum(weights)}
 
 
 def batch_stats(outputs, labels) -> Dict[str, object]:
-    """Summed NLLs, weights and correct counts of one batch."""
+    """Summed NLLs, weights and correct counts of one batch (packed rows: SOP over real instances)."""
     return {
         **masked_lm_stats(outputs["mlm_logits"], labels["masked_lm_ids"], labels["masked_lm_weights"]),
-        **sentence_order_stats(outputs["sop_logits"], labels["next_sentence_labels"]),
+        **sentence_order_stats(
+            outputs["sop_logits"], labels["next_sentence_labels"], labels.get("next_sentence_weights")
+        ),
     }
 
 

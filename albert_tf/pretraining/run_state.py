@@ -93,7 +93,7 @@ class CheckpointPolicy:
         candidates = list(reversed(self.manager.checkpoints)) if self.loop.chief else [self.latest()]
         candidates = [c for c in candidates if c]
         if self.loop.chief and candidates:
-            batch_binding.check_same_batch(self.settings, self.checkpoint_dir)
+            batch_binding.check_same_batch(self.settings, self.checkpoint_dir, self.loop.rows_hold)
         skipped = []
         for path in candidates:
             try:
@@ -114,7 +114,7 @@ class CheckpointPolicy:
             message = self._warm_start()
         self._record_config(config_dict)
         if self.loop.chief:
-            batch_binding.record_batch(self.settings, self.checkpoint_dir)
+            batch_binding.record_batch(self.settings, self.checkpoint_dir, self.loop.rows_hold)
         self.loop.ensure_iterator()
         return message
 
