@@ -88,15 +88,14 @@ def is_shard_name(name: str) -> bool:
     return fnmatch.fnmatch(os.path.basename(name), SHARD_PATTERN)
 
 
-def feature_spec(max_seq_length: int, max_predictions_per_seq: int, max_instances_per_row: int = 1) -> Dict[str, dict]:
+def feature_spec(max_seq_length: int, predictions: int, max_instances_per_row: int = 1) -> Dict[str, dict]:
     """Every feature's dtype (`int64` or `float`) and length, as the original writes them.
 
-    Packed rows (`max_instances_per_row` > 1) hold `max_predictions_per_seq` masked positions per
-    instance slot, one SOP label per slot, and `next_sentence_weights` and `cls_positions`;
-    `input_mask` numbers each token's instance from 1 (0 is padding).
+    `predictions`: masked-position slots a row (the original: `max_predictions_per_seq`). Packed rows
+    (`max_instances_per_row` > 1) add one SOP label, `next_sentence_weights` and `cls_positions` per
+    instance slot; `input_mask` numbers each token's instance from 1 (0 is padding).
     """
     slots = max_instances_per_row
-    predictions = max_predictions_per_seq * slots
     spec = {name: {"dtype": "int64", "length": max_seq_length} for name in SEQUENCE_FEATURES}
     spec.update({name: {"dtype": "int64", "length": predictions} for name in PREDICTION_FEATURES})
     spec["masked_lm_weights"] = {"dtype": "float", "length": predictions}
@@ -191,6 +190,11 @@ class PretrainingData:
         return self.metadata.get("max_instances_per_row", 1)
 
     @property
+    def predictions_per_row(self) -> int:
+        """Masked-position slots a row (packed rows: `data_prep.packing.prediction_slots`)."""
+        return self.metadata.get("max_predictions_per_row", self.max_predictions_per_seq)
+
+    @property
     def packed(self) -> bool:
         return self.max_instances_per_row > 1
 
@@ -273,6 +277,7 @@ def metadata_record(
     max_seq_length: int,
     max_predictions_per_seq: int,
     max_instances_per_row: int,
+    max_predictions_per_row: int,
     vocab_size: int,
     vocab_type: str,
     vocab_sha256: str,
@@ -287,10 +292,11 @@ def metadata_record(
         "num_instances": num_instances,
         "shards": dict(sorted(shards.items())),
         "shard_files": dict(sorted(shard_files.items())),
-        "features": feature_spec(max_seq_length, max_predictions_per_seq, max_instances_per_row),
+        "features": feature_spec(max_seq_length, max_predictions_per_row, max_instances_per_row),
         "max_seq_length": max_seq_length,
         "max_predictions_per_seq": max_predictions_per_seq,
         "max_instances_per_row": max_instances_per_row,
+        "max_predictions_per_row": max_predictions_per_row,
         "vocab_size": vocab_size,
         "vocab_type": vocab_type,
         "vocab_sha256": vocab_sha256,

@@ -23,7 +23,25 @@ Example:
 
 import bisect
 import heapq
+import math
 from typing import Dict, List, Sequence
+
+
+def prediction_slots(max_seq_length: int, max_predictions_per_seq: int, max_instances_per_row: int, prob: float) -> int:
+    """Masked-position slots a row needs: the most its instances can hold together.
+
+    An instance of L tokens masks min(P, max(1, round(L·prob))) ≤ L·prob + 1 (`masking.NgramMasker`), so
+    instances of at most S tokens together mask at most ⌊S·prob⌋ + K: at length 128, 19 + 3 slots instead of
+    3 × 20, each a row of masked-LM logits.
+
+    >>> prediction_slots(128, 20, 3, 0.15), prediction_slots(512, 20, 3, 0.15), prediction_slots(128, 20, 1, 0.15)
+    (22, 60, 20)
+    """
+    if max_instances_per_row == 1:
+        return max_predictions_per_seq
+    return min(
+        max_instances_per_row * max_predictions_per_seq, math.floor(max_seq_length * prob) + max_instances_per_row
+    )
 
 
 def pack_rows(lengths: Sequence[int], capacity: int, max_per_row: int) -> List[List[int]]:

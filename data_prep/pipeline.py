@@ -60,7 +60,7 @@ from albert_tf.tokenization import (
 from data_prep import documents as documents_lib
 from data_prep.instances import ONE_SENTENCE_CHUNK_MODES, Instance, InstanceBuilder, InstanceOptions
 from data_prep.masking import MaskingOptions, NgramMasker
-from data_prep.packing import pack_rows
+from data_prep.packing import pack_rows, prediction_slots
 from data_prep.records import compact_length, pack_instance, serialize_instance, serialize_row, unpack_instance
 from data_prep.tfrecord import write_record
 
@@ -103,6 +103,12 @@ class Settings:
             self.random_next_sentence,
             self.one_sentence_chunks,
             self.short_target_per_document,
+        )
+
+    def prediction_slots(self) -> int:
+        """Masked-position slots a row (`max_predictions_per_seq` unless rows are packed)."""
+        return prediction_slots(
+            self.max_seq_length, self.max_predictions_per_seq, self.max_instances_per_row, self.masked_lm_prob
         )
 
     def masking_options(self) -> MaskingOptions:
@@ -276,7 +282,7 @@ class _WriteShard(beam.DoFn):
                     row = [unpack_instance(records[i][1]) for i in members]
                     write_record(
                         hashed,
-                        serialize_row(row, s.max_seq_length, s.max_predictions_per_seq, s.max_instances_per_row),
+                        serialize_row(row, s.max_seq_length, s.prediction_slots(), s.max_instances_per_row),
                     )
         yield {"shards": {name: rows}, "shard_files": {name: hashed.manifest_entry()}}
 
@@ -467,6 +473,7 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
             max_seq_length=settings.max_seq_length,
             max_predictions_per_seq=settings.max_predictions_per_seq,
             max_instances_per_row=settings.max_instances_per_row,
+            max_predictions_per_row=settings.prediction_slots(),
             vocab_size=tokenizer.vocab_size,
             vocab_type=tokenizer.kind,
             vocab_sha256=tokenizer.model_sha256,

@@ -32,7 +32,7 @@ def serialize_instance(instance: Instance, max_seq_length: int, max_predictions_
 
 
 def serialize_row(
-    instances: Sequence[Instance], max_seq_length: int, max_predictions_per_seq: int, max_instances_per_row: int
+    instances: Sequence[Instance], max_seq_length: int, prediction_slots: int, max_instances_per_row: int
 ) -> bytes:
     """Several instances as one packed Example (`albert_tf.shard_set.feature_spec` with instances > 1).
 
@@ -50,8 +50,9 @@ def serialize_row(
         boundary += instance.token_boundary
         mask += [number] * len(instance.input_ids)
     seq_pad = [0] * (max_seq_length - len(ids))
-    width = max_predictions_per_seq * max_instances_per_row
-    pred_pad = [0] * (width - len(positions))
+    if len(positions) > prediction_slots or len(ids) > max_seq_length:  # packing.prediction_slots is a bound
+        raise ValueError(f"a row of {len(ids)} tokens and {len(positions)} masked positions does not fit")
+    pred_pad = [0] * (prediction_slots - len(positions))
     slot_pad = [0] * (max_instances_per_row - len(instances))
     return encode_example(
         [

@@ -38,12 +38,12 @@ class PretrainingInput:
 
 
 def feature_description(
-    max_seq_length: int, max_predictions_per_seq: int, max_instances_per_row: int = 1
+    max_seq_length: int, predictions: int, max_instances_per_row: int = 1
 ) -> Dict[str, tf.io.FixedLenFeature]:
     """`tf.io.parse_example` spec of the original features (and of packed rows')."""
     return {
         name: tf.io.FixedLenFeature([f["length"]], _DTYPES[f["dtype"]])
-        for name, f in feature_spec(max_seq_length, max_predictions_per_seq, max_instances_per_row).items()
+        for name, f in feature_spec(max_seq_length, predictions, max_instances_per_row).items()
     }
 
 
@@ -131,7 +131,7 @@ def _check_record_lengths(source: PretrainingInput) -> None:
             }
             expected = {
                 "max_seq_length": data.max_seq_length,
-                "max_predictions_per_seq": data.max_predictions_per_seq * data.max_instances_per_row,
+                "max_predictions_per_seq": data.predictions_per_row,
             }
             wrong = [f"{k} {found[k]} (metadata.json says {expected[k]})" for k in found if found[k] != expected[k]]
             if wrong:
@@ -180,7 +180,7 @@ def pretraining_dataset(
     """
     files = source.files
     data = source.data
-    spec = feature_description(data.max_seq_length, data.max_predictions_per_seq, data.max_instances_per_row)
+    spec = feature_description(data.max_seq_length, data.predictions_per_row, data.max_instances_per_row)
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
     pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0

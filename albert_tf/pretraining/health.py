@@ -96,6 +96,8 @@ class DataFacts:
     label_share: Optional[float]  # share of label 1 (swapped for SOP, random next for NSP)
     masked_share: Optional[float]  # masked tokens / non-special tokens
     sentences_per_document: Optional[float] = None
+    packing: Optional[dict] = None  # counts.packing: rows and their share of text (data made since packing existed)
+    rows_hold: int = 1  # max_instances_per_row
 
     @classmethod
     def from_metadata(cls, directory: str, metadata: dict) -> "DataFacts":
@@ -112,6 +114,8 @@ class DataFacts:
             sentences_per_document=(
                 counts["sentences"] / counts["documents"] if counts.get("documents") and "sentences" in counts else None
             ),
+            packing=counts.get("packing"),
+            rows_hold=metadata.get("max_instances_per_row", 1),
         )
 
     @property
@@ -132,7 +136,11 @@ def data_lines(facts: DataFacts, sentence_task: str) -> List[str]:
     labels = "label share unknown" if facts.label_share is None else f"label 1 in {facts.label_share:.1%}"
     instances = "" if facts.instances is None else f" of {facts.instances:,} instances"
     masked = "masked share unknown" if facts.masked_share is None else f"{facts.masked_share:.1%} of tokens masked"
-    lines = [f"{PREFIX}data {facts.directory}: {task}, {labels}{instances}; {masked}"]
+    rows = ""
+    if facts.packing:
+        packed = f"packed up to {facts.rows_hold} a row into " if facts.rows_hold > 1 else ""
+        rows = f"; {packed}{facts.packing['rows']:,} rows, {facts.packing['fill']:.0%} text"
+    lines = [f"{PREFIX}data {facts.directory}: {task}, {labels}{instances}; {masked}{rows}"]
     if facts.task in SENTENCE_TASKS and facts.task != sentence_task:
         made_with = "with" if facts.task == "nsp" else "without"
         lines.append(

@@ -138,7 +138,7 @@ def pretrain(
         settings.train_batch_size // settings.grad_accum_steps // strategy.num_replicas_in_sync,
         settings.max_seq_length,
         settings.remat,
-        max_predictions=settings.max_predictions_per_seq * train_input.data.max_instances_per_row,
+        max_predictions=train_input.data.predictions_per_row,
     )
     if settings.do_eval or settings.eval_at_start:
         check_eval_batch(settings, strategy.num_replicas_in_sync)
