@@ -7,7 +7,7 @@ twice, with `--max_instances_per_row 1` and `K`: the same instances either way.
     # speed: PretrainingLoop.time_steps in fresh processes, the two layouts interleaved over rounds
     python bench/packed_rows.py speed --spm SPM [--configs tiny,base] [--seqs 128,512] [--rounds 2]
     # learning: the tiny config from scratch, --seeds runs each way, evaluated on WikiText-2 test
-    # (the same held-out instances in each layout) at equal real tokens seen
+    # (the same held-out instances in each layout); the same steps of the same real tokens each way
     python bench/packed_rows.py learning --spm SPM [--seeds 3] [--steps 600]
 
 `real tokens/s` = rows/s × the real tokens a row holds on average (metadata.json's fill): what
@@ -143,49 +143,48 @@ def speed(args, work: str, vocab_size: int) -> dict:
 
 
 def learning(args, work: str, vocab_size: int) -> dict:
+    """Each way from scratch, same steps and the same real tokens a step (one-a-row steps take more rows)."""
     corpus = sentence_file(os.path.join(args.data, "wikitext2", "valid.txt"), os.path.join(work, "valid.txt"))
     held_out = sentence_file(os.path.join(args.data, "wikitext2", "test.txt"), os.path.join(work, "test.txt"))
     config = config_file("tiny", vocab_size, 128, work)
+    data = {k: make_data(corpus, args.spm, 128, k, os.path.join(work, f"128_{k}")) for k in (1, args.hold)}
     runs = {}
-    for k in (1, args.hold):
-        train = make_data(corpus, args.spm, 128, k, os.path.join(work, f"128_{k}"))
+    for k in [int(x) for x in args.layouts.split(",")]:
+        train = data[k]
         evaluation = make_data(held_out, args.spm, 128, k, os.path.join(work, f"eval_128_{k}"))
-        # Equal real tokens: one-a-row runs take more steps, in proportion to the fill.
-        steps = round(args.steps * (1.0 if k == args.hold else runs_fill_ratio(args, corpus, work)))
-        eval_every = max(1, steps // args.points)
-        tokens_per_step = args.batch * 128 * train["fill"]
+        # Equal steps of equal real tokens, so the comparison is packing's, not a batch size's.
+        batch = round(args.batch * data[args.hold]["fill"] / train["fill"])
+        tokens_per_step = batch * 128 * train["fill"]
         for seed in range(1, args.seeds + 1):
-            output_dir = os.path.join(work, f"run_{k}_{seed}")
+            output_dir = os.path.join(work, f"run_{k}_{seed}_b{batch}")
             run_worker(
                 WORKER_LEARNING,
-                [train["dir"], evaluation["dir"], config, output_dir, steps, seed, eval_every]
-                + [evaluation["rows"] // 32, args.batch],
+                [train["dir"], evaluation["dir"], config, output_dir, args.steps, seed, args.steps // args.points]
+                + [evaluation["rows"] // 32, batch],
             )
             with open(os.path.join(output_dir, "eval_results.txt")) as f:
                 points = [json.loads(line) for line in f]
-            runs.setdefault(f"{k}_a_row", []).append(
-                [
-                    {
-                        "real_tokens": round(p["global_step"] * tokens_per_step),
-                        "masked_lm_accuracy": round(p["masked_lm_accuracy"], 4),
-                        "sentence_order_accuracy": round(p["sentence_order_accuracy"], 4),
-                    }
-                    for p in points
-                ]
-            )
-            print(f"[learning] rows {k} seed {seed}: {runs[f'{k}_a_row'][-1][-1]}", file=sys.stderr)
+            curve = [
+                {
+                    "real_tokens": round(p["global_step"] * tokens_per_step),
+                    "masked_lm_accuracy": round(p["masked_lm_accuracy"], 4),
+                    "sentence_order_accuracy": round(p["sentence_order_accuracy"], 4),
+                }
+                for p in points
+            ]
+            runs.setdefault(f"{k}_a_row (b{batch})", []).append(curve)
+            print(f"[learning] rows {k} seed {seed}: {curve[-1]}", file=sys.stderr)
     final = {}
     for layout, curves in runs.items():
         for key in ("masked_lm_accuracy", "sentence_order_accuracy"):
             values = [curve[-1][key] for curve in curves]
-            final[f"{layout}_{key}"] = {"mean": round(statistics.mean(values), 4), "values": values}
-    return {"steps_packed": args.steps, "final": final, "curves": runs}
-
-
-def runs_fill_ratio(args, corpus: str, work: str) -> float:
-    packed = make_data(corpus, args.spm, 128, args.hold, os.path.join(work, f"128_{args.hold}"))
-    one = make_data(corpus, args.spm, 128, 1, os.path.join(work, "128_1"))
-    return packed["fill"] / one["fill"]
+            spread = statistics.stdev(values) if len(values) > 1 else 0.0
+            final[f"{layout} {key}"] = {
+                "mean": round(statistics.mean(values), 4),
+                "sd": round(spread, 4),
+                "values": values,
+            }
+    return {"steps": args.steps, "final": final, "curves": runs}
 
 
 def main():
@@ -202,6 +201,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--points", type=int, default=6, help="learning: evaluations a run")
+    parser.add_argument("--layouts", default="1,3", help="learning: which layouts to run (instances a row)")
     parser.add_argument("--work", default=None, help="where data and runs go (default: a temporary directory)")
     args = parser.parse_args()
     args.steps = args.steps or (5 if args.mode == "speed" else 600)

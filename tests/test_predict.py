@@ -62,6 +62,23 @@ def test_classifier_prints_probabilities_for_pairs(tmp_path, toy_spm):
     assert abs(sum(float(line.split()[-1]) for line in lines) - 1) < 1e-3
 
 
+def test_a_classifier_answers_every_line_of_a_file_as_for_one_text(tmp_path, toy_spm):
+    directory = save_ours(build("classifier"), tmp_path / "model", toy_spm)
+    texts = ["the quick fox", "a lazy dog sleeps all day", "fox"]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    lines = run(directory, input_file=str(tmp_path / "in.txt"), output_file=str(tmp_path / "a.jsonl"), progress=False)
+    assert lines == [f"wrote {tmp_path / 'a.jsonl'} (3 lines)"]
+    records = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in records] == texts
+    for record in records:
+        alone = [float(line.split()[-1]) for line in run(directory, text=record["text"])]
+        np.testing.assert_allclose(record["probabilities"], alone, atol=2e-4)  # printed to 4 decimals
+        assert record["label"] == int(np.argmax(record["probabilities"]))
+    with pytest.raises(PredictError, match="a classifier answers in JSON lines; name a .jsonl file"):
+        run(directory, input_file=str(tmp_path / "in.txt"), output_file=str(tmp_path / "a.npy"), progress=False)
+    assert not (tmp_path / "a.npy").exists()
+
+
 def test_embeddings_of_a_file_in_batches_npy_and_json_lines(tmp_path, pretrainer_dir, capsys):
     model, directory = pretrainer_dir
     lines = ["the quick brown fox", "", "paris is the capital of france", "dog"]
@@ -156,8 +173,8 @@ def test_an_output_file_among_the_models_own_files_is_refused(tmp_path, toy_spm)
         with pytest.raises(PredictError, match="is a file of the model --model_dir .* it would be replaced"):
             run(keras_file, input_file=str(tmp_path / "in.txt"), output_file=output, progress=False)
     assert {name: (model_dir / name).read_bytes() for name in os.listdir(model_dir)} == before
-    run(keras_file, input_file=str(tmp_path / "in.txt"), output_file=str(model_dir / "emb.npy"), progress=False)
-    assert np.load(model_dir / "emb.npy").shape == (1, 64)  # beside a model file, not one of its files: fine
+    run(keras_file, input_file=str(tmp_path / "in.txt"), output_file=str(model_dir / "a.jsonl"), progress=False)
+    assert len((model_dir / "a.jsonl").read_text().splitlines()) == 1  # beside a model file, not one of its own
     result = run_command(
         "albert_tf.predict",
         [

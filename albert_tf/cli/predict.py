@@ -3,16 +3,19 @@
     python -m albert_tf.predict --model_dir M --text "The capital of France is [MASK]."
     python -m albert_tf.predict --model_dir runs/mrpc/best --text "A man plays." --text_b "Someone plays."
     python -m albert_tf.predict --model_dir M --input_file lines.txt --output_file emb.npy   # or .jsonl
+    python -m albert_tf.predict --model_dir runs/sst2/best --input_file lines.txt --output_file answers.jsonl
 
 `--model_dir` is anything `albert_tf.formats.load` reads (ours, TF1,
 an HF transformers directory, a keras-hub preset). With `--text`: a
 pretraining (MLM) model prints the top-k fillers of each `[MASK]`; a
 classifier prints its class probabilities (`--text_b` for pairs; a
 one-output regression model prints its score); a bare encoder prints the
-pooled embedding. With `--input_file`: the pooled embedding of every line
-(batched, with a progress bar) into `--output_file`, `.npy` (float32
-`[lines, hidden]`) or `.jsonl` JSON lines (`{"text": ..., "embedding": [...]}`);
-other extensions are refused, and so is a path among the model's own files.
+pooled embedding. With `--input_file` (batched, with a progress bar), into
+`--output_file`: a classifier's answer for every line as JSON lines (`{"text",
+"probabilities", "label", "label_name"}` or `{"text", "score"}`; `.jsonl`); any
+other model's pooled embedding of every line, `.npy` (float32 `[lines, hidden]`)
+or `.jsonl` (`{"text": ..., "embedding": [...]}`). Other extensions are refused,
+and so is a path among the model's own files.
 
 `--model_dir` may also be a `.tflite` file (`python -m albert_tf.export
 --format tflite`): it runs as on a phone, one text at a time at its own length,
@@ -212,12 +215,16 @@ def run(
         except TokenizerError as error:
             raise PredictError(f"--text/--text_b: {error}") from None
     texts = read_lines(input_file)
-    if patience is not None:
+    if is_classifier(predictor.model):  # its answers, as for --text; an encoder's are embeddings
+        if output_file.endswith(EMBEDDINGS_SUFFIX):
+            raise PredictError(f"--output_file {output_file}: a classifier answers in JSON lines; name a .jsonl file")
         answers = predictor.predict(
             texts, batch_size=batch_size, patience=patience, threshold=threshold, progress=progress, source=input_file
         )
         records = prediction_records(texts, answers)
         _write_json_lines(output_file, records)
+        if patience is None:
+            return [f"wrote {output_file} ({len(records)} lines)"]
         average = sum(r["layers_used"] for r in records) / max(len(records), 1)
         exits = predictor.model.num_exits
         return [f"wrote {output_file} ({len(records)} lines, {average:.2f} of {exits} layers on average)"]
@@ -280,8 +287,12 @@ def define_flags():
     )
     flags.DEFINE_string("text", None, "Text to predict on ([MASK] marks what an MLM model fills in).")
     flags.DEFINE_string("text_b", None, "Second segment (sentence pairs).")
-    flags.DEFINE_string("input_file", None, "Text file, one input per line: writes pooled embeddings.")
-    flags.DEFINE_string("output_file", None, "Where --input_file's embeddings go: .npy, or .jsonl for JSON lines.")
+    flags.DEFINE_string(
+        "input_file", None, "Text file, one input per line: a classifier's answers, else pooled embeddings."
+    )
+    flags.DEFINE_string(
+        "output_file", None, "Where --input_file's results go: .jsonl (JSON lines), or .npy for embeddings."
+    )
     flags.DEFINE_integer("top_k", 5, "Fillers printed per [MASK].")
     flags.DEFINE_integer("batch_size", 32, "Lines per batch for --input_file.")
     flags.DEFINE_integer(
