@@ -247,6 +247,19 @@ class AlbertConfig:
                 "num_hidden_groups",
                 f"{self.num_hidden_groups} groups exceed num_hidden_layers={self.num_hidden_layers}",
             )
+        applications = self.num_hidden_layers * self.inner_group_num
+        if applications > MAX_LAYER_APPLICATIONS:
+            field = "num_hidden_layers" if self.num_hidden_layers >= self.inner_group_num else "inner_group_num"
+            self._fail(
+                field,
+                f"{getattr(self, field):,} gives {applications:,} layer applications (num_hidden_layers × "
+                f"inner_group_num); at most {MAX_LAYER_APPLICATIONS} are built (the paper's deepest model has 48)",
+            )
+
+
+# Keras builds the encoder as a graph one node deep per layer application, and about 490 applications
+# exhaust Python's recursion limit (10⁶ took minutes before failing); the released models have 12 to 24.
+MAX_LAYER_APPLICATIONS = 256
 
 
 def shipped_configs_dir() -> str:
