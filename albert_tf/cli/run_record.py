@@ -27,7 +27,6 @@ from absl import flags
 
 import albert_tf
 from albert_tf.cli.app import our_flags
-from albert_tf.formats import run_dir
 from albert_tf.locking import when_locked
 from albert_tf.publish import staged_file
 from albert_tf.run_layout import SETTINGS_FILE
@@ -92,6 +91,8 @@ def _files_of(value: str) -> Iterable[str]:
             elif os.path.isfile(os.path.join(match, DATA_METADATA)):
                 yield os.path.join(match, DATA_METADATA)
             elif os.path.isdir(match):  # a run directory: the model it published, not its training state
+                from albert_tf.formats import run_dir  # here: formats imports Keras, which the data jobs never need
+
                 for root, dirs, names in os.walk(run_dir.model_dir(match) or match):
                     dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                     yield from (os.path.join(root, n) for n in sorted(names) if not n.startswith("."))
