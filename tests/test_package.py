@@ -213,11 +213,11 @@ def test_importing_the_package_has_no_side_effects():
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 
-def test_the_data_jobs_import_neither_keras_nor_tensorflow():
-    """`create_pretraining_data` imported TensorFlow through its run record: seconds per run, its Beam workers too."""
+def test_the_data_jobs_and_run_pretraining_read_their_flags_before_keras_and_tensorflow():
+    """`--help` or a flag mistake took seconds; `create_pretraining_data` imported TensorFlow through its run record."""
     code = (
         "import sys; import albert_tf.cli.create_pretraining_data, albert_tf.cli.train_sentencepiece, "
-        "albert_tf.cli.build_wordpiece_vocab, data_prep.pipeline; "
+        "albert_tf.cli.build_wordpiece_vocab, data_prep.pipeline, albert_tf.run_pretraining; "
         "print(sorted(m for m in ('keras', 'tensorflow') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)

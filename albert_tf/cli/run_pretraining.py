@@ -20,18 +20,12 @@ import os
 from absl import flags
 
 from albert_tf import preemption
-from albert_tf.cli import demo
 from albert_tf.cli.app import our_flags, run_cli
 from albert_tf.cli.flags import define_speed_flags, define_vocabulary_flags, settings_from_flags, vocabulary_flag_values
 from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
-from albert_tf.export import export_pretraining_run
-from albert_tf.export.from_run import SAVED_MODEL_DIR
-from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.health import DIVERGENCE_ACTIONS, SENTENCE_TASKS
-from albert_tf.pretraining.job import data_tokenizer, evaluate_checkpoints, pretrain
 from albert_tf.pretraining.settings import TrainSettings
-from albert_tf.pretraining.strategy import make_strategy
 from albert_tf.tokenization import resolve_tokenizer
 
 FLAGS = flags.FLAGS
@@ -128,6 +122,9 @@ def runs_the_demo() -> bool:
 
 def exported_versions(run_dir: str, step: int, max_seq_length: int) -> dict:
     """The SavedModels of `step`: exported now, or found from an earlier run of the same command."""
+    from albert_tf.export import export_pretraining_run
+    from albert_tf.export.from_run import SAVED_MODEL_DIR
+
     existing = {
         f"saved_model_{kind}": os.path.join(run_dir, SAVED_MODEL_DIR, kind, str(step))
         for kind in ("backbone", "pretrainer")
@@ -139,6 +136,12 @@ def exported_versions(run_dir: str, step: int, max_seq_length: int) -> dict:
 
 def main(argv):
     del argv
+    # Imported once the flags are read (TensorFlow and Keras take seconds): --help and flag mistakes are fast.
+    from albert_tf.cli import demo
+    from albert_tf.inputs.shard_reader import resolve_input
+    from albert_tf.pretraining.job import data_tokenizer, evaluate_checkpoints, pretrain
+    from albert_tf.pretraining.strategy import make_strategy
+
     if runs_the_demo():
         with preemption.stop_signals():  # the demo's training stops as a run's does (run it again to resume)
             demo.run_demo(FLAGS.demo_dir, minutes=FLAGS.demo_minutes)
