@@ -144,15 +144,3 @@ def raise_if_requested(what_is_kept: str, next_run: str = RESUME) -> None:
     """Raises `Preempted` naming the signal and `what_is_kept` when a stop signal arrived."""
     if requested():
         raise_preempted(what_is_kept, next_run)
-
-
-def keras_callback():
-    """A Keras callback that ends `fit` after the batch in which a stop signal arrived."""
-    import keras
-
-    class StopOnSignal(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            if requested():
-                self.model.stop_training = True
-
-    return StopOnSignal()

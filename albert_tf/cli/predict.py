@@ -54,7 +54,7 @@ from albert_tf.inference import (
     is_classifier,
 )
 from albert_tf.models.pretrainer import AlbertPretrainer
-from albert_tf.publish import naming_the_target
+from albert_tf.publish import staged_file
 from albert_tf.tokenization import TOKENIZER_FILE, TokenizerError, WordPieceTokenizer, resolve_tokenizer
 
 EMBEDDINGS_SUFFIX = ".npy"
@@ -104,17 +104,10 @@ def _write_json_lines(path: str, records) -> None:
 
 
 def _write_aside(path: str, mode: str, write) -> None:
-    """`write(file)` into a hidden partial file beside `path`, renamed into place once complete."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    partial = os.path.join(directory, f".{os.path.basename(path)}.partial")
-    try:
-        with naming_the_target(path), open(partial, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
-            write(f)
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
+    """`write(file)` into a staging file beside `path`, moved into place once complete."""
+    encoding = {} if "b" in mode else {"encoding": "utf-8"}
+    with staged_file(path) as staging, open(staging, mode, **encoding) as f:
+        write(f)
 
 
 def read_lines(path: str) -> List[str]:

@@ -1,4 +1,4 @@
-"""Length-aware batching: pay for the text, not the padding (issue 39).
+"""Length-aware batching: pay for the text, not the padding.
 
 The encoders pad every row to `max_seq_length`; most GLUE rows hold far fewer
 pieces (SST-2 train: ~90 % padding at 128). Here each example keeps its true

@@ -132,7 +132,7 @@ class AlbertAttention(keras.layers.Layer):
         projections = (self.query, self.key, self.value)
         if not self.fused_qkv:
             # 2-D GEMMs, where the 3-D einsum ran as a BatchMatMulV2 with a broadcast kernel and a
-            # separate add (bench/README, issue 33).
+            # separate add (bench/journal/2026-11-24-batch1-graph.md).
             return [dense_on_rows(rows, p, self.compute_dtype) for p in projections]
         # One [H, 3·N·D] matmul instead of three [H, N·D] ones. Off by default:
         # the concat copies the three kernels on every call (bench/levers.py, README);

@@ -89,7 +89,7 @@ class AlbertFeedForward(keras.layers.Layer):
 
     def _feed_forward(self, inputs, training):
         # On the B·S rows as 2-D matmuls: TF fuses each with its bias add (oneDNN), where
-        # a 3-D input went through a reshape that kept them apart (bench/README, issue 33).
+        # a 3-D input went through a reshape that kept them apart (bench/journal/2026-11-24-batch1-graph.md).
         rows = ops.reshape(inputs, (-1, self.hidden_size))
         x = self.activation(dense_on_rows(rows, self.intermediate, self.compute_dtype))
         x = dense_on_rows(x, self.output_dense, self.compute_dtype)

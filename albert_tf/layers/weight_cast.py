@@ -3,7 +3,7 @@
 Under mixed precision (`mixed_bfloat16`) every read of a float32 kernel inside a
 bf16 layer is a cast. ALBERT applies its shared block L times, so a forward pass
 casts the same kernels L times: for albert_base at batch 1 x 128, 12 casts of
-7.1M weights cost about 9 ms of a 67 ms forward (bench/README, issue 33). Inside
+7.1M weights cost about 9 ms of a 67 ms forward (bench/journal/2026-11-24-evening-reruns.md). Inside
 `SharedWeightCasts` the first application's cast is kept and the later ones use it:
 the same values, so the outputs are unchanged.
 

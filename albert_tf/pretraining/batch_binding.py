@@ -15,6 +15,7 @@ import os
 import keras
 
 from albert_tf.pretraining.settings import TrainingError
+from albert_tf.publish import staged_file
 
 RUN_RECORD = "run_settings.json"
 BOUND_FLAGS = ("train_batch_size", "grad_accum_steps")
@@ -69,10 +70,7 @@ def check_same_batch(settings, checkpoint_dir: str, max_instances_per_row: int =
 
 def record_batch(settings, checkpoint_dir: str, max_instances_per_row: int = 1) -> None:
     """Written after each successful start (checked equal when there were checkpoints to resume)."""
-    os.makedirs(checkpoint_dir, exist_ok=True)
-    partial = os.path.join(checkpoint_dir, RUN_RECORD + ".partial")
     record = {n: getattr(settings, n) for n in BOUND_FLAGS}
     record.update(backend=keras.backend.backend(), max_instances_per_row=max_instances_per_row)
-    with open(partial, "w") as f:
+    with staged_file(os.path.join(checkpoint_dir, RUN_RECORD)) as staging, open(staging, "w") as f:
         json.dump(record, f, indent=2)
-    os.replace(partial, os.path.join(checkpoint_dir, RUN_RECORD))

@@ -4,7 +4,7 @@ import hashlib
 import json
 import os
 import re
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -155,6 +155,13 @@ class Tokenizer:
 def tokenizer_json(tokenizer: Tokenizer) -> bytes:
     """The bytes of `tokenizer.json` for `tokenizer`."""
     return json.dumps(tokenizer.metadata(), indent=2).encode("utf-8")
+
+
+def file_or_bytes(path: Optional[str], data: Optional[bytes], path_arg: str, data_arg: str) -> Tuple[str, bytes]:
+    """A tokenizer's model given as exactly one of a file and its bytes: (the name errors show, the bytes)."""
+    if (path is None) == (data is None):
+        raise ValueError(f"Pass exactly one of {path_arg} and {data_arg}.")
+    return (path, read_bytes(path)) if data is None else (f"<{data_arg}>", data)
 
 
 def read_bytes(path: str) -> bytes:

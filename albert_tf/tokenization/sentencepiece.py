@@ -14,7 +14,7 @@ from albert_tf.tokenization.base import (
     MAX_SEGMENTED_CHARS,
     Tokenizer,
     TokenizerError,
-    read_bytes,
+    file_or_bytes,
     too_long_to_segment,
     word_prefix,
 )
@@ -107,12 +107,8 @@ class SentencePieceTokenizer(Tokenizer):
     def __init__(
         self, model_file: Optional[str] = None, do_lower_case: bool = True, model_proto: Optional[bytes] = None
     ):
-        if (model_file is None) == (model_proto is None):
-            raise ValueError("Pass exactly one of model_file and model_proto.")
-        if model_proto is None:
-            model_proto = read_bytes(model_file)
-        self.model_file = model_file or "<model_proto>"
-        self.model_proto = model_proto
+        self.model_file, self.model_proto = file_or_bytes(model_file, model_proto, "model_file", "model_proto")
+        model_proto = self.model_proto
         self.do_lower_case = do_lower_case
         self.sp_model = spm.SentencePieceProcessor()
         try:

@@ -11,7 +11,7 @@ from albert_tf.tokenization.base import (
     MAX_SEGMENTED_CHARS,
     Tokenizer,
     TokenizerError,
-    read_bytes,
+    file_or_bytes,
     too_long_to_segment,
     word_prefix,
 )
@@ -130,12 +130,9 @@ class WordPieceTokenizer(Tokenizer):
     def __init__(
         self, vocab_file: Optional[str] = None, do_lower_case: bool = True, vocab_bytes: Optional[bytes] = None
     ):
-        if (vocab_file is None) == (vocab_bytes is None):
-            raise ValueError("Pass exactly one of vocab_file and vocab_bytes.")
-        if vocab_bytes is None:
-            vocab_bytes = read_bytes(vocab_file)
-        self.model_file = vocab_file or "<vocab_bytes>"
-        self.model_proto = vocab_bytes  # the file's bytes, shipped as the spm tokenizer's model
+        # The file's bytes are `model_proto`, shipped as the SentencePiece tokenizer's model is.
+        self.model_file, self.model_proto = file_or_bytes(vocab_file, vocab_bytes, "vocab_file", "vocab_bytes")
+        vocab_bytes = self.model_proto
         self.do_lower_case = do_lower_case
         try:
             lines = vocab_bytes.decode("utf-8").split("\n")
