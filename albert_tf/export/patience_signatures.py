@@ -35,7 +35,6 @@ import tempfile
 import keras
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from albert_tf.config import AlbertConfig
 from albert_tf.export.common import ExportError, compare_outputs, random_inputs
@@ -120,31 +119,10 @@ class EarlyExitEndpoints(ServingEndpoints):
         return self._early_exit_segments([text_a], patience, threshold)
 
     def _serve_early_exit_text_pair(self, text_a, text_b, patience, threshold):
-        same_rows = tf.debugging.assert_equal(
-            tf.size(text_a),
-            tf.size(text_b),
-            message=f"{TEXT_PAIR_SIGNATURE}: text_a and text_b must have the same number of rows",
-        )
-        with tf.control_dependencies([same_rows]):
-            text_a, text_b = tf.identity(text_a), tf.identity(text_b)
-        return self._early_exit_segments([text_a, text_b], patience, threshold)
+        return self._early_exit_segments(self._pair(text_a, text_b, TEXT_PAIR_SIGNATURE), patience, threshold)
 
     def _early_exit_segments(self, texts, patience, threshold):
-        # Packed as the text signatures pack (`ServingEndpoints`): [CLS] a [SEP] (b [SEP]), longest first.
-        # An empty batch would pad to length 0, where the classifiers have no [CLS] to read.
-        some_rows = tf.debugging.assert_positive(tf.size(texts[0]), message="text_a: a request needs at least one text")
-        with tf.control_dependencies([some_rows]):
-            texts = [tf.identity(t) for t in texts]
-        segments = [self._ids(t) for t in texts]
-        segments = tf_text.RoundRobinTrimmer(self.max_seq_length - 1 - len(segments)).trim(segments)
-        ids, segment_ids = tf_text.combine_segments(
-            segments, start_of_sequence_id=self.special_ids["cls"], end_of_segment_id=self.special_ids["sep"]
-        )
-        inputs = {
-            "input_ids": tf.cast(ids.to_tensor(0), tf.int32),
-            "input_mask": tf.ones_like(ids, tf.int32).to_tensor(0),
-            "segment_ids": tf.cast(segment_ids.to_tensor(0), tf.int32),
-        }
+        inputs = self._packed(texts)  # as the text signatures pack
         outputs = self._early_exit_outputs(inputs, patience, threshold)
         outputs.update(inputs)
         return outputs

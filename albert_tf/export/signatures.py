@@ -128,16 +128,7 @@ class ServingEndpoints:
         return self._serve_segments([text_a])
 
     def _serve_text_pair(self, text_a, text_b):
-        # TF Serving's columnar `inputs` lets the two columns differ in length; tf-text's
-        # ops would then abort or crash the server. Fail the request instead (InvalidArgument).
-        same_rows = tf.debugging.assert_equal(
-            tf.size(text_a),
-            tf.size(text_b),
-            message="serve_text_pair: text_a and text_b must have the same number of rows (one text_b per text_a)",
-        )
-        with tf.control_dependencies([same_rows]):
-            text_a, text_b = tf.identity(text_a), tf.identity(text_b)
-        return self._serve_segments([text_a, text_b])
+        return self._serve_segments(self._pair(text_a, text_b, "serve_text_pair"))
 
     # ---- pieces ---------------------------------------------------------------------
     def _outputs(self, inputs):
@@ -171,6 +162,32 @@ class ServingEndpoints:
         return parts.with_flat_values(with_masks).merge_dims(1, 2)[:, :-1]
 
     def _serve_segments(self, texts):
+        inputs = self._packed(texts)
+        if MLM_POSITIONS in self.input_specs:
+            is_mask = tf.equal(inputs["input_ids"], self.special_ids["mask"])
+            positions = tf.broadcast_to(tf.range(tf.shape(is_mask)[1]), tf.shape(is_mask))
+            inputs[MLM_POSITIONS] = tf.ragged.boolean_mask(positions, is_mask).to_tensor(0)
+        outputs = self._outputs(inputs)
+        outputs.update(inputs)
+        return outputs
+
+    @staticmethod
+    def _pair(text_a, text_b, signature: str):
+        """The two columns of a pair request, checked to have the same number of rows.
+
+        TF Serving's columnar `inputs` lets them differ; tf-text's ops would then abort or crash the
+        server. The request fails instead (InvalidArgument).
+        """
+        same_rows = tf.debugging.assert_equal(
+            tf.size(text_a),
+            tf.size(text_b),
+            message=f"{signature}: text_a and text_b must have the same number of rows (one text_b per text_a)",
+        )
+        with tf.control_dependencies([same_rows]):
+            return [tf.identity(text_a), tf.identity(text_b)]
+
+    def _packed(self, texts):
+        """The model's int32 inputs of a text request: [CLS] a [SEP] (b [SEP]), the longest segment trimmed first."""
         # An empty batch would pad to length 0, where the pooler has no [CLS] to read.
         some_rows = tf.debugging.assert_positive(tf.size(texts[0]), message="text_a: a request needs at least one text")
         with tf.control_dependencies([some_rows]):
@@ -181,15 +198,8 @@ class ServingEndpoints:
         ids, segment_ids = tf_text.combine_segments(
             segments, start_of_sequence_id=self.special_ids["cls"], end_of_segment_id=self.special_ids["sep"]
         )
-        inputs = {
+        return {
             "input_ids": tf.cast(ids.to_tensor(0), tf.int32),
             "input_mask": tf.ones_like(ids, tf.int32).to_tensor(0),
             "segment_ids": tf.cast(segment_ids.to_tensor(0), tf.int32),
         }
-        if MLM_POSITIONS in self.input_specs:
-            is_mask = tf.equal(inputs["input_ids"], self.special_ids["mask"])
-            positions = tf.broadcast_to(tf.range(tf.shape(is_mask)[1]), tf.shape(is_mask))
-            inputs[MLM_POSITIONS] = tf.ragged.boolean_mask(positions, is_mask).to_tensor(0)
-        outputs = self._outputs(inputs)
-        outputs.update(inputs)
-        return outputs
