@@ -40,11 +40,6 @@ import random
 import uuid
 from typing import List, Optional, Sequence
 
-import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.runners.runner import create_runner
-
 from albert_tf import preemption
 from albert_tf.errors import AlbertError
 from albert_tf.locking import OutputDirLock
@@ -58,6 +53,8 @@ from albert_tf.tokenization import (
     tokenizer_json,
 )
 from data_prep import documents as documents_lib
+from data_prep.beam import FileSystems, PipelineOptions, create_runner
+from data_prep.beam import apache_beam as beam
 from data_prep.instances import ONE_SENTENCE_CHUNK_MODES, Instance, InstanceBuilder, InstanceOptions
 from data_prep.masking import MaskingOptions, NgramMasker
 from data_prep.packing import pack_rows, prediction_slots
