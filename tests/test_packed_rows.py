@@ -265,3 +265,21 @@ def test_both_loops_train_the_same_on_packed_rows_and_bind_the_layout(packed_dat
     assert "ckpt-5 at step 5" in resumed.stdout + resumed.stderr
     for a, b in zip(final_weights(tmp_path / "tensorflow"), stopped_at_6):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+@pytest.mark.realdata
+def test_packed_and_one_a_row_data_in_one_run_is_one_line(packed_data, tmp_path):
+    mixed = run_command(
+        "albert_tf.run_pretraining",
+        common_args(
+            {"data": f"{packed_data['packed']},{packed_data['one']}", "config": packed_data["config"]},
+            str(tmp_path / "mixed"),
+            2,
+        )
+        + ["--max_seq_length", str(SEQ)],
+    )
+    assert mixed.returncode == 1 and "in one run" in mixed.stderr and "--max_instances_per_row" in mixed.stderr
+    assert len(mixed.stderr.strip().splitlines()) == 1, mixed.stderr
+    evaluated = pretrain(packed_data, tmp_path / "eval", eval_file=packed_data["one"], do_eval=True)
+    assert evaluated.returncode == 1 and "(--eval_file) holds one instance a row" in evaluated.stderr
+    assert not (tmp_path / "mixed").exists() and not (tmp_path / "eval").exists()
