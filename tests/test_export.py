@@ -1,5 +1,6 @@
 """Export on a model pretrained by the tests: SavedModel signatures, TF Serving files, TFLite variants."""
 
+import json
 import os
 import subprocess
 import sys
@@ -552,3 +553,43 @@ def test_export_cli_refuses_representative_flags_on_a_saved_model(tmp_path, pret
         assert result.returncode != 0, result.stderr[-2000:]
         assert f"{flag}: only --format tflite --quantize full_int8 calibrates" in result.stderr, result.stderr[-2000:]
         assert "Traceback" not in result.stderr and not output.exists()
+
+
+def test_export_formats_come_from_the_target_registry(tmp_path, pretrained_tiny, monkeypatch):
+    """`--format` offers every registered target, and a new one is a class plus its registration."""
+    from albert_tf.export import targets
+
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    base = ["--model_dir", str(pretrained_tiny), "--output_dir", str(tmp_path / "x")]
+    for extra, message in (
+        (["--format", "early_exit_tflite"], "the model (AlbertPretrainer) has no internal classifiers"),
+        (["--format", "early_exit_tflite", "--quantize", "dynamic_int8"], "the early-exit TFLite file is float32"),
+        (["--format", "tflite", "--precision", "bfloat16"], "TFLite has no bf16 kernels"),
+    ):
+        result = run_command("albert_tf.export", base + extra)
+        assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr[-2000:]
+        assert message in result.stderr
+    assert not (tmp_path / "x").exists()
+
+    monkeypatch.setitem(targets.TARGETS, "config_only", None)  # so the registration is undone after the test
+
+    @targets.register
+    class ConfigOnly(targets.ExportTarget):
+        name = "config_only"
+        help = "the model's albert_config.json"
+
+        def write(self, model, tokenizer, settings):
+            from albert_tf.formats import backbone_of
+
+            os.makedirs(settings.output_dir, exist_ok=True)
+            path = os.path.join(settings.output_dir, "albert_config.json")
+            backbone_of(model).albert_config.to_json_file(path)
+            return path
+
+    assert isinstance(targets.TARGETS["config_only"], ConfigOnly)
+    result = run_command("albert_tf.export", base + ["--format", "config_only"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)["export"] == str(tmp_path / "x" / "albert_config.json")
+    written = json.loads((tmp_path / "x" / "albert_config.json").read_text())
+    final = json.loads((pretrained_tiny / "final" / "albert_config.json").read_text())
+    assert written["hidden_size"] == final["hidden_size"]

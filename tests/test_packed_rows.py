@@ -125,6 +125,11 @@ def test_packed_rows_hold_exactly_the_instances_of_one_a_row(packed_data):
     assert PretrainingData.load(packed_data["one"]).metadata["counts"]["packing"]["rows"] == len(one)
 
 
+# Run as a script on either backend (a process each): prints the largest difference per attention kernel.
+COMPARE_HELPERS = '''
+import numpy as np
+
+
 def batch_of_packed_rows(directory, rows=6):
     from albert_tf.inputs.shard_reader import pretraining_dataset, resolve_input
 
@@ -147,15 +152,12 @@ def alone_in_a_row(inputs, labels, row, number):
     return single, mine
 
 
-# Run as a script on either backend: prints the largest difference per attention kernel.
-COMPARE = textwrap.dedent("""
+'''
+COMPARE = COMPARE_HELPERS + textwrap.dedent("""
     import json, sys
-    import numpy as np
     import keras
     from albert_tf import AlbertBackbone, AlbertPretrainer
     from albert_tf.layers.attention import AlbertAttention
-    sys.path.insert(0, "tests")
-    from test_packed_rows import alone_in_a_row, batch_of_packed_rows
     directory, config, kernels = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
     inputs, labels = batch_of_packed_rows(directory)
     packed = AlbertPretrainer(AlbertBackbone.from_albert_config(config), packed_rows=True)

@@ -1,4 +1,4 @@
-"""The tests mirror the code: no test module imports another; what several share lives in conftest or a helper."""
+"""How the tests are laid out: no test module imports another; what several share lives in conftest or a helper."""
 
 import ast
 

@@ -1,0 +1,156 @@
+"""What `python -m albert_tf.export --format` writes: one registered target per format.
+
+A target refuses the settings that do not apply to it (before the model is loaded), then
+writes its export from the loaded model, its tokenizer and `ExportSettings`. A new format
+is one `ExportTarget` subclass registered with `@register`; `--format` offers every
+registered name.
+
+Example:
+
+>>> sorted(TARGETS)
+['early_exit_tflite', 'saved_model', 'tflite']
+>>> TARGETS["tflite"].check(ExportSettings(output_dir="out", precision="bfloat16"))
+Traceback (most recent call last):
+...
+albert_tf.export.common.ExportError: --precision bfloat16: TFLite has no bf16 kernels; use --quantize for TFLite
+"""
+
+import abc
+import dataclasses
+from typing import Dict, Optional
+
+from albert_tf.export.common import ExportError
+from albert_tf.export.representative import DEFAULT_SAMPLES
+
+CALIBRATION_FLAGS = ("representative_data", "representative_task")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportSettings:
+    """Every setting that shapes an export (the `albert_tf.export` flags of the same names)."""
+
+    output_dir: str
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20  # TFLite MLM model: the masked positions input's length
+    version: Optional[int] = None  # SavedModel: the version directory (default: the next free number)
+    top_k: int = 5  # SavedModel MLM model: candidates returned
+    jit_compile: bool = False  # SavedModel: XLA-compile serving_default
+    precision: str = "float32"  # SavedModel compute dtype
+    quantize: str = "none"  # TFLite weights (and activations: full_int8)
+    representative_data: Optional[str] = None  # full_int8: the text to calibrate on
+    representative_task: Optional[str] = None  # full_int8: the GLUE task of a TSV
+    representative_samples: int = DEFAULT_SAMPLES  # full_int8: examples calibrated on
+
+
+class ExportTarget(abc.ABC):
+    """One `--format`: its name, a line of help, the settings it refuses, and how it writes."""
+
+    name: str
+    help: str
+
+    def check(self, settings: ExportSettings) -> None:
+        """Raises `ExportError` for a setting that does not apply to this format (before any loading)."""
+        return None
+
+    def check_model(self, model) -> None:
+        """Raises `ExportError` for a model this format cannot write (before anything is written)."""
+        return None
+
+    @abc.abstractmethod
+    def write(self, model, tokenizer, settings: ExportSettings) -> str:
+        """Writes the export; returns its path."""
+
+
+TARGETS: Dict[str, ExportTarget] = {}
+
+
+def register(target_class):
+    """Class decorator: one instance of `target_class` under its `name`."""
+    TARGETS[target_class.name] = target_class()
+    return target_class
+
+
+def _refuse_calibration(settings: ExportSettings, format_name: str) -> None:
+    for flag in CALIBRATION_FLAGS:
+        if getattr(settings, flag):
+            raise ExportError(
+                f"--{flag}: only --format tflite --quantize full_int8 calibrates (got --format {format_name})"
+            )
+
+
+def _refuse_bf16(settings: ExportSettings) -> None:
+    if settings.precision != "float32":
+        raise ExportError(f"--precision {settings.precision}: TFLite has no bf16 kernels; use --quantize for TFLite")
+
+
+@register
+class SavedModelTarget(ExportTarget):
+    name = "saved_model"
+    help = "a SavedModel for TF Serving (a version directory under --output_dir)"
+
+    def check(self, settings):
+        _refuse_calibration(settings, self.name)
+
+    def write(self, model, tokenizer, settings):
+        from albert_tf.export.saved_model import export_saved_model
+
+        return export_saved_model(
+            model,
+            settings.output_dir,
+            settings.version,
+            max_seq_length=settings.max_seq_length,
+            top_k=settings.top_k,
+            tokenizer=tokenizer,
+            jit_compile=settings.jit_compile,
+            precision=settings.precision,
+        )
+
+
+@register
+class TFLiteTarget(ExportTarget):
+    name = "tflite"
+    help = "a builtin-ops .tflite file for phones (--quantize); an early-exit classifier's early-exit file too"
+
+    def check(self, settings):
+        _refuse_bf16(settings)
+
+    def write(self, model, tokenizer, settings):
+        from albert_tf.export.patience_signatures import EARLY_EXIT_MODELS, export_early_exit_tflite
+        from albert_tf.export.tflite import export_tflite
+
+        path = export_tflite(
+            model,
+            settings.output_dir,
+            settings.quantize,
+            settings.max_seq_length,
+            settings.max_predictions_per_seq,
+            tokenizer=tokenizer,
+            representative_data=settings.representative_data,
+            representative_task=settings.representative_task,
+            representative_samples_count=settings.representative_samples,
+        )
+        if isinstance(model, EARLY_EXIT_MODELS):
+            export_early_exit_tflite(model, settings.output_dir, settings.max_seq_length)
+        return path
+
+
+@register
+class EarlyExitTFLiteTarget(ExportTarget):
+    name = "early_exit_tflite"
+    help = "an early-exit classifier's .tflite file alone, which stops at a patience given per request (float32)"
+
+    def check(self, settings):
+        _refuse_bf16(settings)
+        _refuse_calibration(settings, self.name)
+        if settings.quantize != "none":
+            raise ExportError(f"--quantize {settings.quantize}: the early-exit TFLite file is float32 only")
+
+    def check_model(self, model):
+        from albert_tf.export.patience_signatures import check_early_exit_model
+
+        check_early_exit_model(model)
+
+    def write(self, model, tokenizer, settings):
+        from albert_tf.export.patience_signatures import export_early_exit_tflite
+
+        return export_early_exit_tflite(model, settings.output_dir, settings.max_seq_length)
