@@ -14,6 +14,10 @@ model FLOPs utilisation (against `--peak_tflops`, H100 SXM bf16 dense by default
     python bench/gpu_jax.py --require_cudnn --cases ours --shapes 8x128   # exit 1 unless cuDNN attention ran
 
 Cases:
+- `ours_padded` / `ours_packed` (not run unless named): the same step on rows as WikiText-2 pretraining
+  data fills them (`bench/packed_rows.py`): one instance a row, 79.5 % text at 128 and 41.4 % at
+  512, against up to 3 packed instances a row, 99.5 % and 90.3 % text (block-diagonal attention:
+  cuDNN with a `[B, 1, S, S]` mask). They report real tokens/s and their ratio.
 - `keras_hub`: keras-hub `AlbertBackbone` + `MaskedLMHead` + Dense SOP, Keras AdamW, one jitted step.
 - `hf_compile`: transformers `AlbertForPreTraining` submodules on CUDA, torch.compile,
   bf16 autocast, fused AdamW (run with `--torch_python`).
@@ -32,6 +36,49 @@ import time
 from _common import REPO
 
 BASE = dict(vocab=30000, embed=128, hidden=768, layers=12, heads=12, intermediate=3072, max_pos=512)
+
+
+# Text share of a row in WikiText-2 pretraining data (one sentence a line), one instance a row and packed
+# up to 3 a row (bench/journal/2026-11-27-packed-rows.md); other lengths: the nearer one.
+ROW_FILL = {"ours_padded": {128: 0.795, 512: 0.414}, "ours_packed": {128: 0.995, 512: 0.903}}
+PACKED_INSTANCES = 3
+
+
+def row_fill(case, seq):
+    fills = ROW_FILL.get(case)
+    return 1.0 if fills is None else fills[min(fills, key=lambda length: abs(length - seq))]
+
+
+def synthetic_rows(np, batch, seq, vocab, fill, instances, predictions=20, seed=0):
+    """Rows whose first `fill` of tokens are `instances` equal instances (`input_mask` numbers them when > 1)."""
+    rng = np.random.default_rng(seed)
+    length = max(4, int(fill * seq) // instances)
+    slots = predictions if instances == 1 else min(instances * predictions, int(0.15 * seq) + instances)
+    per_instance = min(predictions, slots // instances, length - 1)
+    data = {k: np.zeros((batch, seq), "int32") for k in ("input_ids", "input_mask", "segment_ids")}
+    positions, starts = [], []
+    for number in range(instances):
+        start = number * length
+        starts.append(start)
+        data["input_ids"][:, start : start + length] = rng.integers(5, vocab, (batch, length))
+        data["input_mask"][:, start : start + length] = number + 1 if instances > 1 else 1
+        data["segment_ids"][:, start + length // 2 : start + length] = 1
+        positions.append(
+            np.stack(
+                [np.sort(rng.choice(np.arange(start + 1, start + length), per_instance, False)) for _ in range(batch)]
+            )
+        )
+    positions = np.concatenate(positions, 1)
+    used = positions.shape[1]
+    pad = ((0, 0), (0, slots - used))
+    data["masked_lm_positions"] = np.pad(positions, pad).astype("int32")
+    data["masked_lm_ids"] = np.pad(rng.integers(5, vocab, (batch, used)), pad).astype("int32")
+    data["masked_lm_weights"] = np.pad(np.ones((batch, used), "float32"), pad)
+    data["next_sentence_labels"] = rng.integers(0, 2, (batch, instances)).astype("int32")
+    if instances > 1:
+        data["next_sentence_weights"] = np.ones((batch, instances), "float32")
+        data["cls_positions"] = np.array([starts] * batch, "int32")
+    return data
 
 
 def synthetic_batch(np, batch, seq, vocab, predictions=20, seed=0):
@@ -54,7 +101,7 @@ def keras_model(case, cfg, policy):
     import keras
     from keras import ops
 
-    if case in ("ours", "ours_einsum"):
+    if case.startswith("ours"):
         from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
         from albert_tf.layers.attention import AlbertAttention
         from albert_tf.pretraining.objective import pretraining_loss
@@ -77,7 +124,8 @@ def keras_model(case, cfg, policy):
                 initializer_range=0.02,
             )
         )
-        model = AlbertPretrainer(AlbertBackbone.from_albert_config(config, dtype=policy))
+        backbone = AlbertBackbone.from_albert_config(config, dtype=policy)
+        model = AlbertPretrainer(backbone, packed_rows=case == "ours_packed")
         if case == "ours_einsum":
             for layer in model._flatten_layers():
                 if isinstance(layer, AlbertAttention):
@@ -146,17 +194,21 @@ def run_keras(args):
     keras.utils.set_random_seed(0)
     policy = "float32" if args.smoke else "mixed_bfloat16"
     model, loss_of = keras_model(args.case, args.cfg, policy)
-    data = synthetic_batch(np, args.batch, args.seq, args.cfg["vocab"])
-    names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+    if args.case in ROW_FILL:
+        instances = PACKED_INSTANCES if args.case == "ours_packed" else 1
+        data = synthetic_rows(np, args.batch, args.seq, args.cfg["vocab"], row_fill(args.case, args.seq), instances)
+    else:
+        data = synthetic_batch(np, args.batch, args.seq, args.cfg["vocab"])
+    names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "cls_positions")
     extra = {}
-    if args.case in ("ours", "ours_einsum"):
+    if args.case.startswith("ours"):
         from albert_tf.optimization import create_optimizer
         from albert_tf.pretraining.jax_step import JaxTrainStep
 
         optimizer = create_optimizer(args.optimizer, 1e-4, num_train_steps=1000, num_warmup_steps=0)
         optimizer.build(model.trainable_variables)
         step = JaxTrainStep(model, optimizer)
-        inputs = {k: data[k] for k in names}
+        inputs = {k: data[k] for k in names if k in data}
         labels = {k: v for k, v in data.items() if k not in names}
         extra["attention"] = attention_in(
             step.step.lower(step.state(), *step.devices.shard((inputs, labels))).compile().as_text()
@@ -166,7 +218,7 @@ def run_keras(args):
             return step(inputs, labels)["loss"]
 
     else:
-        x = {k: jax.numpy.asarray(data[k]) for k in names}
+        x = {k: jax.numpy.asarray(data[k]) for k in names if k in data}
         features = {k: jax.numpy.asarray(v) for k, v in data.items()}
         optimizer = keras.optimizers.AdamW(1e-4, weight_decay=0.01)
         optimizer.build(model.trainable_variables)
@@ -271,7 +323,7 @@ def worker_command(args, case, batch, seq):
     return cmd + (["--smoke"] if args.smoke else [])
 
 
-def summarize(args, batch, seq, results):
+def summarize(args, case, batch, seq, results):
     ok = [r for r in results if "step_s" in r]
     if not ok:
         return {"failed": results[0].get("error")}
@@ -285,6 +337,8 @@ def summarize(args, batch, seq, results):
     }
     if "attention" in ok[0]:
         summary["attention"] = ok[0]["attention"]
+    if case in ROW_FILL:
+        summary["real_tokens_per_s"] = round(batch * seq * row_fill(case, seq) / step_s)
     return summary
 
 
@@ -327,13 +381,16 @@ def main():
                 runs[(case, shape)].append(result)
     report = {}
     for batch, seq in shapes:
-        summary = {case: summarize(args, batch, seq, runs[(case, (batch, seq))]) for case in cases}
+        summary = {case: summarize(args, case, batch, seq, runs[(case, (batch, seq))]) for case in cases}
         ratios = {}
         for ours in ("ours", "ours_einsum"):
             for peer in ("keras_hub", "hf_compile"):
                 if "sequences_per_s" in summary.get(ours, {}) and "sequences_per_s" in summary.get(peer, {}):
                     ratio = summary[ours]["sequences_per_s"] / summary[peer]["sequences_per_s"]
                     ratios[f"{ours}/{peer}"] = round(ratio, 3)
+        if all("real_tokens_per_s" in summary.get(case, {}) for case in ROW_FILL):
+            packed, padded = (summary[case]["real_tokens_per_s"] for case in ("ours_packed", "ours_padded"))
+            ratios["real_tokens ours_packed/ours_padded"] = round(packed / padded, 3)
         report[f"{batch}x{seq}"] = {"summary": summary, "ratios": ratios}
     print(json.dumps({"precision": "float32" if args.smoke else "bf16", "shapes": report}, indent=2))
     failed = [f"{case} {shape}" for shape, r in report.items() for case, got in r["summary"].items() if "failed" in got]

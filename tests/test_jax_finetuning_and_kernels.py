@@ -108,16 +108,18 @@ def test_compiled_step_on_a_gpu_calls_cudnn_attention():
 def test_gpu_benchmark_smoke_runs_every_case_on_cpu():
     result = subprocess.run(
         # ours_einsum is ours with one attribute set: on a CPU the same step.
-        [sys.executable, "bench/gpu_jax.py", "--smoke", "--rounds", "1", "--cases", "ours,keras_hub,hf_compile"],
+        [sys.executable, "bench/gpu_jax.py", "--smoke", "--rounds", "1"]
+        + ["--cases", "ours,keras_hub,hf_compile,ours_padded,ours_packed"],
         capture_output=True,
         text=True,
         cwd=REPO,
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     report = json.loads(result.stdout)["shapes"]["2x32"]
-    assert set(report["summary"]) == {"ours", "keras_hub", "hf_compile"}
+    assert set(report["summary"]) == {"ours", "keras_hub", "hf_compile", "ours_padded", "ours_packed"}
     assert report["summary"]["ours"]["attention"] == "einsum"  # a CPU has no fused attention
     assert report["ratios"]["ours/hf_compile"] > 0
+    assert report["ratios"]["real_tokens ours_packed/ours_padded"] > 0
 
 
 @pytest.mark.realdata
