@@ -67,21 +67,6 @@ OPTIONAL_FIELDS = {"down_scale_factor": 1, "sharing": "all"}
 # Accepted, kept in `extra` and written back; any other key is an error.
 PASSTHROUGH_FIELDS = ("gap_size", "layers_to_keep", "net_structure_type", "num_memory_blocks")
 
-_POSITIVE_INTS = (
-    "embedding_size",
-    "hidden_size",
-    "intermediate_size",
-    "max_position_embeddings",
-    "num_attention_heads",
-    "num_hidden_layers",
-    "num_hidden_groups",
-    "inner_group_num",
-    "type_vocab_size",
-    "vocab_size",
-    "down_scale_factor",
-)
-_PROBABILITIES = ("attention_probs_dropout_prob", "hidden_dropout_prob")
-
 
 class ConfigError(AlbertError, ValueError):
     """A config file or dict is malformed or inconsistent."""
@@ -209,13 +194,14 @@ class AlbertConfig:
         raise ConfigError(f"{where}: field '{field}': {message}")
 
     def _validate(self):
-        for name in _POSITIVE_INTS:
+        fields = dataclasses.fields(self)
+        for name in (f.name for f in fields if f.type is int):  # every count and size
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 self._fail(name, f"must be an integer, got {value!r}")
             if value <= 0:
                 self._fail(name, f"must be positive, got {value}")
-        for name in _PROBABILITIES:
+        for name in (f.name for f in fields if f.name.endswith("_prob")):  # the dropout rates
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 self._fail(name, f"must be a number, got {value!r}")
