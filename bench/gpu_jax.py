@@ -51,9 +51,11 @@ def row_fill(case, seq):
 
 def synthetic_rows(np, batch, seq, vocab, fill, instances, predictions=20, seed=0):
     """Rows whose first `fill` of tokens are `instances` equal instances (`input_mask` numbers them when > 1)."""
+    from data_prep.packing import prediction_slots
+
     rng = np.random.default_rng(seed)
     length = max(4, int(fill * seq) // instances)
-    slots = predictions if instances == 1 else min(instances * predictions, int(0.15 * seq) + instances)
+    slots = prediction_slots(seq, predictions, instances, 0.15)  # data_prep's bound for a packed row
     per_instance = min(predictions, slots // instances, length - 1)
     data = {k: np.zeros((batch, seq), "int32") for k in ("input_ids", "input_mask", "segment_ids")}
     positions, starts = [], []

@@ -48,6 +48,14 @@ def latest_checkpoint_step(checkpoint_dir) -> int:
     return int(latest.rsplit("-", 1)[1]) if latest else -1
 
 
+def save_fresh_pretrainer(directory, config_file) -> str:
+    """A fresh model saved once, so runs on both backends start from the same weights (their initializers differ)."""
+    from albert_tf import AlbertBackbone, AlbertPretrainer, formats
+
+    formats.save(AlbertPretrainer(AlbertBackbone.from_albert_config(config_file)), str(directory))
+    return str(directory)
+
+
 def final_weights(output_dir):
     from albert_tf.config import AlbertConfig
     from albert_tf.formats import load_weights

@@ -16,7 +16,7 @@ import pytest
 
 from command_helpers import run_command
 from paths import REPO
-from pretraining_helpers import cli, common_args, final_weights, latest_checkpoint_step
+from pretraining_helpers import cli, common_args, final_weights, latest_checkpoint_step, save_fresh_pretrainer
 
 SEQ = 64
 
@@ -47,12 +47,7 @@ def assert_same_weights(got_dir, want_dir, atol=2e-6):
 
 @pytest.fixture(scope="module")
 def initial_model(tmp_path_factory, pretraining_data):
-    """One fresh model for both backends (their initializers draw different numbers from one seed)."""
-    from albert_tf import AlbertBackbone, AlbertPretrainer, formats
-
-    directory = tmp_path_factory.mktemp("initial") / "model"
-    formats.save(AlbertPretrainer(AlbertBackbone.from_albert_config(pretraining_data["config"])), str(directory))
-    return str(directory)
+    return save_fresh_pretrainer(tmp_path_factory.mktemp("initial") / "model", pretraining_data["config"])
 
 
 @pytest.mark.realdata

@@ -13,7 +13,7 @@ import pytest
 
 from command_helpers import run_command
 from paths import REPO
-from pretraining_helpers import cli, common_args, final_weights
+from pretraining_helpers import cli, common_args, final_weights, save_fresh_pretrainer
 
 SEQ = 64
 ROWS_HOLD = 3
@@ -226,11 +226,7 @@ def pretrain(packed_data, output_dir, backend="tensorflow", data="packed", **ext
 
 @pytest.fixture(scope="module")
 def initial_model(tmp_path_factory, packed_data):
-    from albert_tf import AlbertBackbone, AlbertPretrainer, formats
-
-    directory = tmp_path_factory.mktemp("initial") / "model"
-    formats.save(AlbertPretrainer(AlbertBackbone.from_albert_config(packed_data["config"])), str(directory))
-    return str(directory)
+    return save_fresh_pretrainer(tmp_path_factory.mktemp("initial") / "model", packed_data["config"])
 
 
 @pytest.mark.realdata

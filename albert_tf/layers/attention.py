@@ -157,7 +157,7 @@ class AlbertAttention(keras.layers.Layer):
             kernel = "einsum"
         if kernel in ("xla", "cudnn"):
             # Each row's key length (cuDNN's fast case) unless rows are packed.
-            mask = packed_rows.attention_allowed(input_mask) if self.packed_rows else None
+            mask = self._allowed(input_mask) if self.packed_rows else None
             context = fused_attention.attend(query, key, value, input_mask, kernel, mask=mask)
             return self._output(context, hidden, rows, training)
         if kernel == "keras":

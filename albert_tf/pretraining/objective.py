@@ -51,13 +51,7 @@ def sentence_order_stats(sop_logits, labels, weights=None) -> Dict[str, object]:
     """
     labels = ops.reshape(labels, (-1,))
     nll, correct = _nll_and_correct(ops.reshape(sop_logits, (-1, 2)), labels)
-    if weights is None:
-        return {
-            "sop_nll": ops.sum(nll),
-            "sop_correct": ops.sum(correct),
-            "sop_count": ops.cast(ops.size(labels), "float32"),
-        }
-    weights = ops.reshape(ops.cast(weights, "float32"), (-1,))
+    weights = ops.ones_like(nll) if weights is None else ops.reshape(ops.cast(weights, "float32"), (-1,))
     return {"sop_nll": ops.sum(weights * nll), "sop_correct": ops.sum(weights * correct), "sop_count": ops.sum(weights)}
 
 
