@@ -433,8 +433,8 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
             f"...); pass --overwrite to replace it"
         )
     temp_dir = FileSystems.join(settings.output_dir, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
-    FileSystems.mkdirs(temp_dir)
-    try:
+    try:  # from its creation: a signal landing just after it must not leave an empty staging directory
+        FileSystems.mkdirs(temp_dir)
         options = _pipeline_options(pipeline_args or [])
         with _worker_tracebacks_unlogged():
             pipeline = beam.Pipeline(options=PipelineOptions(options))
