@@ -33,6 +33,8 @@ import time
 
 from _common import REPO
 
+from albert_tf.tokenization import SentencePieceTokenizer
+
 PAPER = {  # ALBERT paper (v6), base-scale numbers for the README tables
     "table5": {  # intra-sentence loss: MLM / NSP / SOP accuracy on the intrinsic tasks
         "none": (54.9, 52.4, 53.3),
@@ -172,7 +174,7 @@ def make_data(args, work: pathlib.Path) -> dict:
                     Settings(
                         input_file=text,
                         output_dir=str(out),
-                        spm_model_file=str(spm),
+                        tokenizer=SentencePieceTokenizer(str(spm)),
                         input_format="wikitext",
                         max_seq_length=args.seq,
                         dupe_factor=dupe,
@@ -393,7 +395,7 @@ def finetune_run(args, source: dict, task: str, data, work: pathlib.Path, out: p
             task_name=task,
             data_dir=os.path.join(args.data, "glue", FINETUNE_TASKS[task]),
             output_dir=str(output_dir),
-            spm_model_file=data["spm"],
+            tokenizer=SentencePieceTokenizer(data["spm"]),
             init_checkpoint=source["output_dir"],
             max_seq_length=args.seq,
             train_batch_size=32,

@@ -32,6 +32,8 @@ from _common import REPO, cpu_kind
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.tokenization import SentencePieceTokenizer
+
 PRECISIONS = ("float32", "bfloat16")
 
 
@@ -93,7 +95,7 @@ def fine_tuned_classifier(args, work: pathlib.Path) -> str:
                 output_dir=str(output_dir),
                 task_name="sst-2",
                 data_dir=str(pathlib.Path(args.data) / "glue"),
-                spm_model_file=str(pathlib.Path(args.pretraining_run) / "final" / "spm.model"),
+                tokenizer=SentencePieceTokenizer(str(pathlib.Path(args.pretraining_run) / "final" / "spm.model")),
                 init_checkpoint=args.pretraining_run if args.classifier_init == "pretrained" else None,
                 albert_config_file=str(pathlib.Path(args.pretraining_run) / "final" / "albert_config.json"),
                 max_seq_length=64,

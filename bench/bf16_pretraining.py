@@ -21,6 +21,8 @@ import time
 
 from _common import REPO, cpu_kind
 
+from albert_tf.tokenization import SentencePieceTokenizer
+
 CURVE_KEYS = ("loss", "masked_lm_loss", "masked_lm_accuracy", "sentence_order_loss", "sentence_order_accuracy")
 
 
@@ -60,7 +62,7 @@ def make_data(args, work: pathlib.Path) -> dict:
                 Settings(
                     input_file=text,
                     output_dir=str(out),
-                    spm_model_file=str(spm),
+                    tokenizer=SentencePieceTokenizer(str(spm)),
                     input_format="wikitext",
                     max_seq_length=args.seq,
                     dupe_factor=dupe,

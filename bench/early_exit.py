@@ -36,6 +36,8 @@ import time
 
 from _common import REPO
 
+from albert_tf.tokenization import SentencePieceTokenizer
+
 GLUE_DIRS = {"sst-2": "SST-2", "mrpc": "MRPC"}
 STAGES = ("fine_tune", "curve", "latency", "size")
 
@@ -50,7 +52,7 @@ def fine_tune(args, task_name, output_dir, early_exit=True):
         output_dir=output_dir,
         task_name=task_name,
         data_dir=str(pathlib.Path(args.data) / "glue"),
-        spm_model_file=args.spm_model_file,
+        tokenizer=SentencePieceTokenizer(args.spm_model_file) if args.spm_model_file else None,
         init_checkpoint=args.init_checkpoint,
         max_seq_length=args.seq,
         train_batch_size=32,

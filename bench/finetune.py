@@ -23,6 +23,8 @@ import time
 
 from _common import REPO
 
+from albert_tf.tokenization import SentencePieceTokenizer
+
 # Dev scores to compare with: the README's ALBERT-base v2 row where it has the task, else its
 # ALBERT-xxlarge single-model row (the only per-task GLUE numbers it gives).
 PAPER = {
@@ -54,7 +56,7 @@ def pretrain(args, work):
         Settings(
             input_file=",".join(text),
             output_dir=str(work / "data"),
-            spm_model_file=spm,
+            tokenizer=SentencePieceTokenizer(spm),
             input_format="wikitext",
             max_seq_length=args.seq,
             dupe_factor=5,
@@ -145,7 +147,7 @@ def main():
         steps = max(1, int(steps * args.scale))
         return cls(
             output_dir=str(work / "finetune" / name),
-            spm_model_file=spm,
+            tokenizer=SentencePieceTokenizer(spm),
             init_checkpoint=init,
             max_seq_length=args.seq,
             train_batch_size=batch,

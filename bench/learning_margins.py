@@ -24,6 +24,8 @@ import sys
 from _common import REPO, cpu_kind
 from length_grouping_seeds import data_root, pretrained_tiny
 
+from albert_tf.tokenization import SentencePieceTokenizer
+
 sys.path.insert(0, str(REPO / "tests"))  # the SOP test's corpus writer: the same documents
 
 
@@ -37,7 +39,7 @@ def sst2_curve(seed: int, steps: int, every: int, pretrained: dict, data: pathli
             output_dir=str(work / f"sst2-{steps}-{seed}"),
             task_name="sst-2",
             data_dir=str(data / "glue"),
-            spm_model_file=pretrained["spm"],
+            tokenizer=SentencePieceTokenizer(pretrained["spm"]),
             init_checkpoint=pretrained["run_dir"],
             max_seq_length=64,
             train_batch_size=32,

@@ -23,6 +23,8 @@ import time
 
 from _common import REPO, cpu_kind
 
+from albert_tf.tokenization import SentencePieceTokenizer
+
 PRETRAIN_SEQ = 64
 
 
@@ -49,7 +51,7 @@ def pretrained_tiny(work: pathlib.Path, data: pathlib.Path) -> dict:
         Settings(
             input_file=valid,
             output_dir=str(work / "data"),
-            spm_model_file=spm,
+            tokenizer=SentencePieceTokenizer(spm),
             input_format="wikitext",
             max_seq_length=PRETRAIN_SEQ,
             dupe_factor=1,
@@ -85,7 +87,7 @@ def fine_tune(task: str, seed: int, grouping: bool, pretrained: dict, data: path
         output_dir=output_dir,
         task_name=task,
         data_dir=str(data / "glue"),
-        spm_model_file=pretrained["spm"],
+        tokenizer=SentencePieceTokenizer(pretrained["spm"]),
         init_checkpoint=pretrained["run_dir"],
         max_seq_length=128,
         train_batch_size=32,

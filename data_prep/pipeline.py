@@ -47,10 +47,11 @@ from albert_tf.publish import STAGING_PREFIX, remove_stale_staging
 from albert_tf.shard_set import METADATA_FILE, HashingWriter, is_shard_name, metadata_record, shard_name
 from albert_tf.tokenization import (
     TOKENIZER_FILE,
-    TokenizerError,
-    load_tokenizer,
+    Tokenizer,
+    kinds,
     tokenizer_from_bytes,
     tokenizer_json,
+    vocabulary_flags,
 )
 from data_prep import documents as documents_lib
 from data_prep.beam import FileSystems, PipelineOptions, create_runner
@@ -72,10 +73,9 @@ class Settings:
 
     input_file: str
     output_dir: str
-    spm_model_file: Optional[str] = None
-    vocab_file: Optional[str] = None  # a WordPiece vocab.txt instead of the spm model
+    # The vocabulary (any registered kind; its own `do_lower_case`), resolved by the command's flags.
+    tokenizer: Optional[Tokenizer] = None
     input_format: str = "bert"
-    do_lower_case: bool = True
     max_seq_length: int = 512
     max_predictions_per_seq: int = 20
     masked_lm_prob: float = 0.15
@@ -116,6 +116,13 @@ class Settings:
             self.favor_shorter_ngram,
             self.do_whole_word_mask,
         )
+
+    def record(self) -> dict:
+        """The settings as metadata.json records them: the vocabulary as each kind's flag (its file or None)."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "tokenizer"}
+        for kind in kinds():
+            values[kind.flag] = self.tokenizer.model_file if self.tokenizer.kind == kind.name else None
+        return {**values, "do_lower_case": self.tokenizer.do_lower_case}
 
     def validate(self):
         checks = [
@@ -194,14 +201,16 @@ class _ReadDocuments(beam.DoFn):
 class _MakeInstances(beam.DoFn):
     """A bucket of documents → (shard, (sort key, serialized Example))."""
 
-    def __init__(self, settings: Settings, vocab_type: str, vocab_bytes: bytes):
-        self.settings = settings
-        self.vocab_type = vocab_type
-        self.vocab_bytes = vocab_bytes
+    def __init__(self, settings: Settings):
+        # Workers rebuild the tokenizer from its bytes: a live one need not pickle.
+        self.settings = dataclasses.replace(settings, tokenizer=None)
+        self.vocab_type = settings.tokenizer.kind
+        self.vocab_bytes = settings.tokenizer.model_proto
+        self.do_lower_case = settings.tokenizer.do_lower_case
 
     def setup(self):
         s = self.settings
-        self.tokenizer = tokenizer_from_bytes(self.vocab_type, self.vocab_bytes, do_lower_case=s.do_lower_case)
+        self.tokenizer = tokenizer_from_bytes(self.vocab_type, self.vocab_bytes, do_lower_case=self.do_lower_case)
         masker = NgramMasker(self.tokenizer.pieces(), s.masking_options(), vocab_type=self.vocab_type)
         self.builder = InstanceBuilder(masker, s.instance_options())
 
@@ -320,7 +329,7 @@ def build_pipeline(
     made = (
         keyed
         | "GroupBuckets" >> beam.GroupByKey()
-        | "MakeInstances" >> beam.ParDo(_MakeInstances(settings, tokenizer.kind, tokenizer.model_proto))
+        | "MakeInstances" >> beam.ParDo(_MakeInstances(settings))
     )
     written = (
         _select(made, MAIN, "Records")
@@ -357,18 +366,19 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
     """Runs the job and returns the metadata it wrote.
 
     Raises:
-        DataPrepError: bad flags, inputs matching nothing, an spm model without
-            ALBERT's symbols, an output dir that already holds a dataset
+        DataPrepError: bad flags, no tokenizer, inputs matching nothing, an output dir that already holds a dataset
             (without `overwrite`), or inputs that give no instances. Nothing in
             `output_dir` is touched in any of these cases.
     """
     settings.validate()
     _check_runner_supports(settings, _pipeline_options(pipeline_args or []))
+    if settings.tokenizer is None:
+        raise DataPrepError(f"no vocabulary: give {vocabulary_flags()}")
     try:
         input_paths = documents_lib.expand_input_patterns(settings.input_file)
-        tokenizer = load_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case)
-    except (OSError, ValueError, TokenizerError) as error:
+    except (OSError, ValueError) as error:
         raise DataPrepError(str(error)) from None
+    tokenizer = settings.tokenizer
     with OutputDirLock(settings.output_dir):
         removed = remove_stale_staging(settings.output_dir)
         if removed:
@@ -475,7 +485,7 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
             vocab_type=tokenizer.kind,
             vocab_sha256=tokenizer.model_sha256,
             task="nsp" if settings.random_next_sentence else "sop",
-            settings=dataclasses.asdict(settings),
+            settings=settings.record(),
             input_files=input_paths,
             counts=counts,
         )

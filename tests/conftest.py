@@ -6,6 +6,8 @@ import os
 import pathlib
 import shutil
 
+from albert_tf.tokenization import SentencePieceTokenizer
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -114,7 +116,7 @@ def pretraining_data(tmp_path_factory, wikitext_spm, real_data):
             Settings(
                 input_file=str(real_data / "wikitext2" / "valid.txt"),
                 output_dir=str(root / "data"),
-                spm_model_file=wikitext_spm,
+                tokenizer=SentencePieceTokenizer(wikitext_spm),
                 input_format="wikitext",
                 max_seq_length=PRETRAIN_SEQ,
                 dupe_factor=1,
@@ -221,7 +223,7 @@ def sst2_run(real_data, pretrained_tiny, tmp_path_factory):
         output_dir=str(output_dir),
         task_name="sst-2",
         data_dir=str(real_data / "glue"),
-        spm_model_file=str(pretrained_tiny / "final" / "spm.model"),
+        tokenizer=SentencePieceTokenizer(str(pretrained_tiny / "final" / "spm.model")),
         init_checkpoint=str(pretrained_tiny),
         max_seq_length=64,
         train_batch_size=32,

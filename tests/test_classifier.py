@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from albert_tf.tokenization import load_tokenizer
+from albert_tf.tokenization import SentencePieceTokenizer, load_tokenizer
 
 from command_helpers import run_command
 from finetune_helpers import write_slice
@@ -116,7 +116,7 @@ def test_runner_trains_and_writes_metrics_and_predictions(
         output_dir=str(tmp_path / "out"),
         task_name=task,
         data_dir=str(tmp_path / "glue"),
-        spm_model_file=pretraining_data["spm"],
+        tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
         albert_config_file=pretraining_data["config"],
         do_predict=True,
         max_seq_length=48,

@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from albert_tf.tokenization import is_start_piece
+from albert_tf.tokenization import SentencePieceTokenizer, is_start_piece
 from data_prep import documents
 from data_prep.instances import InstanceBuilder, InstanceOptions, truncate_seq_pair
 from data_prep.masking import MaskingOptions, NgramMasker
@@ -171,7 +171,7 @@ def test_data_prep_out_of_disk_is_one_line_and_keeps_the_old_dataset(fox_spm, tm
     settings = pipeline.Settings(
         input_file=str(tmp_path / "in.txt"),
         output_dir=str(tmp_path / "out"),
-        spm_model_file=fox_spm,
+        tokenizer=SentencePieceTokenizer(fox_spm),
         max_seq_length=32,
         dupe_factor=1,
         num_shards=2,

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from albert_tf.tokenization import SentencePieceTokenizer
 from data_prep.pipeline import DataPrepError, Settings, run
 
 from paths import REPO
@@ -183,7 +184,7 @@ def test_dask_runner_refuses_data_that_needs_the_document_count(tmp_path, wikite
     settings = Settings(
         input_file=str(real_data / "wikitext2" / "valid.txt"),
         output_dir=str(tmp_path / "out"),
-        spm_model_file=wikitext_spm,
+        tokenizer=SentencePieceTokenizer(wikitext_spm),
         input_format="wikitext",
         random_next_sentence=True,
     )

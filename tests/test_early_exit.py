@@ -9,6 +9,7 @@ import pytest
 from albert_tf import AlbertBackbone
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
 from albert_tf.tasks.losses import depth_weighted_loss, depth_weights, exit_classification_loss, exit_regression_loss
+from albert_tf.tokenization import SentencePieceTokenizer
 
 from early_exit_helpers import build, reference_exit
 
@@ -188,7 +189,7 @@ def test_run_classifier_early_exit_trains_every_classifier(real_data, pretrainin
         output_dir=str(tmp_path / "out"),
         task_name="mrpc",
         data_dir=str(tmp_path / "glue"),
-        spm_model_file=pretraining_data["spm"],
+        tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
         albert_config_file=pretraining_data["config"],
         max_seq_length=48,
         train_batch_size=16,
@@ -313,7 +314,7 @@ def test_run_race_early_exit_trains_every_classifier(real_data, pretraining_data
     settings = RaceSettings(
         early_exit=True,
         output_dir=str(tmp_path / "out"),
-        spm_model_file=pretraining_data["spm"],
+        tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
         albert_config_file=pretraining_data["config"],
         max_seq_length=64,
         train_batch_size=8,

@@ -17,6 +17,7 @@ from albert_tf.optimization import AdamWeightDecay, create_optimizer
 from albert_tf.tasks import losses, training
 from albert_tf.tasks.datasets import train_dataset
 from albert_tf.tasks.settings import FineTuneError, FineTuneSettings, steps_from_epochs
+from albert_tf.tokenization import SentencePieceTokenizer
 
 from command_helpers import command_flags
 from paths import CONFIGS
@@ -255,7 +256,7 @@ def test_run_squad_trains_the_epoch_derived_steps(real_data, pretraining_data, t
     settings = SquadSettings(
         do_train=True,
         output_dir=str(tmp_path / "out"),
-        spm_model_file=pretraining_data["spm"],
+        tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
         albert_config_file=pretraining_data["config"],
         do_predict=False,
         max_seq_length=96,

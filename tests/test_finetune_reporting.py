@@ -6,6 +6,8 @@ import json
 import numpy as np
 import pytest
 
+from albert_tf.tokenization import SentencePieceTokenizer
+
 from finetune_helpers import scalars, write_slice
 
 pytestmark = pytest.mark.realdata
@@ -21,7 +23,7 @@ def sst2_settings(real_data, pretraining_data, tmp_path, **overrides):
         output_dir=str(tmp_path / "out"),
         task_name="sst-2",
         data_dir=str(tmp_path / "glue"),
-        spm_model_file=pretraining_data["spm"],
+        tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
         albert_config_file=pretraining_data["config"],
         max_seq_length=32,
         train_batch_size=8,

@@ -113,7 +113,7 @@ def test_grouped_training_through_the_runner_with_accumulation_and_remat(
     settings = FineTuneSettings(
         output_dir=str(tmp_path / "out"),
         albert_config_file=tiny_config,
-        spm_model_file=wikitext_spm,
+        tokenizer=SentencePieceTokenizer(wikitext_spm),
         max_seq_length=64,
         train_batch_size=16,
         grad_accum_steps=2,
@@ -161,7 +161,7 @@ def test_speed_flags_train_through_the_runner(real_data, wikitext_spm, tiny_conf
     settings = FineTuneSettings(
         output_dir=str(tmp_path / "out"),
         albert_config_file=tiny_config,
-        spm_model_file=wikitext_spm,
+        tokenizer=SentencePieceTokenizer(wikitext_spm),
         max_seq_length=64,
         train_batch_size=16,
         eval_batch_size=64,
@@ -229,7 +229,7 @@ def test_two_mirrored_replicas_train_as_one_device_does(real_data, wikitext_spm,
 
     settings = dict(
         albert_config_file=tiny_config,
-        spm_model_file=wikitext_spm,
+        tokenizer=SentencePieceTokenizer(wikitext_spm),
         max_seq_length=64,
         train_batch_size=16,
         eval_batch_size=64,

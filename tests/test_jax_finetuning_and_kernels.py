@@ -105,6 +105,27 @@ def test_compiled_step_on_a_gpu_calls_cudnn_attention():
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not gpu_present(), reason="no NVIDIA GPU: cuDNN's fused attention exists only there")
+def test_cudnn_attention_is_as_close_to_float32_as_the_einsum_path():
+    result = subprocess.run([sys.executable, "bench/gpu_attention_check.py"], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+
+
+@pytest.mark.slow
+def test_attention_check_smoke_compares_each_layout_against_float32():
+    result = subprocess.run(
+        [sys.executable, "bench/gpu_attention_check.py", "--smoke"], capture_output=True, text=True, cwd=REPO
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    report = json.loads(result.stdout)
+    for layout in ("one_a_row", "packed_3"):
+        errors = report[layout]["fused_vs_float32"]
+        assert report[layout]["fused_kernel_ran"] == "xla"
+        # bf16 rounding is there (a float32 run would be ~1e-7) and small.
+        assert 1e-5 < errors["mlm_logits"] < 0.05 and 1e-5 < errors["grad_relative"] < 0.05
+
+
+@pytest.mark.slow
 def test_gpu_benchmark_smoke_runs_every_case_on_cpu():
     result = subprocess.run(
         # ours_einsum is ours with one attribute set: on a CPU the same step.

@@ -12,6 +12,7 @@ import pytest
 
 from albert_tf.locking import LOCK_FILE, LockError, OutputDirLock
 from albert_tf.publish import STAGING_PREFIX
+from albert_tf.tokenization import SentencePieceTokenizer
 
 from locking_helpers import hold_lock
 
@@ -78,7 +79,7 @@ def test_data_prep_refuses_a_busy_dir_and_cleans_the_staging_of_killed_runs(tmp_
     settings = Settings(
         input_file=str(real_data / "wikitext2" / "test.txt"),
         output_dir=str(tmp_path / "out"),
-        spm_model_file=wikitext_spm,
+        tokenizer=SentencePieceTokenizer(wikitext_spm),
         input_format="wikitext",
         max_seq_length=64,
         dupe_factor=1,

@@ -11,6 +11,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from albert_tf.tokenization import SentencePieceTokenizer
+
 from command_helpers import run_command
 from paths import REPO
 from pretraining_helpers import cli, common_args, final_weights, save_fresh_pretrainer
@@ -60,7 +62,7 @@ def packed_data(tmp_path_factory, real_data, pretraining_data):
             Settings(
                 input_file=text,
                 output_dir=made[hold],
-                spm_model_file=pretraining_data["spm"],
+                tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
                 max_seq_length=SEQ,
                 dupe_factor=1,
                 num_shards=2,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from albert_tf.publish import STAGING_PREFIX
-from albert_tf.tokenization import SentencePieceTokenizer
+from albert_tf.tokenization import SentencePieceTokenizer, TokenizerError
 from data_prep.documents import read_documents
 from data_prep.pipeline import DataPrepError, Settings, run
 
@@ -26,7 +26,7 @@ def make_settings(tmp_path, spm_model, input_file, **overrides):
     values = dict(
         input_file=str(input_file),
         output_dir=str(tmp_path / "out"),
-        spm_model_file=spm_model,
+        tokenizer=SentencePieceTokenizer(spm_model),
         max_seq_length=SEQ,
         dupe_factor=2,
         num_shards=3,
@@ -261,8 +261,14 @@ def test_bad_inputs_give_clear_errors_and_keep_existing_data(tmp_path, wikitext_
         vocab_size=30,
         minloglevel=2,
     )
-    with pytest.raises(DataPrepError, match=r"plain\.model.*\[CLS\]"):
-        run(make_settings(tmp_path, plain + ".model", odd, output_dir=str(tmp_path / "other")))
+    with pytest.raises(TokenizerError, match=r"plain\.model.*\[CLS\]"):
+        SentencePieceTokenizer(plain + ".model")
+    refused = run_command(
+        "data_prep.create_pretraining_data",
+        [f"--input_file={odd}", f"--output_dir={tmp_path / 'other'}", f"--spm_model_file={plain}.model"],
+    )
+    assert refused.returncode != 0 and "plain.model: not an ALBERT SentencePiece model" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (tmp_path / "other").exists()
 
 
 def test_cli_reports_errors_without_traceback(tmp_path, wikitext_spm, monkeypatch):

@@ -7,6 +7,8 @@ import shutil
 
 import pytest
 
+from albert_tf.tokenization import SentencePieceTokenizer
+
 from command_helpers import run_command
 
 pytestmark = pytest.mark.realdata
@@ -61,7 +63,7 @@ def test_runner_trains_evaluates_and_reports_levels(real_data, pretraining_data,
     task = RaceTask(data_dir=str(data), max_qa_length=24)
     settings = RaceSettings(
         output_dir=str(tmp_path / "out"),
-        spm_model_file=pretraining_data["spm"],
+        tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
         albert_config_file=pretraining_data["config"],
         max_seq_length=64,
         train_batch_size=8,

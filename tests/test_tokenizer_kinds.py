@@ -6,6 +6,7 @@ the commands use: flag resolution, a model directory with and without
 `tokenizer.json`, bytes (Beam workers), whole-word masking and the twin lookup.
 """
 
+import json
 import random
 import subprocess
 import sys
@@ -113,7 +114,7 @@ def test_a_registered_kind_loads_saves_and_masks_through_the_normal_paths(
     assert sum(len(i) for i in ids) > 10_000 and tokenizer.unk_id not in {i for row in ids for i in row}
     # Two vocabularies given: the message lists the new kind's flag among the others.
     with pytest.raises(TokenizerError, match="exactly one of --spm_model_file .*--chars_file .*got both"):
-        resolve_tokenizer(vocab_file=str(chars_file), files={"chars_file": str(chars_file)})
+        resolve_tokenizer(files={"vocab_file": str(chars_file), "chars_file": str(chars_file)})
 
     # Saved with a model, found again (tokenizer.json gives the kind and the lowercasing).
     cased = resolve_tokenizer(files={"chars_file": str(chars_file)}, do_lower_case=False)
@@ -162,3 +163,46 @@ def test_the_tokenizers_and_beam_workers_import_no_tensorflow():
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_a_registered_kind_runs_through_data_prep_and_fine_tuning_commands(toy_kind, chars_file, real_data, tmp_path):
+    """The new kind's own flag (`--chars_file`) is honoured by the commands, not only by the library calls."""
+    from command_helpers import run_command
+    from paths import CONFIGS
+
+    tokenizer = resolve_tokenizer(files={"chars_file": str(chars_file)})
+    data = tmp_path / "data"
+    made = run_command(
+        "data_prep.create_pretraining_data",
+        [f"--input_file={real_data / 'wikitext2' / 'valid.txt'}", f"--output_dir={data}", f"--chars_file={chars_file}"]
+        + ["--input_format=wikitext", "--max_seq_length=64", "--dupe_factor=1", "--num_shards=1"],
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    metadata = json.loads((data / "metadata.json").read_text())
+    assert metadata["vocab_type"] == "toy_chars" and metadata["vocab_sha256"] == tokenizer.model_sha256
+    assert metadata["settings"]["chars_file"] == str(chars_file) and metadata["settings"]["spm_model_file"] is None
+    assert (data / "chars.txt").read_bytes() == chars_file.read_bytes()  # the vocabulary travels with the data
+    recorded = json.loads((data / "settings.json").read_text())["input_sha256"]
+    assert recorded["chars_file"] == {str(chars_file): tokenizer.model_sha256}
+
+    # A fresh model of the toy vocabulary's size, fine-tuned on SST-2 rows: its tokenizer is the flag's.
+    config = json.loads((CONFIGS / "albert_tiny.json").read_text()) | {"vocab_size": tokenizer.vocab_size}
+    (tmp_path / "albert_config.json").write_text(json.dumps(config))
+    glue = tmp_path / "sst2"
+    glue.mkdir()
+    for split, rows in (("train", 65), ("dev", 33)):
+        lines = (real_data / "glue" / "SST-2" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[:rows]
+        (glue / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tuned = run_command(
+        "albert_tf.run_classifier",
+        [f"--albert_config_file={tmp_path / 'albert_config.json'}", f"--chars_file={chars_file}"]
+        + ["--task_name=sst-2", f"--data_dir={glue}", f"--output_dir={tmp_path / 'tuned'}", "--max_seq_length=64"]
+        + ["--do_train", "--do_eval", "--train_step=2", "--save_checkpoints_steps=2", "--train_batch_size=8"],
+    )
+    assert tuned.returncode == 0, tuned.stderr[-2000:]
+    best = tmp_path / "tuned" / "best"
+    saved = json.loads((best / "tokenizer.json").read_text())
+    assert saved["kind"] == "toy_chars" and (best / "chars.txt").read_bytes() == chars_file.read_bytes()
+    assert json.loads((tmp_path / "tuned" / "summary.json").read_text())["eval"]["num_examples"] == 32

@@ -22,13 +22,12 @@ from absl import flags
 
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_vocabulary_flags, vocabulary_flag_values
+from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer
 from albert_tf.cli.run_record import write_settings
 from albert_tf.config import AlbertConfig
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import staged_files
 from albert_tf.run_layout import SETTINGS_FILE
-from albert_tf.tokenization import resolve_tokenizer
 
 FLAGS = flags.FLAGS
 
@@ -105,7 +104,7 @@ def refuse_to_mix(output_dir: str, new_names) -> None:
 def main(argv):
     del argv
     notes = []
-    tokenizer = resolve_tokenizer(do_lower_case=FLAGS.do_lower_case, required=False, files=vocabulary_flag_values())
+    tokenizer = given_tokenizer()
     # The record is written with the conversion, under the same hold of the lock: a refused one (another
     # model there) leaves the directory's earlier settings.json as it was.
     with OutputDirLock(FLAGS.output_dir):

@@ -13,7 +13,7 @@ are described in `data_prep.pipeline`.
 from absl import flags
 
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags
+from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer, settings_from_flags
 from albert_tf.cli.run_record import write_settings
 from albert_tf.locking import OutputDirLock
 from data_prep import documents as documents_lib
@@ -27,7 +27,7 @@ def define_flags():
     flags.DEFINE_string("output_dir", None, "Where the shards and metadata.json go.", required=True)
     define_vocabulary_flags(lower_case_flag=False)  # data_prep's default is its own: uncased
     flags.DEFINE_enum("input_format", defaults.input_format, documents_lib.FORMATS, "Layout of the input.")
-    flags.DEFINE_bool("do_lower_case", defaults.do_lower_case, "Lowercase (uncased models).")
+    flags.DEFINE_bool("do_lower_case", True, "Lowercase (uncased models).")
     flags.DEFINE_integer("max_seq_length", defaults.max_seq_length, "Tokens per sequence.")
     flags.DEFINE_integer("max_predictions_per_seq", defaults.max_predictions_per_seq, "Masked tokens cap.")
     flags.DEFINE_float("masked_lm_prob", defaults.masked_lm_prob, "Fraction of tokens to mask.")
@@ -70,7 +70,7 @@ def define_flags():
 
 
 def main(argv):
-    settings = settings_from_flags(Settings)
+    settings = settings_from_flags(Settings, tokenizer=given_tokenizer())
     # settings.json beside the dataset, written under the run's lock once the dataset is: a refused run
     # (bad flags, a dataset there without --overwrite) leaves the directory's record as it was.
     with OutputDirLock(settings.output_dir):

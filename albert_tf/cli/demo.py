@@ -103,7 +103,7 @@ def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
         Settings(
             input_file=corpus,
             output_dir=data_dir,
-            spm_model_file=spm_model,
+            tokenizer=SentencePieceTokenizer(spm_model),
             max_seq_length=SEQ_LENGTH,
             dupe_factor=2,
             num_shards=4,

@@ -12,12 +12,11 @@ from absl import flags
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.backend import require_tensorflow
-from albert_tf.cli.flags import define_vocabulary_flags, settings_from_flags, vocabulary_flag_values
+from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer, settings_from_flags
 from albert_tf.cli.run_record import record_settings
 from albert_tf.export.precision import PRECISIONS
 from albert_tf.export.targets import TARGETS, ExportSettings
 from albert_tf.export.tflite import QUANTIZATIONS
-from albert_tf.tokenization import resolve_tokenizer
 
 FLAGS = flags.FLAGS
 
@@ -91,7 +90,7 @@ def main(argv):
     require_tensorflow("albert_tf.export", "writes TensorFlow graphs (SavedModel, TFLite)")
     target, settings = TARGETS[FLAGS.format], settings_from_flags(ExportSettings)
     target.check(settings)
-    given = resolve_tokenizer(do_lower_case=FLAGS.do_lower_case, required=False, files=vocabulary_flag_values())
+    given = given_tokenizer()
     loaded = formats.load(FLAGS.model_dir, FLAGS.albert_config_file, given, FLAGS.do_lower_case)
     target.check_model(loaded.model)
     # Written once the export has checked its flags and holds the output directory's lock.

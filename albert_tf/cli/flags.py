@@ -177,9 +177,17 @@ def task_from_flags(task_cls, **overrides):
 
 
 def finetune_settings_from_flags(cls: Type[Settings]) -> Settings:
-    """`settings_from_flags` for a fine-tuning command: an absent `--max_seq_length` is left for the model to set."""
+    """`settings_from_flags` for a fine-tuning command: the vocabulary flags resolved to a tokenizer (None: the
+    model's own), and an absent `--max_seq_length` left for the model to set."""
     absent = {} if FLAGS["max_seq_length"].present else {"max_seq_length": None}
-    return settings_from_flags(cls, **absent)
+    return settings_from_flags(cls, tokenizer=given_tokenizer(), **absent)
+
+
+def given_tokenizer() -> Optional[tokenization.Tokenizer]:
+    """The tokenizer of the vocabulary flag given (any registered kind's), None if none is."""
+    return tokenization.resolve_tokenizer(
+        files=vocabulary_flag_values(), do_lower_case=FLAGS["do_lower_case"].value, required=False
+    )
 
 
 def settings_from_flags(cls: Type[Settings], **overrides) -> Settings:

@@ -41,7 +41,7 @@ from absl import flags
 
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_vocabulary_flags, vocabulary_flag_values
+from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer
 from albert_tf.export.tflite import is_tflite_path
 from albert_tf.file_safety import same_file
 from albert_tf.formats.native import CONFIG_FILE
@@ -55,7 +55,7 @@ from albert_tf.inference import (
 )
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.publish import staged_file
-from albert_tf.tokenization import TOKENIZER_FILE, TokenizerError, WordPieceTokenizer, resolve_tokenizer
+from albert_tf.tokenization import TOKENIZER_FILE, TokenizerError, WordPieceTokenizer
 
 EMBEDDINGS_SUFFIX = ".npy"
 DEFAULT_MAX_SEQ_LENGTH = 128
@@ -324,7 +324,7 @@ def main(argv):
         FLAGS.top_k,
         FLAGS.batch_size,
         FLAGS.max_seq_length,
-        resolve_tokenizer(do_lower_case=FLAGS.do_lower_case, required=False, files=vocabulary_flag_values()),
+        given_tokenizer(),
         FLAGS.albert_config_file,
         FLAGS.do_lower_case,
         patience=FLAGS.patience,

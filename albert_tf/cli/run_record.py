@@ -26,12 +26,13 @@ from typing import Callable, Dict, Iterable, List, Optional
 from absl import flags
 
 import albert_tf
+from albert_tf import tokenization
 from albert_tf.cli.app import our_flags
 from albert_tf.locking import when_locked
 from albert_tf.publish import staged_file
 from albert_tf.run_layout import SETTINGS_FILE
 
-# Flags that name inputs: their files are hashed.
+# Flags that name inputs: their files are hashed (and every tokenizer kind's vocabulary flag: `input_flags`).
 INPUT_FLAGS = (
     "input",
     "input_file",
@@ -44,8 +45,6 @@ INPUT_FLAGS = (
     "albert_config_file",
     "init_checkpoint",
     "model_dir",
-    "spm_model_file",
-    "vocab_file",
 )
 DATA_METADATA = "metadata.json"  # a data_prep directory: its shards' hashes are inside
 KEPT_PREVIOUS = 20
@@ -98,10 +97,15 @@ def _files_of(value: str) -> Iterable[str]:
                     yield from (os.path.join(root, n) for n in sorted(names) if not n.startswith("."))
 
 
+def input_flags() -> tuple:
+    """`INPUT_FLAGS` and each registered tokenizer kind's flag (--spm_model_file, --vocab_file, ...)."""
+    return INPUT_FLAGS + tuple(kind.flag for kind in tokenization.kinds())
+
+
 def input_hashes(values: Dict[str, object]) -> Dict[str, Dict[str, str]]:
     """{flag: {file: sha256, or why it is not hashed}} for the input flags that are set."""
     hashes, budget = {}, _Budget()
-    for name in INPUT_FLAGS:
+    for name in input_flags():
         if values.get(name):
             hashes[name] = {path: _sha256(path, budget) for path in _files_of(values[name])}
     return hashes

@@ -22,6 +22,7 @@ from typing import Optional, Tuple
 from albert_tf.errors import AlbertError
 from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES
 from albert_tf.range_checks import check_ranges, check_seed
+from albert_tf.tokenization.base import Tokenizer
 
 MULTI_WORKER = "multi_worker"  # pretraining's; Keras `fit` cannot run it on our inputs
 
@@ -37,9 +38,9 @@ class FineTuneSettings:
     output_dir: str
     albert_config_file: Optional[str] = None
     init_checkpoint: Optional[str] = None
-    spm_model_file: Optional[str] = None
-    vocab_file: Optional[str] = None
-    do_lower_case: Optional[bool] = None  # None: the init checkpoint's saved setting, else True
+    # A vocabulary given by flag, resolved at the command's edge (`resolve_tokenizer`); None: the model's own.
+    tokenizer: Optional[Tokenizer] = None
+    do_lower_case: Optional[bool] = None  # for the model's own vocabulary; None: its saved setting
     do_train: bool = True
     # None (the commands, when the flag is not given): this class's default, lowered to the model's
     # max_position_embeddings where that is smaller (`with_max_seq_length_for`).

@@ -24,7 +24,7 @@ from albert_tf.formats.table import backbone_of
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.tasks import best_model
 from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
-from albert_tf.tokenization import Tokenizer, check_vocab_size, resolve_tokenizer
+from albert_tf.tokenization import Tokenizer, check_vocab_size, resolve_tokenizer, vocabulary_flags
 
 
 @dataclasses.dataclass
@@ -84,7 +84,9 @@ def for_training(settings: FineTuneSettings) -> Start:
             raise FineTuneError("give --albert_config_file, --init_checkpoint, or both")
         config = AlbertConfig.from_json_file(settings.albert_config_file)
         check_max_seq_length(settings.max_seq_length, config, settings.albert_config_file)
-        tokenizer = resolve_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case)
+        if settings.tokenizer is None:
+            raise FineTuneError(f"no vocabulary: give {vocabulary_flags()} (a fresh model has none of its own)")
+        tokenizer = settings.tokenizer
         check_vocab_size(config.vocab_size, tokenizer, settings.albert_config_file)
         return Start(config, settings.albert_config_file, None, tokenizer)
     loaded = _load(settings.init_checkpoint, settings, settings.albert_config_file)
@@ -138,21 +140,17 @@ def _tflite_start(settings: FineTuneSettings) -> Start:
             f"--max_seq_length {settings.max_seq_length}: {path} takes rows of up to {limit} pieces "
             f"(the length it was exported for); use --max_seq_length {limit} or less"
         )
-    tokenizer = resolve_tokenizer(
-        settings.spm_model_file,
-        settings.vocab_file,
-        settings.do_lower_case,
-        model_dir=os.path.dirname(os.path.abspath(path)),
+    tokenizer = settings.tokenizer or resolve_tokenizer(
+        do_lower_case=settings.do_lower_case, model_dir=os.path.dirname(os.path.abspath(path))
     )
     check_vocab_size(runner.config.vocab_size, tokenizer, path)
     return Start(runner.config, path, TFLiteTaskModel(runner), tokenizer)
 
 
 def _load(path: str, settings: FineTuneSettings, albert_config_file: Optional[str] = None):
-    given = resolve_tokenizer(settings.spm_model_file, settings.vocab_file, settings.do_lower_case, required=False)
-    loaded = formats.load(path, albert_config_file, given, settings.do_lower_case)
+    loaded = formats.load(path, albert_config_file, settings.tokenizer, settings.do_lower_case)
     if loaded.tokenizer is None:
         raise FineTuneError(
-            f"no vocabulary: give --spm_model_file or --vocab_file and {formats.model_directory(path)} holds none"
+            f"no vocabulary: give {vocabulary_flags()} and {formats.model_directory(path)} holds none"
         )
     return loaded

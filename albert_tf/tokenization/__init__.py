@@ -37,6 +37,7 @@ from albert_tf.tokenization.resolve import (
     resolve_tokenizer,
     tokenizer_from_bytes,
     tokenizer_from_files,
+    vocabulary_flags,
     vocabulary_in,
 )
 from albert_tf.tokenization.sentencepiece import (
@@ -109,6 +110,7 @@ __all__ = [
     "read_bytes",
     "register",
     "resolve_tokenizer",
+    "vocabulary_flags",
     "tf_tokenizer_for",
     "tokenizer_from_bytes",
     "tokenizer_from_files",

@@ -111,12 +111,10 @@ def load_tokenizer_dir(directory: str, do_lower_case: Optional[bool] = None) -> 
 
 
 def resolve_tokenizer(
-    spm_model_file: Optional[str] = None,
-    vocab_file: Optional[str] = None,
+    files: Optional[Mapping[str, Optional[str]]] = None,
     do_lower_case: Optional[bool] = None,
     model_dir: Optional[str] = None,
     required: bool = True,
-    files: Optional[Mapping[str, Optional[str]]] = None,
 ) -> Optional[Tokenizer]:
     """The one place a command picks its tokenizer.
 
@@ -125,23 +123,24 @@ def resolve_tokenizer(
     unless the flag is given).
 
     Args:
-        spm_model_file, vocab_file: the built-in kinds' flags.
-        files: every kind's flag value by flag name (`tokenizer_flag_values`), instead of the two above.
+        files: every kind's flag value by flag name (`{"spm_model_file": path, ...}`; unnamed kinds: none given).
 
     Raises:
         TokenizerError: two files given, or none found when `required`.
     """
-    files = dict(files or {})
-    files.setdefault("spm_model_file", spm_model_file)
-    files.setdefault("vocab_file", vocab_file)
+    files = {kind.flag: None for kind in registry.kinds()} | dict(files or {})
     if any(files.values()):
         return tokenizer_from_files(files, True if do_lower_case is None else do_lower_case)
     tokenizer = load_tokenizer_dir(model_dir, do_lower_case) if model_dir else None
     if tokenizer is None and required:
         where = f" and {model_dir} holds none" if model_dir else ""
-        flags = " or ".join(f"--{k.flag}" for k in registry.kinds())
-        raise TokenizerError(f"no vocabulary: give {flags}{where}")
+        raise TokenizerError(f"no vocabulary: give {vocabulary_flags()}{where}")
     return tokenizer
+
+
+def vocabulary_flags() -> str:
+    """"--spm_model_file or --vocab_file" (every registered kind's flag), for messages."""
+    return " or ".join(f"--{k.flag}" for k in registry.kinds())
 
 
 def check_vocab_size(vocab_size: int, tokenizer: Optional[Tokenizer], where: str) -> None:
