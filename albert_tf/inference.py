@@ -269,7 +269,7 @@ class TFLitePredictor:
     def __init__(
         self, model_file: str, tokenizer, max_seq_length: Optional[int] = None, num_threads: Optional[int] = None
     ):
-        from albert_tf.export.tflite import TFLiteRunner  # TensorFlow Lite loads only for a .tflite file
+        from albert_tf.tflite_file import TFLiteRunner  # TensorFlow Lite loads only for a .tflite file
 
         self.runner = TFLiteRunner(model_file, num_threads=num_threads)
         self.tokenizer = tokenizer

@@ -30,7 +30,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainSettings
-from albert_tf.pretraining.strategy import make_strategy
+from albert_tf.distribution import make_strategy
 data, config, batch, steps = sys.argv[1:5]
 train_input = resolve_input(data)
 settings = TrainSettings(

@@ -326,11 +326,7 @@ def build_pipeline(
         )
     else:
         keyed = documents | "OnePerBucket" >> beam.Map(lambda kv: (kv[0], kv))
-    made = (
-        keyed
-        | "GroupBuckets" >> beam.GroupByKey()
-        | "MakeInstances" >> beam.ParDo(_MakeInstances(settings))
-    )
+    made = keyed | "GroupBuckets" >> beam.GroupByKey() | "MakeInstances" >> beam.ParDo(_MakeInstances(settings))
     written = (
         _select(made, MAIN, "Records")
         | "GroupShards" >> beam.GroupByKey()

@@ -188,9 +188,9 @@ def test_exported_files_carry_the_label_names_and_predict_reads_a_tflite_file(re
     import tensorflow as tf
 
     from albert_tf.cli import predict as predict_cli
-    from albert_tf.export import ExportError, export_saved_model, export_tflite
-    from albert_tf.export.tflite import labels_of
+    from albert_tf.export import export_saved_model, export_tflite
     from albert_tf.inference import Predictor, TFLitePredictor
+    from albert_tf.tflite_file import TFLiteFileError, labels_of
 
     root, _ = reviews_run
     predictor = Predictor.load(str(root / "out" / "best"), max_seq_length=32)
@@ -228,7 +228,7 @@ def test_exported_files_carry_the_label_names_and_predict_reads_a_tflite_file(re
     with pytest.raises(predict_cli.PredictError, match="--patience: .* answers at full depth"):
         predict_cli.run(tflite, text=texts[0], patience=2)
     (tmp_path / "broken.tflite").write_bytes(b"not a flatbuffer")
-    with pytest.raises(ExportError, match=r"broken.tflite: not a TFLite file"):
+    with pytest.raises(TFLiteFileError, match=r"broken.tflite: not a TFLite file"):
         TFLitePredictor.load(str(tmp_path / "broken.tflite"), tokenizer=predictor.tokenizer)
 
 

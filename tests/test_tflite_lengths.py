@@ -43,7 +43,7 @@ def request(length, seed=0):
 @pytest.mark.slow
 def test_every_variant_takes_any_length_and_matches_keras(pretrainer, files):
     from albert_tf.export import run_tflite
-    from albert_tf.export.tflite import max_seq_length_of
+    from albert_tf.tflite_file import max_seq_length_of
 
     for quantize, path in files.items():
         assert max_seq_length_of(path) == MAX_SEQ
@@ -92,15 +92,14 @@ def test_lengths_past_max_seq_length_are_refused_by_the_runner_and_the_file(file
 
 
 def test_every_cpu_by_default_and_any_thread_count_gives_the_same_answer(files):
-    from albert_tf.export.common import ExportError
-    from albert_tf.export.tflite import TFLiteRunner, usable_cpus
+    from albert_tf.tflite_file import TFLiteFileError, TFLiteRunner, usable_cpus
 
     assert TFLiteRunner(files["none"]).num_threads == usable_cpus() >= 1  # LiteRT alone takes one
     inputs = request(37)
     one, every = TFLiteRunner(files["none"], num_threads=1)(inputs), TFLiteRunner(files["none"], num_threads=2)(inputs)
     for name in ("mlm_logits", "sop_logits"):
         np.testing.assert_allclose(one[name], every[name], atol=1e-5)
-    with pytest.raises(ExportError, match="^num_threads 0: must be at least 1$"):
+    with pytest.raises(TFLiteFileError, match="^num_threads 0: must be at least 1$"):
         TFLiteRunner(files["none"], num_threads=0)
 
 

@@ -18,12 +18,12 @@ import time
 from pydoc_data import topics
 
 from albert_tf.config import AlbertConfig, shipped_configs_dir
+from albert_tf.distribution import make_strategy
 from albert_tf.export import export_pretraining_run
 from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.job import pretrain
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import TrainSettings
-from albert_tf.pretraining.strategy import make_strategy
 from albert_tf.tokenization import SentencePieceTokenizer
 from data_prep.documents import split_sentences
 

@@ -11,7 +11,7 @@ from absl import flags
 
 from albert_tf import tokenization
 from albert_tf.cli.backend import define_backend_flag
-from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES
+from albert_tf.distribution import PRECISIONS, STRATEGIES
 
 FLAGS = flags.FLAGS
 Settings = TypeVar("Settings")

@@ -42,7 +42,6 @@ from absl import flags
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer
-from albert_tf.export.tflite import is_tflite_path
 from albert_tf.file_safety import same_file
 from albert_tf.formats.native import CONFIG_FILE
 from albert_tf.inference import (
@@ -55,6 +54,7 @@ from albert_tf.inference import (
 )
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.publish import staged_file
+from albert_tf.tflite_file import is_tflite_path
 from albert_tf.tokenization import TOKENIZER_FILE, TokenizerError, WordPieceTokenizer
 
 EMBEDDINGS_SUFFIX = ".npy"

@@ -138,9 +138,9 @@ def main(argv):
     del argv
     # Imported once the flags are read (TensorFlow and Keras take seconds): --help and flag mistakes are fast.
     from albert_tf.cli import demo
+    from albert_tf.distribution import make_strategy
     from albert_tf.inputs.shard_reader import resolve_input
     from albert_tf.pretraining.job import data_tokenizer, evaluate_checkpoints, pretrain
-    from albert_tf.pretraining.strategy import make_strategy
 
     if runs_the_demo():
         with preemption.stop_signals():  # the demo's training stops as a run's does (run it again to resume)

@@ -16,7 +16,7 @@ How each format refuses:
 - TFLite (`tflite_tensors`): builtin ops have no assertion, so a value out of range
   is turned into an index past the end of a table the model gathers from, and the
   interpreter's GATHER refuses it ("gather index out of bounds"); that message
-  names no input, so `check_tflite_inputs` checks the same on the Python side
+  names no input, so `albert_tf.request_checks.check_tflite_inputs` checks the same on the Python side
   before invoking (`run_tflite` does), naming the input. The batch is 1; the
   sequence length is any in [1, max_seq_length] (a length past the file's
   `max_seq_length` makes every id an index past the vocabulary: refused too).
@@ -25,43 +25,21 @@ Early exit's `patience` must be a scalar in [1, num_exits] (`num_exits` is full
 depth), everywhere: `predict --patience`, the SavedModel's early-exit signatures
 (`serving_patience`) and the early-exit TFLite file (`tflite_patience`, GATHER
 from a table of the valid values; `check_patience` names it in Python).
-
-Example:
-
->>> import dataclasses
->>> import numpy as np
->>> from albert_tf.config import AlbertConfig
->>> config = dataclasses.replace(AlbertConfig.from_json_file("configs/albert_tiny.json"), vocab_size=100)
->>> ids = np.array([[2, -7, 3]], "int32")
->>> check_tflite_inputs({"input_ids": ids}, config, {"input_ids": (1, -1)}, max_seq_length=8)
-Traceback (most recent call last):
-...
-albert_tf.export.input_checks.ServingInputError: input_ids: -7 at [0, 1] is outside [0, 100)
 """
 
-from typing import Dict, Optional, Tuple
+from typing import Dict
 
-import numpy as np
 import tensorflow as tf
 
-from albert_tf.errors import AlbertError
-
-MLM_POSITIONS = "masked_lm_positions"
-SAME_SHAPE_AS_IDS = ("input_mask", "segment_ids")
-
-
-class ServingInputError(AlbertError, ValueError):
-    """A request to an exported model with values or shapes the model would silently misread."""
-
-
-def value_ranges(config, sequence_length) -> Dict[str, Tuple[int, int]]:
-    """{input: (low, high)}: the half-open range of valid values."""
-    return {
-        "input_ids": (0, config.vocab_size),
-        "segment_ids": (0, config.type_vocab_size),
-        "input_mask": (0, 2),
-        MLM_POSITIONS: (0, sequence_length),
-    }
+from albert_tf.request_checks import (  # noqa: F401  (the Python-side checks, re-exported with the graph's)
+    MLM_POSITIONS,
+    SAME_SHAPE_AS_IDS,
+    ServingInputError,
+    check_patience,
+    check_tflite_inputs,
+    patience_message,
+    value_ranges,
+)
 
 
 def serving_tensors(inputs: Dict[str, tf.Tensor], config, rank: int = 2) -> Dict[str, tf.Tensor]:
@@ -143,10 +121,6 @@ def tflite_tensors(inputs: Dict[str, tf.Tensor], config, max_seq_length: int) ->
     return result
 
 
-def patience_message(num_exits: int) -> str:
-    return f"patience: must be a scalar in [1, {num_exits}] ({num_exits} layer applications; {num_exits} is full depth)"
-
-
 def serving_patience(patience: tf.Tensor, num_exits: int) -> tf.Tensor:
     """`patience` (any shape in the signature) as a scalar, after assertions naming it (SavedModel)."""
     message = patience_message(num_exits)
@@ -164,49 +138,3 @@ def serving_patience(patience: tf.Tensor, num_exits: int) -> tf.Tensor:
 def tflite_patience(patience: tf.Tensor, num_exits: int) -> tf.Tensor:
     """`patience`, gathered from [1, num_exits]: any other value is an index GATHER refuses (TFLite)."""
     return tf.gather(tf.range(1, num_exits + 1, dtype=patience.dtype), tf.reshape(patience, []) - 1)
-
-
-def check_patience(patience, num_exits: int) -> None:
-    """Raises `ServingInputError` unless `patience` is an integer scalar in [1, num_exits]."""
-    value = np.asarray(patience)
-    if value.ndim != 0 or not np.issubdtype(value.dtype, np.integer) or not 1 <= int(value) <= num_exits:
-        raise ServingInputError(f"{patience_message(num_exits)}, got {value.tolist()!r}")
-
-
-def check_tflite_inputs(
-    inputs: Dict[str, np.ndarray], config, shapes: Dict[str, Tuple[int, ...]], max_seq_length: Optional[int] = None
-) -> None:
-    """Raises `ServingInputError` naming the input whose names, shape or values the file cannot take.
-
-    `shapes` are the file's (-1: any size, the sequence length); `max_seq_length`
-    (the file's, None: `shapes` fix it) bounds the sequence length.
-    """
-    missing = sorted(set(shapes) - set(inputs))
-    unknown = sorted(set(inputs) - set(shapes))
-    if missing or unknown:
-        raise ServingInputError(f"inputs: expected {sorted(shapes)}, missing {missing}, unknown {unknown}")
-    for name, shape in shapes.items():
-        value = np.asarray(inputs[name])
-        wanted = tuple(got if want == -1 else want for want, got in zip(shape, value.shape))
-        if value.ndim != len(shape) or tuple(value.shape) != wanted:
-            wanted = tuple(shape) if value.ndim != len(shape) else wanted
-            raise ServingInputError(f"{name}: shape {tuple(value.shape)}, but the file takes {wanted}")
-        if not np.issubdtype(value.dtype, np.integer):
-            raise ServingInputError(f"{name}: dtype {value.dtype}, expected integers")
-    ids_shape = np.shape(inputs["input_ids"])
-    for name in SAME_SHAPE_AS_IDS:
-        if name in inputs and np.shape(inputs[name]) != ids_shape:
-            raise ServingInputError(f"{name}: shape {np.shape(inputs[name])}, but input_ids has {ids_shape}")
-    sequence_length = ids_shape[-1]
-    longest = max_seq_length if max_seq_length is not None else shapes["input_ids"][-1]
-    if not 1 <= sequence_length <= longest:
-        raise ServingInputError(
-            f"input_ids: sequence length {sequence_length}, but the file takes 1 to max_seq_length={longest}"
-        )
-    for name, (low, high) in value_ranges(config, sequence_length).items():
-        if name in inputs:
-            value = np.asarray(inputs[name])
-            bad = np.argwhere((value < low) | (value >= high))
-            if len(bad):
-                where = tuple(int(i) for i in bad[0])
-                raise ServingInputError(f"{name}: {value[where]} at {list(where)} is outside [{low}, {high})")

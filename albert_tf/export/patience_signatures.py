@@ -48,19 +48,14 @@ from albert_tf.export.input_checks import (
     tflite_tensors,
 )
 from albert_tf.export.signatures import TOKEN_INPUTS, ServingEndpoints
-from albert_tf.export.tflite import (
-    file_input_shapes,
-    finished_flatbuffer,
-    max_seq_length_of,
-    tflite_input_signature,
-    verify_lengths,
-)
+from albert_tf.export.tflite import finished_flatbuffer, tflite_input_signature, verify_lengths
 from albert_tf.export.verify import VERIFY_TEXTS, reference_text_inputs
 from albert_tf.formats.table import backbone_of
 from albert_tf.locking import OutputDirLock
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier, AlbertEarlyExitMultipleChoice, PatientInference
 from albert_tf.models.task_base import label_names
 from albert_tf.publish import staged_files
+from albert_tf.tflite_file import file_input_shapes, max_seq_length_of
 
 SIGNATURE = "serve_early_exit"
 TEXT_SIGNATURE = "serve_early_exit_text"

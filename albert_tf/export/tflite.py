@@ -17,13 +17,12 @@ GATHER's bounds check, and by `run_tflite` before invoking, naming the input.
 import json
 import os
 import tempfile
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.config import AlbertConfig
 from albert_tf.export.common import (
     ExportError,
     check_tokenizer_fits,
@@ -31,7 +30,7 @@ from albert_tf.export.common import (
     random_inputs,
 )
 from albert_tf.export.full_integer import quantize_full_integer
-from albert_tf.export.input_checks import MLM_POSITIONS, check_tflite_inputs, tflite_tensors
+from albert_tf.export.input_checks import MLM_POSITIONS, tflite_tensors
 from albert_tf.export.representative import (
     DEFAULT_SAMPLES,
     MIN_SAMPLES,
@@ -44,6 +43,7 @@ from albert_tf.inputs.packing import pack_segments
 from albert_tf.locking import OutputDirLock
 from albert_tf.models.task_base import label_names
 from albert_tf.publish import remove_stale_staging, staged_files
+from albert_tf.tflite_file import LABELS_METADATA, MAX_SEQ_LENGTH_METADATA, run_tflite
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8", "full_int8")
 TFLITE_NAMES = {
@@ -62,9 +62,6 @@ TEST_VECTOR_TEXTS = (
     "emoji 🙂 and symbols ©®™",
     "",
 )
-TFLITE_SUFFIX = ".tflite"  # what `predict --model_dir` and `--init_checkpoint` take for a TFLite file
-MAX_SEQ_LENGTH_METADATA = "albert_tf.max_seq_length"
-LABELS_METADATA = "albert_tf.labels"  # a JSON list of the class names
 
 
 def converter_options(quantize: str) -> Dict:
@@ -116,95 +113,6 @@ def finished_flatbuffer(flatbuffer: bytes, max_seq_length: int, labels=None) -> 
     builder = flatbuffers.Builder(len(flatbuffer) + 1024)
     builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
     return bytes(builder.Output())
-
-
-def is_tflite_path(path: Optional[str]) -> bool:
-    """Whether `path` names a .tflite file (what the CLIs run through LiteRT instead of loading into Keras)."""
-    return bool(path) and path.endswith(TFLITE_SUFFIX)
-
-
-def file_metadata(model_file: str) -> Dict[str, str]:
-    """The albert_tf records of a .tflite file (`MAX_SEQ_LENGTH_METADATA`, `LABELS_METADATA`), read once."""
-    from ai_edge_litert import schema_py_generated as schema
-
-    with open(model_file, "rb") as f:
-        model = schema.Model.GetRootAs(f.read(), 0)
-    records = {}
-    for i in range(model.MetadataLength()):
-        entry = model.Metadata(i)
-        name = entry.Name().decode()
-        if name in (MAX_SEQ_LENGTH_METADATA, LABELS_METADATA):
-            records[name] = model.Buffers(entry.Buffer()).DataAsNumpy().tobytes().decode("utf-8")
-    return records
-
-
-def max_seq_length_of(model_file: str, records: Optional[Dict[str, str]] = None) -> Optional[int]:
-    """The `max_seq_length` a .tflite file was exported for (None: a file without the record)."""
-    text = (records if records is not None else file_metadata(model_file)).get(MAX_SEQ_LENGTH_METADATA)
-    return None if text is None else int(text)
-
-
-def labels_of(model_file: str, records: Optional[Dict[str, str]] = None) -> Optional[Tuple[str, ...]]:
-    """The class names of a .tflite classifier fine-tuned with names (None: no names recorded)."""
-    text = (records if records is not None else file_metadata(model_file)).get(LABELS_METADATA)
-    return None if text is None else tuple(json.loads(text))
-
-
-def file_input_shapes(runner) -> Dict[str, Tuple[int, ...]]:
-    """{input: shape} of a signature runner's inputs, -1 where the file takes any size."""
-    details = runner.get_input_details()
-    return {name: tuple(int(d) for d in detail["shape_signature"]) for name, detail in details.items()}
-
-
-class TFLiteRunner:
-    """A .tflite file's `serving_default` signature, loaded once, run on checked inputs of any length.
-
-    The inputs are checked first (`check_tflite_inputs`: names, shapes, value
-    ranges, a length up to the file's `max_seq_length`), against `config` or the
-    `albert_config.json` beside the file: the file itself refuses bad values only
-    with GATHER's "index out of bounds". LiteRT's signature runner resizes the
-    inputs to the request's shape and allocates the tensors on every call
-    (`resize_tensor_input`, `allocate_tensors`). `num_threads`: LiteRT's kernel
-    threads (default: every CPU this process may use, as TensorFlow; LiteRT
-    alone would take one).
-    """
-
-    def __init__(self, model_file: str, config=None, num_threads: Optional[int] = None):
-        from ai_edge_litert.interpreter import Interpreter  # the runtime loads only to run a file
-
-        self.model_file = model_file
-        if num_threads is not None and num_threads < 1:
-            raise ExportError(f"num_threads {num_threads}: must be at least 1")
-        if not os.path.isfile(model_file):
-            raise ExportError(f"{model_file}: no such file")
-        self.num_threads = num_threads or usable_cpus()
-        try:
-            interpreter = Interpreter(model_path=model_file, num_threads=self.num_threads)
-            self.runner = interpreter.get_signature_runner("serving_default")
-        except ValueError as error:  # LiteRT's one error type for a missing, unreadable or foreign file
-            raise ExportError(f"{model_file}: not a TFLite file with a serving_default signature ({error})") from None
-        self.config = config or AlbertConfig.from_json_file(
-            os.path.join(os.path.dirname(os.path.abspath(model_file)), "albert_config.json")
-        )
-        self.input_shapes = file_input_shapes(self.runner)
-        records = file_metadata(model_file)
-        self.max_seq_length = max_seq_length_of(model_file, records)
-        self.labels = labels_of(model_file, records)
-        self.output_names = sorted(self.runner.get_output_details())
-
-    def __call__(self, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-        check_tflite_inputs(inputs, self.config, self.input_shapes, self.max_seq_length)
-        return self.runner(**inputs)
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask, where the OS has one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def run_tflite(model_file: str, inputs: Dict[str, np.ndarray], config=None) -> Dict[str, np.ndarray]:
-    """Runs a .tflite file's `serving_default` signature once (`TFLiteRunner`) at the inputs' length."""
-    return TFLiteRunner(model_file, config)(inputs)
 
 
 def convert_to_tflite(

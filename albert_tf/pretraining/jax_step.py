@@ -18,13 +18,13 @@ Example (micro-batches under accumulation, as the TensorFlow step splits each re
 [2, 3, 6, 7]
 """
 
-import contextlib
 from typing import Callable, Dict, Tuple
 
 import jax
 import keras
 from keras import ops
 
+from albert_tf.distribution import JaxDevices
 from albert_tf.pretraining import objective
 
 CLIP_NORM = 1.0  # the original's clip_by_global_norm(grads, 1.0), after aggregation
@@ -105,32 +105,6 @@ def make_eval_step(model) -> Callable:
         return stats
 
     return eval_step
-
-
-class JaxDevices:
-    """Data parallelism over every local device (`keras.distribution.DataParallel` when there are several).
-
-    What the loop asks of a distribution, as of a tf.distribute strategy: `num_replicas_in_sync`, `scope()`
-    (variables made inside are replicated), and `shard(batch)` (the global batch split over the devices).
-    """
-
-    cluster_resolver = None  # one process: it is the chief
-
-    def __init__(self):
-        devices = keras.distribution.list_devices()
-        self.num_replicas_in_sync = len(devices)
-        self.distribution = keras.distribution.DataParallel(devices=devices) if len(devices) > 1 else None
-
-    def scope(self):
-        return self.distribution.scope() if self.distribution else contextlib.nullcontext()
-
-    def shard(self, batch):
-        """numpy (or TF eager) arrays → device arrays; split over the devices along the batch axis."""
-        arrays = jax.tree.map(jax.numpy.asarray, batch)
-        if self.distribution is None:
-            return arrays
-        layout = self.distribution.get_data_layout
-        return jax.tree.map(lambda t: keras.distribution.distribute_tensor(t, layout(t.shape)), arrays)
 
 
 class JaxTrainStep:

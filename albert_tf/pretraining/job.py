@@ -16,13 +16,13 @@ import tensorflow as tf
 
 from albert_tf import memory_check
 from albert_tf.config import AlbertConfig
+from albert_tf.distribution import is_chief, make_strategy
 from albert_tf.inputs.shard_reader import PretrainingInput, check_same_layout, resolve_input
 from albert_tf.locking import OutputDirLock
 from albert_tf.pretraining import batch_binding, worker_faults
 from albert_tf.pretraining.loop import PretrainingLoop, check_eval_batch
 from albert_tf.pretraining.run_state import CheckpointPolicy
 from albert_tf.pretraining.settings import TrainingError, TrainSettings
-from albert_tf.pretraining.strategy import is_chief, make_strategy
 from albert_tf.run_layout import CHECKPOINT_DIR, FINAL_DIR, PRETRAINING_SUMMARY_FILE, TRAIN_SUMMARY_DIR
 from albert_tf.shard_set import DataError
 from albert_tf.tokenization import Tokenizer, check_vocab_size, load_tokenizer_dir

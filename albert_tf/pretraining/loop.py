@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from albert_tf import preemption
 from albert_tf.config import AlbertConfig
+from albert_tf.distribution import JaxDevices, check_precision, checkpoints_iterator, is_chief
 from albert_tf.inputs import length_batching
 from albert_tf.inputs.shard_reader import PretrainingInput, find_corrupt_shard, pretraining_dataset
 from albert_tf.jax_state import JaxStateCopy
@@ -31,8 +32,7 @@ from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.optimization import create_optimizer
 from albert_tf.pretraining import health, objective, tf_step, worker_faults
 from albert_tf.pretraining.divergence import health_report, non_finite, respond_to_divergence
-from albert_tf.pretraining.settings import PRECISIONS, TrainingError, TrainSettings
-from albert_tf.pretraining.strategy import checkpoints_iterator, is_chief
+from albert_tf.pretraining.settings import TrainingError, TrainSettings
 from albert_tf.progress import TrainingBar, write_scalars
 from albert_tf.shard_set import DataError
 
@@ -74,12 +74,10 @@ class PretrainingLoop:
         # Instances a training row holds at most (1: the original's layout; data_prep.packing).
         self.rows_hold = train_input.data.max_instances_per_row
         if self.backend == "jax":
-            from albert_tf.pretraining.jax_step import JaxDevices
-
             if not isinstance(strategy, JaxDevices):
                 raise TrainingError(
                     f"Keras runs on JAX but the distribution is {type(strategy).__name__}: make it with "
-                    "albert_tf.pretraining.strategy.make_strategy"
+                    "albert_tf.distribution.make_strategy"
                 )
         replicas = strategy.num_replicas_in_sync
         if s.train_batch_size % (replicas * s.grad_accum_steps):
@@ -87,12 +85,9 @@ class PretrainingLoop:
                 f"--train_batch_size {s.train_batch_size} must divide by replicas ({replicas}) × "
                 f"--grad_accum_steps ({s.grad_accum_steps})"
             )
-        if s.mixed_precision not in PRECISIONS:
-            raise TrainingError(f"--mixed_precision must be one of {sorted(PRECISIONS)}")
+        policy = check_precision(s.mixed_precision)
         with strategy.scope():
-            backbone = AlbertBackbone.from_albert_config(
-                albert_config, dtype=PRECISIONS[s.mixed_precision], remat=s.remat
-            )
+            backbone = AlbertBackbone.from_albert_config(albert_config, dtype=policy, remat=s.remat)
             self.model = AlbertPretrainer(backbone, packed_rows=train_input.data.packed)
             optimizer = create_optimizer(
                 s.optimizer, s.learning_rate, s.num_train_steps, s.num_warmup_steps, s.poly_power, s.start_warmup_step

@@ -6,9 +6,6 @@ from albert_tf.errors import AlbertError
 from albert_tf.pretraining.health import HealthSettings
 from albert_tf.range_checks import check_ranges, check_seed
 
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
-PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
-
 
 class TrainingError(AlbertError, RuntimeError):
     """A run that cannot start or continue; the message says why and what is kept."""

@@ -27,10 +27,9 @@ from typing import Optional
 import keras
 
 from albert_tf import preemption
+from albert_tf.distribution import PRECISIONS, make_strategy
 from albert_tf.locking import OutputDirLock
 from albert_tf.models.task_base import label_names
-from albert_tf.pretraining.settings import PRECISIONS
-from albert_tf.pretraining.strategy import make_strategy
 from albert_tf.run_layout import SUMMARY_FILE
 from albert_tf.tasks import best_model, datasets, start, training
 from albert_tf.tasks.base import Encoded, Task

@@ -19,8 +19,8 @@ Example:
 import dataclasses
 from typing import Optional, Tuple
 
+from albert_tf.distribution import PRECISIONS, STRATEGIES
 from albert_tf.errors import AlbertError
-from albert_tf.pretraining.settings import PRECISIONS, STRATEGIES
 from albert_tf.range_checks import check_ranges, check_seed
 from albert_tf.tokenization.base import Tokenizer
 

@@ -18,12 +18,12 @@ import keras
 
 from albert_tf import formats
 from albert_tf.config import AlbertConfig
-from albert_tf.export.tflite import is_tflite_path
 from albert_tf.formats import CheckpointError
 from albert_tf.formats.table import backbone_of
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.tasks import best_model
 from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
+from albert_tf.tflite_file import is_tflite_path
 from albert_tf.tokenization import Tokenizer, check_vocab_size, resolve_tokenizer, vocabulary_flags
 
 
@@ -128,8 +128,8 @@ def fine_tuned(settings: FineTuneSettings) -> Start:
 
 def _tflite_start(settings: FineTuneSettings) -> Start:
     """The .tflite file `--init_checkpoint` names, with its config and tokenizer (the flags', else those beside it)."""
-    from albert_tf.export.tflite import TFLiteRunner
     from albert_tf.tasks.tflite_model import TFLiteTaskModel
+    from albert_tf.tflite_file import TFLiteRunner
 
     path = settings.init_checkpoint
     config = AlbertConfig.from_json_file(settings.albert_config_file) if settings.albert_config_file else None
@@ -150,7 +150,5 @@ def _tflite_start(settings: FineTuneSettings) -> Start:
 def _load(path: str, settings: FineTuneSettings, albert_config_file: Optional[str] = None):
     loaded = formats.load(path, albert_config_file, settings.tokenizer, settings.do_lower_case)
     if loaded.tokenizer is None:
-        raise FineTuneError(
-            f"no vocabulary: give {vocabulary_flags()} and {formats.model_directory(path)} holds none"
-        )
+        raise FineTuneError(f"no vocabulary: give {vocabulary_flags()} and {formats.model_directory(path)} holds none")
     return loaded

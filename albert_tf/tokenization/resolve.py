@@ -139,7 +139,7 @@ def resolve_tokenizer(
 
 
 def vocabulary_flags() -> str:
-    """"--spm_model_file or --vocab_file" (every registered kind's flag), for messages."""
+    """Every registered kind's flag, for messages: `--spm_model_file or --vocab_file`."""
     return " or ".join(f"--{k.flag}" for k in registry.kinds())
 
 

@@ -287,7 +287,7 @@ def request():
     if args.engine == "openvino":
         infer = openvino_ids()
     elif args.engine == "tflite":  # the file at the sentence's own length, as a phone runs it
-        from albert_tf.export.tflite import TFLiteRunner
+        from albert_tf.tflite_file import TFLiteRunner
 
         infer = TFLiteRunner(export_tflite_file())
     else:

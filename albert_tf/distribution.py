@@ -1,0 +1,125 @@
+"""Where a run computes: `--mixed_precision`'s policies and `--strategy`'s distribution, for every training command.
+
+Pretraining and fine-tuning both take them from here. Under Keras' JAX backend the distribution is
+`JaxDevices` (data parallel over the local devices); on TensorFlow, a tf.distribute strategy. Neither
+TensorFlow nor JAX is imported until a distribution is made, so `jax_step` (run where there is no
+TensorFlow) and the settings modules can import this one.
+
+Example:
+
+>>> PRECISIONS["bfloat16"], STRATEGIES[0]
+('mixed_bfloat16', 'default')
+"""
+
+import contextlib
+import os
+from typing import Optional
+
+from albert_tf.errors import AlbertError
+
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+
+
+class DistributionError(AlbertError, ValueError):
+    """A `--strategy` or `--mixed_precision` this process cannot run; the message says why."""
+
+
+def check_precision(name: str) -> str:
+    """The Keras dtype policy of `--mixed_precision name`."""
+    if name not in PRECISIONS:
+        raise DistributionError(f"--mixed_precision must be one of {sorted(PRECISIONS)}, got {name!r}")
+    return PRECISIONS[name]
+
+
+def make_strategy(name: str, tpu: Optional[str] = None):
+    """The distribution of `--strategy name`: a tf.distribute strategy (multi_worker reads TF_CONFIG).
+
+    Under Keras' JAX backend: data parallelism over every local device (`default` and `mirrored`).
+    """
+    import keras
+
+    if keras.backend.backend() == "jax":
+        return jax_devices(name)
+    import tensorflow as tf
+
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise DistributionError("--strategy=multi_worker needs TF_CONFIG (cluster spec and this task)")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise DistributionError(f"--strategy must be one of {STRATEGIES}, got {name!r}")
+
+
+def jax_devices(name: str) -> "JaxDevices":
+    if name not in ("default", "mirrored"):
+        raise DistributionError(
+            f"--strategy {name} is a tf.distribute strategy; on Keras' JAX backend a run is data parallel over "
+            "every local device (--strategy default); several hosts are not supported there yet"
+        )
+    return JaxDevices()
+
+
+class JaxDevices:
+    """Data parallelism over every local device (`keras.distribution.DataParallel` when there are several).
+
+    What the loop asks of a distribution, as of a tf.distribute strategy: `num_replicas_in_sync`, `scope()`
+    (variables made inside are replicated), and `shard(batch)` (the global batch split over the devices).
+    """
+
+    cluster_resolver = None  # one process: it is the chief
+
+    def __init__(self):
+        import keras
+
+        devices = keras.distribution.list_devices()
+        self.num_replicas_in_sync = len(devices)
+        self.distribution = keras.distribution.DataParallel(devices=devices) if len(devices) > 1 else None
+
+    def scope(self):
+        return self.distribution.scope() if self.distribution else contextlib.nullcontext()
+
+    def shard(self, batch):
+        """numpy (or TF eager) arrays → device arrays; split over the devices along the batch axis."""
+        import jax
+        import keras
+
+        arrays = jax.tree.map(jax.numpy.asarray, batch)
+        if self.distribution is None:
+            return arrays
+        layout = self.distribution.get_data_layout
+        return jax.tree.map(lambda t: keras.distribution.distribute_tensor(t, layout(t.shape)), arrays)
+
+
+def is_chief(strategy) -> bool:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    cluster = resolver.cluster_spec().as_dict()
+    if "chief" in cluster:
+        return resolver.task_type == "chief"
+    return resolver.task_type == "worker" and resolver.task_id == 0
+
+
+def checkpoints_iterator(strategy) -> bool:
+    """Whether the input iterator can be saved in the checkpoint (one worker, one replica).
+
+    tf.distribute's iterators cannot be checkpointed; a multi-replica run
+    instead skips the batches already used (the pipeline is deterministic).
+    Under JAX one iterator reads the global batch, which the step shards.
+    """
+    if isinstance(strategy, JaxDevices):
+        return True
+    import tensorflow as tf
+
+    return strategy.num_replicas_in_sync == 1 and not isinstance(
+        strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)
+    )
