@@ -14,7 +14,7 @@ answers at full depth unless `patience` is given: then each row stops once
 `patience` consecutive internal classifiers agree (for regression, each score
 within `threshold` of the one before), as the export's `serve_early_exit`
 (`albert_tf.models.early_exit.PatientInference`). Tokenization and packing are
-those of training and serving (`albert_tf.tokenization`, `albert_tf.inputs.packing`).
+those of training and serving (`albert_tf.tokenization`, `albert_tf.tokenization.packing`).
 
 Example:
 
@@ -33,12 +33,12 @@ import numpy as np
 from albert_tf import formats
 from albert_tf.errors import AlbertError
 from albert_tf.inputs import length_batching
-from albert_tf.inputs.packing import encode_with_masks, pack_segments
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.models.task_base import label_names
 from albert_tf.tokenization import TokenizerError, resolve_tokenizer
+from albert_tf.tokenization.packing import encode_with_masks, pack_segments
 
 MASK_TEXT = "[MASK]"
 

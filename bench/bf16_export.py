@@ -135,7 +135,7 @@ def classifier_agreement(args, work: pathlib.Path) -> dict:
 
 def masked_wikitext(tokenizer, path: str, rows: int = 256, seq: int = 128, predictions: int = 20, seed: int = 0):
     """Real sentences (WikiText-2 test lines of 20+ words), 15% of the pieces masked: features and answers."""
-    from albert_tf.inputs.packing import pack_segments
+    from albert_tf.tokenization.packing import pack_segments
 
     rng = np.random.default_rng(seed)
     lines = [line.strip() for line in open(path, encoding="utf-8") if len(line.split()) >= 20 and "=" not in line]

@@ -68,8 +68,8 @@ def spm_model(work, data_dir):
 
 def median_request(spm_path, data_dir):
     """(sentence, packed ids) of the median-length SST-2 dev sentence."""
-    from albert_tf.inputs.packing import pack_segments
     from albert_tf.tokenization import SentencePieceTokenizer
+    from albert_tf.tokenization.packing import pack_segments
 
     tokenizer = SentencePieceTokenizer(spm_path)
     rows = []

@@ -196,7 +196,9 @@ def test_full_int8_classifier_agrees_on_sst2_dev_and_keeps_the_float_signature(
     from ai_edge_litert.interpreter import Interpreter
 
     from albert_tf import formats
+    from albert_tf.cli.calibration import calibration_texts
     from albert_tf.export import export_tflite, run_tflite
+    from albert_tf.export.representative import DEFAULT_SAMPLES
     from albert_tf.tasks import glue
     from albert_tf.tokenization import SentencePieceTokenizer
 
@@ -209,7 +211,8 @@ def test_full_int8_classifier_agrees_on_sst2_dev_and_keeps_the_float_signature(
     features = glue.encode_examples(examples, SentencePieceTokenizer(loaded.spm_model_file), 64)
     expected = model.predict(features, batch_size=128, verbose=0)["logits"].argmax(-1)
     # Calibrated on SST-2 train, not dev.
-    representative = {"representative_data": str(real_data / "glue" / "SST-2" / "train.tsv")}
+    train = str(real_data / "glue" / "SST-2" / "train.tsv")
+    representative = {"calibration_texts": calibration_texts(train, "sst-2", DEFAULT_SAMPLES)}
     files = {
         q: export_tflite(
             model,
@@ -217,7 +220,7 @@ def test_full_int8_classifier_agrees_on_sst2_dev_and_keeps_the_float_signature(
             q,
             max_seq_length=64,
             tokenizer=loaded.tokenizer,
-            **({**representative, "representative_task": "sst-2"} if q == "full_int8" else {}),
+            **(representative if q == "full_int8" else {}),
         )
         for q in ("none", "full_int8")
     }

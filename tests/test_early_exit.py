@@ -356,8 +356,8 @@ def test_text_signatures_and_warmup_requests_of_an_early_exit_export(tmp_path, w
 
     from albert_tf.export import WARMUP_FILE, export_saved_model
     from albert_tf.export.patience_signatures import SIGNATURES, TEXT_PAIR_SIGNATURE, TEXT_SIGNATURE
-    from albert_tf.inputs.packing import pack_segments
     from albert_tf.tokenization import SentencePieceTokenizer
+    from albert_tf.tokenization.packing import pack_segments
 
     model = build(num_classes=2, vocab_size=4000)
     path = export_saved_model(

@@ -234,13 +234,16 @@ def masked_batches(pretraining_data, count):
 
 @pytest.mark.slow
 def test_tflite_variants_builtin_shared_and_accurate(real_data, pretraining_data, pretrained, tmp_path):
+    from albert_tf.cli.calibration import calibration_texts
     from albert_tf.export import TFLITE_NAMES, export_tflite, run_tflite
     from albert_tf.export.full_integer import op_output_types
+    from albert_tf.export.representative import DEFAULT_SAMPLES
 
     model = pretrained.model
     params = model.count_params()
     # full_int8 calibrates on WikiText-2 test; the masked batches below are valid's (the pretraining text).
-    representative = {"representative_data": str(real_data / "wikitext2" / "test.txt")}
+    texts = calibration_texts(str(real_data / "wikitext2" / "test.txt"), None, DEFAULT_SAMPLES)
+    representative = {"calibration_texts": texts}
     files = {
         q: export_tflite(
             model,
@@ -313,31 +316,30 @@ def test_tflite_variants_builtin_shared_and_accurate(real_data, pretraining_data
 
 
 def test_full_int8_needs_readable_representative_text(real_data, pretrained, pretrained_tiny, tmp_path, monkeypatch):
+    from albert_tf.cli.calibration import calibration_texts, read_texts
     from albert_tf.export import ExportError, export_tflite
-    from albert_tf.export.representative import RepresentativeDataError, read_texts, representative_samples
+    from albert_tf.export.representative import RepresentativeDataError, representative_samples
 
     model = pretrained.model
     output = tmp_path / "tflite"
     (tmp_path / "blank.txt").write_text("\n  \n\t\n", encoding="utf-8")
-    for kwargs, message in (
-        ({}, "needs --representative_data"),
-        ({"representative_data": str(tmp_path / "missing.txt")}, r"missing.txt: cannot be read \(no such file\)"),
-        ({"representative_data": str(tmp_path)}, "cannot be read \\(a directory"),
-        ({"representative_data": str(tmp_path / "blank.txt")}, "blank.txt: holds no text"),
-        (
-            {"representative_data": str(real_data / "glue" / "SST-2" / "dev.tsv"), "representative_task": "nope"},
-            "--representative_task nope: expected one of",
-        ),
-        (
-            {"representative_data": str(real_data / "wikitext2" / "test.txt"), "representative_samples_count": 0},
-            "--representative_samples 0: must be at least 1",
-        ),
+    wikitext = str(real_data / "wikitext2" / "test.txt")
+    for args, message in (
+        ((None, None, 500), "needs --representative_data"),
+        ((str(tmp_path / "missing.txt"), None, 500), r"missing.txt: cannot be read \(no such file\)"),
+        ((str(tmp_path), None, 500), "cannot be read \\(a directory"),
+        ((str(tmp_path / "blank.txt"), None, 500), "blank.txt: holds no text"),
+        ((str(real_data / "glue" / "SST-2" / "dev.tsv"), "nope", 500), "--representative_task nope: expected one of"),
+        ((wikitext, None, 0), "--representative_samples 0: must be at least 16"),
     ):
         with pytest.raises(RepresentativeDataError, match=message):
-            export_tflite(model, str(output), "full_int8", tokenizer=python_tokenizer(pretrained), **kwargs)
-        assert not output.exists()  # refused before anything is written
+            calibration_texts(*args)
+    # The library itself: full_int8 without enough texts, and texts without full_int8, are refused.
+    with pytest.raises(RepresentativeDataError, match="calibration needs at least 16 examples of real text, got 0"):
+        export_tflite(model, str(output), "full_int8", tokenizer=python_tokenizer(pretrained))
     with pytest.raises(ExportError, match="only --quantize full_int8 calibrates"):
-        export_tflite(model, str(output), "dynamic_int8", representative_data=str(tmp_path / "blank.txt"))
+        export_tflite(model, str(output), "dynamic_int8", calibration_texts=calibration_texts(wikitext, None, 20))
+    assert not output.exists()  # refused before anything is written
 
     # A GLUE pair task keeps both segments; MLM rows get the mask id at the positions they ask about.
     pairs = read_texts(str(real_data / "glue" / "MRPC" / "dev.tsv"), "mrpc", 3)
@@ -500,7 +502,8 @@ def _tiny(kind):
     ],
 )
 def test_representative_text_refuses_binary_bytes_and_a_table(tmp_path, content, message):
-    from albert_tf.export.representative import RepresentativeDataError, read_texts
+    from albert_tf.cli.calibration import read_texts
+    from albert_tf.export.representative import RepresentativeDataError
 
     (tmp_path / "bad.txt").write_bytes(content)
     with pytest.raises(RepresentativeDataError, match=message):
@@ -508,6 +511,7 @@ def test_representative_text_refuses_binary_bytes_and_a_table(tmp_path, content,
 
 
 def test_full_int8_refuses_fewer_than_16_calibration_examples(tmp_path, real_data):
+    from albert_tf.cli.calibration import calibration_texts
     from albert_tf.export import export_tflite
     from albert_tf.export.representative import RepresentativeDataError
 
@@ -516,18 +520,21 @@ def test_full_int8_refuses_fewer_than_16_calibration_examples(tmp_path, real_dat
     (tmp_path / "one.txt").write_text(lines[0] + "\n", encoding="utf-8")
     (tmp_path / "many.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(RepresentativeDataError, match=r"one.txt: holds 1 example\(s\); .* at least 16"):
-        export_tflite(model, str(output), "full_int8", representative_data=str(tmp_path / "one.txt"))
+        calibration_texts(str(tmp_path / "one.txt"), None, 500)
     with pytest.raises(RepresentativeDataError, match=r"--representative_samples 1: must be at least 16"):
-        many = str(tmp_path / "many.txt")
-        export_tflite(model, str(output), "full_int8", representative_data=many, representative_samples_count=1)
+        calibration_texts(str(tmp_path / "many.txt"), None, 1)
+    with pytest.raises(RepresentativeDataError, match=r"calibration needs at least 16 examples of real text, got 1"):
+        export_tflite(model, str(output), "full_int8", calibration_texts=[(lines[0], None)])
     assert not output.exists()
 
 
-def test_representative_task_without_full_int8_is_refused(tmp_path, real_data):
-    from albert_tf.export import ExportError, export_tflite
-
-    with pytest.raises(ExportError, match=r"--representative_task: only --quantize full_int8 calibrates"):
-        export_tflite(_tiny("classifier"), str(tmp_path / "out"), "none", representative_task="sst-2")
+def test_representative_task_without_full_int8_is_refused(tmp_path, pretrained_tiny, monkeypatch):
+    monkeypatch.chdir(REPO)
+    args = ["--model_dir", str(pretrained_tiny), "--output_dir", str(tmp_path / "out"), "--format", "tflite"]
+    result = run_command("albert_tf.export", args + ["--representative_task", "sst-2"])
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and last.startswith("error: --representative_task: only --quantize full_int8"), last
+    assert not (tmp_path / "out").exists()
 
 
 def test_max_predictions_per_seq_is_checked_only_for_an_mlm_model(tmp_path):

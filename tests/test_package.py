@@ -224,3 +224,62 @@ def test_the_data_jobs_and_run_pretraining_read_their_flags_before_keras_and_ten
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr[-2000:]
     assert result.stderr == ""  # Beam's import-time warnings about Google Cloud clients it lacks (data_prep.beam)
+
+
+def declared_layers():
+    """[(layer, [module prefix, ...])] from docs/design.md's "Layers" list, bottom first.
+
+    Each item (`1.`, `2.`, `- 3a:`, ...) names modules in backticks: `errors` is `albert_tf.errors`,
+    `inputs/` the package `albert_tf.inputs`, `data_prep/` our other package; other backticked text
+    (a command line, a function) names nothing.
+    """
+    text = (REPO / "docs" / "design.md").read_text()
+    start = text.index("**Layers, and which way imports go.**")
+    section = text[start : text.index("\n\n", text.index("\n1. ", start))]
+    items = re.split(r"\n(?:(\d)\. |   - (\d[a-z]): )", section)[1:]
+    layers = []
+    for number, tier, body in zip(items[0::3], items[1::3], items[2::3]):
+        names = []
+        for token in re.findall(r"`([^`]+)`", body):
+            token = token.removeprefix("albert_tf/").rstrip("/")
+            name = token if token in PACKAGES else f"albert_tf.{token.replace('/', '.')}"
+            known = known_module(name) or name in PACKAGES
+            if re.fullmatch(r"[a-z_.]+", name) and known and not _is_door(name) and name not in names:
+                names.append(name)
+        if names:
+            layers.append((number or tier, names))
+    return layers
+
+
+def test_the_declared_layers_are_read_from_the_design_notes():
+    layers = dict(declared_layers())
+    assert list(layers) == ["1", "2", "3a", "3b", "3c", "4"]
+    assert "albert_tf.tokenization" in layers["1"] and "albert_tf.distribution" in layers["1"]
+    assert layers["3c"] == ["albert_tf.tasks"] and layers["4"] == ["albert_tf.cli"]
+
+
+def test_every_import_goes_down_the_declared_layers():
+    """docs/design.md's layers are the rule: each module sits in one, and imports only from it or below."""
+    layers = declared_layers()
+
+    def layer_of(module):
+        """The layer of the longest declared prefix of `module` (`albert_tf` itself names only the package)."""
+        owners = [
+            (len(prefix), index)
+            for index, (_, prefixes) in enumerate(layers)
+            for prefix in prefixes
+            if module == prefix or (prefix != "albert_tf" and module.startswith(prefix + "."))
+        ]
+        return max(owners)[1] if owners else None
+
+    modules = _our_modules()
+    unplaced = sorted(name for name in modules if not _is_door(name) and layer_of(name) is None)
+    assert unplaced == [], "modules in no layer of docs/design.md"
+    upward = []
+    for name, path in sorted(modules.items()):
+        if _is_door(name):
+            continue
+        for imported in sorted(_module_imports(path, name)):
+            if imported in modules and layer_of(imported) > layer_of(name):
+                upward.append(f"{name} ({layers[layer_of(name)][0]}) -> {imported} ({layers[layer_of(imported)][0]})")
+    assert upward == []

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from albert_tf.inference import PredictError, fill_mask
-from albert_tf.inputs.packing import encode_with_masks
 from albert_tf.predict import run
 from albert_tf.tokenization import SentencePieceTokenizer, load_tokenizer
+from albert_tf.tokenization.packing import encode_with_masks
 
 from command_helpers import run_command
 from interop_helpers import build, save_ours, train_toy_spm

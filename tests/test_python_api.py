@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from albert_tf.inputs.packing import pack_segments
 from albert_tf.tokenization import SentencePieceTokenizer, TokenizerError
+from albert_tf.tokenization.packing import pack_segments
 
 
 def _sst2_sentences(real_data, count):

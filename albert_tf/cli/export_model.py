@@ -12,9 +12,11 @@ from absl import flags
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.backend import require_tensorflow
+from albert_tf.cli.calibration import calibration_from_flags
 from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer, settings_from_flags
 from albert_tf.cli.run_record import record_settings
 from albert_tf.export.precision import PRECISIONS
+from albert_tf.export.representative import DEFAULT_SAMPLES
 from albert_tf.export.targets import TARGETS, ExportSettings
 from albert_tf.export.tflite import QUANTIZATIONS
 
@@ -56,7 +58,7 @@ def define_flags():
     flags.DEFINE_string("representative_task", None, "full_int8: the GLUE task whose TSV --representative_data is.")
     flags.DEFINE_integer(
         "representative_samples",
-        defaults.representative_samples,
+        DEFAULT_SAMPLES,
         "full_int8: how many examples (from the top) to calibrate on.",
     )
     flags.DEFINE_enum(
@@ -88,7 +90,10 @@ def define_flags():
 def main(argv):
     del argv
     require_tensorflow("albert_tf.export", "writes TensorFlow graphs (SavedModel, TFLite)")
-    target, settings = TARGETS[FLAGS.format], settings_from_flags(ExportSettings)
+    target = TARGETS[FLAGS.format]
+    settings = settings_from_flags(
+        ExportSettings, calibration_texts=calibration_from_flags(FLAGS.format, FLAGS.quantize)
+    )
     target.check(settings)
     given = given_tokenizer()
     loaded = formats.load(FLAGS.model_dir, FLAGS.albert_config_file, given, FLAGS.do_lower_case)

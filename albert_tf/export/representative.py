@@ -2,88 +2,39 @@
 
 Full-integer quantization fixes every activation's int8 range from what the
 model computes on these samples (the converter's calibration), so they must be
-text of the kind the model will see: a plain text file (one example per
-non-blank line) or a GLUE task's TSV (`task_name` given: text pairs keep their
-second segment). Each sample is one batch-1 row of the TFLite signature; MLM
-models get 15% of their word pieces replaced by the mask id, at the positions
-they are asked about, as in pretraining.
+text of the kind the model will see: (text_a, text_b) pairs, which the export
+command reads from `--representative_data` (`albert_tf.cli.calibration`). Each
+sample is one batch-1 row of the TFLite signature; MLM models get 15% of their
+word pieces replaced by the mask id, at the positions they are asked about, as
+in pretraining.
 """
 
-import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from albert_tf.export.common import ExportError
 from albert_tf.export.input_checks import MLM_POSITIONS
-from albert_tf.tasks import glue
+from albert_tf.tokenization.packing import pack_segments
 
 DEFAULT_SAMPLES = 500
 MIN_SAMPLES = 16  # fewer fix each activation's int8 range from a handful of values
 MASKED_FRACTION = 0.15
-FLAG = "--representative_data"
 
 
 class RepresentativeDataError(ExportError):
-    """The representative text is missing, unreadable or empty."""
+    """The representative text is missing, unreadable, empty or too short."""
 
 
-def read_texts(path: Optional[str], task_name: Optional[str], count: int) -> List[Tuple[str, Optional[str]]]:
-    """Up to `count` (text_a, text_b) pairs from `path`, in file order."""
-    if not path:
+def check_calibration_texts(texts: Optional[Sequence], quantize: str) -> None:
+    """Only full_int8 calibrates, and on at least `MIN_SAMPLES` examples."""
+    if texts and quantize != "full_int8":
+        raise ExportError(f"calibration texts: only --quantize full_int8 calibrates (got --quantize {quantize})")
+    if quantize == "full_int8" and len(texts or ()) < MIN_SAMPLES:
         raise RepresentativeDataError(
-            f"--quantize full_int8 needs {FLAG}: a text file (one example per line), or a GLUE TSV "
-            "with --representative_task"
+            f"--quantize full_int8: calibration needs at least {MIN_SAMPLES} examples of real text, got "
+            f"{len(texts or ())} (--representative_data)"
         )
-    if count < 1:
-        raise RepresentativeDataError(f"--representative_samples {count}: must be at least 1")
-    if not os.path.isfile(path):
-        why = "a directory, not a file" if os.path.isdir(path) else "no such file"
-        raise RepresentativeDataError(f"{FLAG} {path}: cannot be read ({why})")
-    if task_name:
-        if task_name.lower() not in glue.TASKS:
-            raise RepresentativeDataError(
-                f"--representative_task {task_name}: expected one of {', '.join(sorted(glue.TASKS))}"
-            )
-        task = glue.get_task(task_name)
-        try:
-            examples, _ = glue.read_examples(task, path, "dev")
-        except glue.GlueDataError as error:
-            raise RepresentativeDataError(f"{FLAG} {path}: {error}") from None
-        texts = [(e.text_a, e.text_b) for e in examples[:count]]
-    else:
-        try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except OSError as error:
-            raise RepresentativeDataError(f"{FLAG} {path}: cannot be read ({error.strerror})") from None
-        text = _plain_text(raw, path)
-        texts = [(line.strip(), None) for line in text.splitlines() if line.strip()][:count]
-    if not texts:
-        raise RepresentativeDataError(f"{FLAG} {path}: holds no text")
-    return texts
-
-
-def _plain_text(raw: bytes, path: str) -> str:
-    """`raw` as text; binary bytes and a GLUE-style TSV (which would calibrate on its header and labels) refused."""
-    if b"\0" in raw:
-        line = raw.count(b"\n", 0, raw.index(b"\0")) + 1
-        raise RepresentativeDataError(f"{FLAG} {path}: line {line} holds NUL bytes: a binary file, not text")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw.count(b"\n", 0, error.start) + 1
-        raise RepresentativeDataError(f"{FLAG} {path}: line {line} is not UTF-8 text (a binary file?)") from None
-    lines = [line for line in text.splitlines() if line.strip()]
-    columns = {line.count("\t") for line in lines}
-    if len(lines) > 1 and len(columns) == 1 and columns != {0}:
-        header = lines[0].strip().lstrip("\ufeff").replace("\t", " | ")
-        raise RepresentativeDataError(
-            f"{FLAG} {path}: a table (header '{header}', {columns.pop() + 1} tab-separated columns on every "
-            "line), which as plain text would calibrate on its header and labels; give --representative_task "
-            "(its GLUE task) to read the text column(s)"
-        )
-    return text
 
 
 def representative_samples(
@@ -96,12 +47,20 @@ def representative_samples(
 ) -> List[Dict[str, np.ndarray]]:
     """One batch-1 input dict per text, shaped as the TFLite signature (padded to `max_seq_length`)."""
     rng = np.random.default_rng(seed)
-    # Packed and padded as fine-tuning packs them.
-    examples = [glue.Example(str(index), text_a, text_b, None) for index, (text_a, text_b) in enumerate(texts)]
-    features = glue.encode_examples(examples, tokenizer, max_seq_length)
     samples = []
-    for row in range(len(examples)):
-        sample = {name: values[row : row + 1].copy() for name, values in features.items()}
+    for text_a, text_b in texts:
+        # Packed and padded as fine-tuning packs them.
+        ids, segments = pack_segments(
+            tokenizer.encode(text_a, max_ids=max_seq_length),
+            tokenizer.encode(text_b, max_ids=max_seq_length) if text_b is not None else None,
+            max_seq_length,
+            tokenizer.cls_id,
+            tokenizer.sep_id,
+        )
+        sample = {name: np.zeros((1, max_seq_length), "int32") for name in ("input_ids", "input_mask", "segment_ids")}
+        sample["input_ids"][0, : len(ids)] = ids
+        sample["input_mask"][0, : len(ids)] = 1
+        sample["segment_ids"][0, : len(ids)] = segments
         if MLM_POSITIONS in input_names:
             ids = sample["input_ids"][0, : sample["input_mask"][0].sum()]
             pieces = [i for i, token in enumerate(ids) if token not in (tokenizer.cls_id, tokenizer.sep_id)]

@@ -17,12 +17,9 @@ albert_tf.export.common.ExportError: --precision bfloat16: TFLite has no bf16 ke
 
 import abc
 import dataclasses
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from albert_tf.export.common import ExportError
-from albert_tf.export.representative import DEFAULT_SAMPLES
-
-CALIBRATION_FLAGS = ("representative_data", "representative_task")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +34,8 @@ class ExportSettings:
     jit_compile: bool = False  # SavedModel: XLA-compile serving_default
     precision: str = "float32"  # SavedModel compute dtype
     quantize: str = "none"  # TFLite weights (and activations: full_int8)
-    representative_data: Optional[str] = None  # full_int8: the text to calibrate on
-    representative_task: Optional[str] = None  # full_int8: the GLUE task of a TSV
-    representative_samples: int = DEFAULT_SAMPLES  # full_int8: examples calibrated on
+    # full_int8: the (text_a, text_b) pairs to calibrate on (the command reads --representative_data)
+    calibration_texts: Optional[Tuple[Tuple[str, Optional[str]], ...]] = None
 
 
 class ExportTarget(abc.ABC):
@@ -71,11 +67,10 @@ def register(target_class):
 
 
 def _refuse_calibration(settings: ExportSettings, format_name: str) -> None:
-    for flag in CALIBRATION_FLAGS:
-        if getattr(settings, flag):
-            raise ExportError(
-                f"--{flag}: only --format tflite --quantize full_int8 calibrates (got --format {format_name})"
-            )
+    if settings.calibration_texts:
+        raise ExportError(
+            f"calibration texts: only --format tflite --quantize full_int8 calibrates (got --format {format_name})"
+        )
 
 
 def _refuse_bf16(settings: ExportSettings) -> None:
@@ -125,9 +120,7 @@ class TFLiteTarget(ExportTarget):
             settings.max_seq_length,
             settings.max_predictions_per_seq,
             tokenizer=tokenizer,
-            representative_data=settings.representative_data,
-            representative_task=settings.representative_task,
-            representative_samples_count=settings.representative_samples,
+            calibration_texts=settings.calibration_texts,
         )
         if isinstance(model, EARLY_EXIT_MODELS):
             export_early_exit_tflite(model, settings.output_dir, settings.max_seq_length)

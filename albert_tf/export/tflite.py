@@ -17,7 +17,7 @@ GATHER's bounds check, and by `run_tflite` before invoking, naming the input.
 import json
 import os
 import tempfile
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
@@ -31,19 +31,13 @@ from albert_tf.export.common import (
 )
 from albert_tf.export.full_integer import quantize_full_integer
 from albert_tf.export.input_checks import MLM_POSITIONS, tflite_tensors
-from albert_tf.export.representative import (
-    DEFAULT_SAMPLES,
-    MIN_SAMPLES,
-    RepresentativeDataError,
-    read_texts,
-    representative_samples,
-)
+from albert_tf.export.representative import check_calibration_texts, representative_samples
 from albert_tf.formats.table import backbone_of
-from albert_tf.inputs.packing import pack_segments
 from albert_tf.locking import OutputDirLock
 from albert_tf.models.task_base import label_names
 from albert_tf.publish import remove_stale_staging, staged_files
 from albert_tf.tflite_file import LABELS_METADATA, MAX_SEQ_LENGTH_METADATA, run_tflite
+from albert_tf.tokenization.packing import pack_segments
 
 QUANTIZATIONS = ("none", "float16", "dynamic_int8", "full_int8")
 TFLITE_NAMES = {
@@ -176,17 +170,14 @@ def export_tflite(
     max_seq_length: int = 128,
     max_predictions_per_seq: int = 20,
     tokenizer=None,
-    representative_data: Optional[str] = None,
-    representative_task: Optional[str] = None,
-    representative_samples_count: int = DEFAULT_SAMPLES,
+    calibration_texts: Optional[Sequence[Tuple[str, Optional[str]]]] = None,
 ) -> str:
     """Writes `output_dir/albert_<variant>.tflite` (builtin ops only) and its side files; returns its path.
 
     The float32 file must match the Keras model within 1e-4; quantized files
     must give finite outputs (their accuracy is measured by the tests and
-    `bench/export.py`). `full_int8` calibrates on the first
-    `representative_samples_count` texts of `representative_data` (a text file,
-    or a GLUE TSV of `representative_task`), tokenised by the model's tokenizer.
+    `bench/export.py`). `full_int8` calibrates on `calibration_texts` ((text_a,
+    text_b) pairs of real text, at least `MIN_SAMPLES`), tokenised by the model's tokenizer.
     """
     if quantize not in QUANTIZATIONS:
         raise ExportError(f"--quantize {quantize}: expected one of {', '.join(QUANTIZATIONS)}")
@@ -203,26 +194,15 @@ def export_tflite(
         raise ExportError(f"--max_predictions_per_seq {max_predictions_per_seq}: must be in [1, --max_seq_length]")
     check_tokenizer_fits(model, tokenizer)
     samples = None
-    for flag, value in (("--representative_data", representative_data), ("--representative_task", representative_task)):
-        if value and quantize != "full_int8":
-            raise ExportError(f"{flag}: only --quantize full_int8 calibrates (got --quantize {quantize})")
+    check_calibration_texts(calibration_texts, quantize)
     if quantize == "full_int8":
-        if representative_samples_count < MIN_SAMPLES:
-            raise RepresentativeDataError(
-                f"--representative_samples {representative_samples_count}: must be at least {MIN_SAMPLES} "
-                "(the int8 ranges come from these examples; a handful gives ranges that clip real text)"
-            )
-        texts = read_texts(representative_data, representative_task, representative_samples_count)
-        if len(texts) < MIN_SAMPLES:
-            raise RepresentativeDataError(
-                f"--representative_data {representative_data}: holds {len(texts)} example(s); full_int8 "
-                f"calibration needs at least {MIN_SAMPLES}"
-            )
         if tokenizer is None:
             raise ExportError(
                 "--quantize full_int8: needs the model's tokenizer (a vocabulary flag or one saved with it)"
             )
-        samples = representative_samples(texts, tokenizer, list(signature[0]), max_seq_length, max_predictions_per_seq)
+        samples = representative_samples(
+            calibration_texts, tokenizer, list(signature[0]), max_seq_length, max_predictions_per_seq
+        )
     with OutputDirLock(output_dir):
         remove_stale_staging(output_dir)
         path = _write(model, output_dir, quantize, signature, max_seq_length, samples, tokenizer, config)

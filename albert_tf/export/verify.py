@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from albert_tf.export.common import compare_outputs, random_inputs
 from albert_tf.export.signatures import MLM_POSITIONS
-from albert_tf.inputs.packing import encode_with_masks, pack_segments
+from albert_tf.tokenization.packing import encode_with_masks, pack_segments
 
 VERIFY_TEXTS = ("The quick brown fox jumps over the lazy dog.", "Café déjà vu, 1,000 times", "", "a " * 300)
 

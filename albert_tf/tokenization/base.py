@@ -9,8 +9,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from albert_tf.errors import AlbertError
-from albert_tf.inputs.packing import pack_segments
 from albert_tf.tokenization import registry
+from albert_tf.tokenization.packing import pack_segments
 
 TOKENIZER_FILE = "tokenizer.json"  # {kind, do_lower_case, vocabulary}: saved beside every model's vocabulary
 
