@@ -261,11 +261,11 @@ def model_config(args, run, work: pathlib.Path) -> str:
 
 
 def train_settings(args, run, output_dir):
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
 
     steps = run["steps"]
     every = max(1, steps // args.evals_per_run)
-    return TrainSettings(
+    return PretrainSettings(
         output_dir=output_dir,
         train_batch_size=args.batch,
         eval_batch_size=args.eval_batch,

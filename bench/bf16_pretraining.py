@@ -93,12 +93,12 @@ def run(args, precision, config_file, data, work: pathlib.Path) -> dict:
     import shutil
 
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
     from albert_tf.tokenization import SentencePieceTokenizer
 
     output_dir = work / "runs" / precision
     shutil.rmtree(output_dir, ignore_errors=True)  # a fresh run each time: the curve starts at step 1
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir=str(output_dir),
         train_batch_size=args.batch,
         eval_batch_size=32,

@@ -117,7 +117,7 @@ def latency(args, model, features, work):
     from ai_edge_litert.interpreter import Interpreter
 
     from albert_tf.export import export_saved_model, export_tflite
-    from albert_tf.export.patience_signatures import SIGNATURE, export_early_exit_tflite
+    from albert_tf.export.early_exit import SIGNATURE, export_early_exit_tflite
 
     served = tf.saved_model.load(export_saved_model(model, str(work / "serving"), version=1, warmup=False))
     full_tflite = export_tflite(model, str(work / "tflite"), max_seq_length=args.seq)
@@ -170,7 +170,7 @@ def latency_by_size(args, work):
 
     from albert_tf import AlbertBackbone
     from albert_tf.export import export_saved_model
-    from albert_tf.export.patience_signatures import SIGNATURE
+    from albert_tf.export.early_exit import SIGNATURE
     from albert_tf.models.early_exit import AlbertEarlyExitClassifier
 
     keras.utils.set_random_seed(0)

@@ -44,7 +44,7 @@ GLUE_DIRS = {"sst-2": "SST-2", "mrpc": "MRPC", "rte": "RTE", "cola": "CoLA", "st
 
 def pretrain(args, work):
     from albert_tf.pretraining.job import pretrain as run_pretraining
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
     from albert_tf.tokenization import SentencePieceTokenizer
     from data_prep.pipeline import Settings
     from data_prep.pipeline import run as create_data
@@ -66,7 +66,7 @@ def pretrain(args, work):
     config = json.loads(pathlib.Path(args.config).read_text())
     config["vocab_size"] = 8000
     (work / "albert_config.json").write_text(json.dumps(config))
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir=str(work / "pretrain"),
         train_batch_size=args.pretrain_batch,
         max_seq_length=args.seq,

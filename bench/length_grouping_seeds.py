@@ -36,7 +36,7 @@ def data_root() -> pathlib.Path:
 def pretrained_tiny(work: pathlib.Path, data: pathlib.Path) -> dict:
     """The suite's pretrained tiny model (built once in `work`): its run directory and vocabulary."""
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
     from albert_tf.tokenization import load_tokenizer
     from data_prep.pipeline import Settings, run
     from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
@@ -60,7 +60,7 @@ def pretrained_tiny(work: pathlib.Path, data: pathlib.Path) -> dict:
     )
     config = json.loads((REPO / "configs" / "albert_tiny.json").read_text())
     (work / "albert_config.json").write_text(json.dumps({**config, "vocab_size": 4000}))
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir=str(work / "pretrained"),
         train_batch_size=32,
         max_seq_length=PRETRAIN_SEQ,

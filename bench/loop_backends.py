@@ -28,11 +28,11 @@ import keras
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.loop import PretrainingLoop
-from albert_tf.pretraining.settings import TrainSettings
+from albert_tf.pretraining.settings import PretrainSettings
 from albert_tf.distribution import make_strategy
 data, config, batch, steps, precision, jit = sys.argv[1:7]
 train_input = resolve_input(data)
-settings = TrainSettings(
+settings = PretrainSettings(
     output_dir=tempfile.mkdtemp(), train_batch_size=int(batch), max_seq_length=train_input.data.max_seq_length,
     max_predictions_per_seq=train_input.data.max_predictions_per_seq, num_train_steps=1000, num_warmup_steps=10,
     mixed_precision=precision, jit_compile=jit == "1", verbose=False,

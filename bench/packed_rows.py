@@ -29,11 +29,11 @@ import json, sys, tempfile
 from albert_tf.config import AlbertConfig
 from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.loop import PretrainingLoop
-from albert_tf.pretraining.settings import TrainSettings
+from albert_tf.pretraining.settings import PretrainSettings
 from albert_tf.distribution import make_strategy
 data, config, batch, steps = sys.argv[1:5]
 train_input = resolve_input(data)
-settings = TrainSettings(
+settings = PretrainSettings(
     output_dir=tempfile.mkdtemp(), train_batch_size=int(batch), max_seq_length=train_input.data.max_seq_length,
     num_train_steps=1000, num_warmup_steps=10, verbose=False,
 )
@@ -44,9 +44,9 @@ print("RESULT " + json.dumps({"step_s": loop.time_steps(int(steps))}))
 WORKER_LEARNING = """
 import json, sys
 from albert_tf.pretraining.job import pretrain
-from albert_tf.pretraining.settings import TrainSettings
+from albert_tf.pretraining.settings import PretrainSettings
 data, eval_data, config, output_dir, steps, seed, eval_every, eval_steps, batch = sys.argv[1:10]
-settings = TrainSettings(
+settings = PretrainSettings(
     output_dir=output_dir, train_batch_size=int(batch), eval_batch_size=32, max_seq_length=128,
     num_train_steps=int(steps), num_warmup_steps=int(steps) // 10, learning_rate=0.005,
     save_checkpoints_steps=int(eval_every), keep_checkpoint_max=1, do_eval=True, max_eval_steps=int(eval_steps),

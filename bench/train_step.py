@@ -276,7 +276,7 @@ def pipeline_bench(args):
     from albert_tf.config import AlbertConfig
     from albert_tf.inputs.shard_reader import pretraining_dataset, resolve_input
     from albert_tf.pretraining.loop import PretrainingLoop
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
 
     cfg = AlbertConfig.from_json_file(args.config)
     source = resolve_input(args.pipeline)
@@ -291,7 +291,7 @@ def pipeline_bench(args):
     for precision in args.precisions.split(","):
         for xla in args.xla.split(","):
             for accum in [int(a) for a in args.accum.split(",")]:
-                settings = TrainSettings(
+                settings = PretrainSettings(
                     output_dir=tempfile.mkdtemp(),
                     train_batch_size=args.batch,
                     max_seq_length=metadata["max_seq_length"],

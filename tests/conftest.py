@@ -143,11 +143,11 @@ def pretrained_tiny(tmp_path_factory, pretraining_data):
     ([CLS] the same to 0.2% for every sentence) and fine-tuning escaped it on 1 seed in 4.
     """
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
     from albert_tf.tokenization import SentencePieceTokenizer
 
     def build(output_dir):
-        settings = TrainSettings(
+        settings = PretrainSettings(
             output_dir=str(output_dir),
             train_batch_size=32,
             max_seq_length=PRETRAIN_SEQ,

@@ -373,10 +373,10 @@ def test_finetuning_settings_refuse_values_out_of_range(tmp_path, name, value):
 
 
 def test_a_seed_keras_cannot_take_is_refused(tmp_path):
-    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+    from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
     from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
-    for settings, error in ((FineTuneSettings, FineTuneError), (TrainSettings, TrainingError)):
+    for settings, error in ((FineTuneSettings, FineTuneError), (PretrainSettings, PretrainingError)):
         for seed in (-1, 2**32):
             with pytest.raises(error, match=f"^--seed {seed}: must be in \\[0, 2\\*\\*32 - 1\\]"):
                 settings(output_dir=str(tmp_path), seed=seed)

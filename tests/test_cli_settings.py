@@ -19,7 +19,7 @@ CLIS = [
     # run_pretraining's lengths default to the data's (metadata.json).
     (
         "albert_tf.cli.run_pretraining",
-        "albert_tf.pretraining.settings:TrainSettings",
+        "albert_tf.pretraining.settings:PretrainSettings",
         ("max_seq_length", "max_predictions_per_seq"),
     ),
     ("albert_tf.cli.run_classifier", "albert_tf.cli.run_classifier:ClassifierSettings", ()),

@@ -28,7 +28,7 @@ def inputs(batch=8, seq=12, seed=1):
 def early_exit_exports(tmp_path_factory):
     """An early-exit model with its SavedModel and its early-exit TFLite file (max_seq_length 16)."""
     from albert_tf.export import export_saved_model
-    from albert_tf.export.patience_signatures import export_early_exit_tflite
+    from albert_tf.export.early_exit import export_early_exit_tflite
 
     model = build()
     base = tmp_path_factory.mktemp("early_exit_exports")
@@ -150,7 +150,7 @@ def test_saved_and_loaded_model_round_trips(tmp_path):
 def test_saved_model_signature_matches_keras(early_exit_exports):
     import tensorflow as tf
 
-    from albert_tf.export.patience_signatures import SIGNATURE
+    from albert_tf.export.early_exit import SIGNATURE
 
     model, path, _ = early_exit_exports  # build()'s SavedModel: version 1, no warm-up file
     signature = tf.saved_model.load(path).signatures[SIGNATURE]
@@ -209,7 +209,7 @@ def test_run_classifier_early_exit_trains_every_classifier(real_data, pretrainin
 
 
 def test_tflite_file_runs_early_exit_with_builtin_ops_and_matches_keras(early_exit_exports):
-    from albert_tf.export.patience_signatures import run_early_exit_tflite
+    from albert_tf.export.early_exit import run_early_exit_tflite
 
     model, _, path = early_exit_exports  # build()'s early-exit TFLite file, max_seq_length 16
     inference = PatientInference(model)
@@ -227,7 +227,7 @@ def test_tflite_file_runs_early_exit_with_builtin_ops_and_matches_keras(early_ex
 
 def test_early_exit_tflite_of_a_plain_model_is_a_clear_error(tmp_path):
     from albert_tf.export import ExportError
-    from albert_tf.export.patience_signatures import export_early_exit_tflite
+    from albert_tf.export.early_exit import export_early_exit_tflite
     from albert_tf.models.classifier import AlbertClassifier
 
     model = AlbertClassifier(AlbertBackbone.from_albert_config(TINY), num_classes=2)
@@ -241,7 +241,7 @@ def test_early_exit_tflite_of_a_plain_model_is_a_clear_error(tmp_path):
     "changes", [{"num_hidden_groups": 2}, {"inner_group_num": 2}, {"sharing": "none"}, {"sharing": "ffn"}]
 )
 def test_tflite_early_exit_of_layers_with_different_weights_matches_keras(tmp_path, changes):
-    from albert_tf.export.patience_signatures import export_early_exit_tflite, run_early_exit_tflite
+    from albert_tf.export.early_exit import export_early_exit_tflite, run_early_exit_tflite
 
     model = build(**changes)
     path = export_early_exit_tflite(model, str(tmp_path / "tflite"), max_seq_length=16)
@@ -268,7 +268,7 @@ def test_multiple_choice_exits_per_question_and_exports(tmp_path):
 
     from albert_tf import formats
     from albert_tf.export import export_saved_model
-    from albert_tf.export.patience_signatures import SIGNATURE
+    from albert_tf.export.early_exit import SIGNATURE
     from albert_tf.models.early_exit import AlbertEarlyExitMultipleChoice
 
     keras.utils.set_random_seed(5)
@@ -355,7 +355,7 @@ def test_text_signatures_and_warmup_requests_of_an_early_exit_export(tmp_path, w
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops for loading)
 
     from albert_tf.export import WARMUP_FILE, export_saved_model
-    from albert_tf.export.patience_signatures import SIGNATURES, TEXT_PAIR_SIGNATURE, TEXT_SIGNATURE
+    from albert_tf.export.early_exit import SIGNATURES, TEXT_PAIR_SIGNATURE, TEXT_SIGNATURE
     from albert_tf.tokenization import SentencePieceTokenizer
     from albert_tf.tokenization.packing import pack_segments
 
@@ -468,8 +468,8 @@ def test_patience_outside_one_to_the_layer_count_is_refused_everywhere(early_exi
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
+    from albert_tf.export.early_exit import SIGNATURE, run_early_exit_tflite
     from albert_tf.export.input_checks import ServingInputError
-    from albert_tf.export.patience_signatures import SIGNATURE, run_early_exit_tflite
 
     model, saved, tflite = early_exit_exports
     x = one_row()
@@ -490,8 +490,8 @@ def test_patience_outside_one_to_the_layer_count_is_refused_everywhere(early_exi
 def test_a_vector_patience_or_threshold_is_refused(early_exit_exports):
     import tensorflow as tf
 
+    from albert_tf.export.early_exit import SIGNATURE, run_early_exit_tflite
     from albert_tf.export.input_checks import ServingInputError
-    from albert_tf.export.patience_signatures import SIGNATURE, run_early_exit_tflite
 
     model, saved, tflite = early_exit_exports
     x = inputs(batch=2, seq=16, seed=11)
@@ -521,8 +521,8 @@ def test_a_vector_patience_or_threshold_is_refused(early_exit_exports):
 def test_early_exit_tflite_refuses_values_out_of_range(early_exit_exports, name, value, message):
     from ai_edge_litert.interpreter import Interpreter
 
+    from albert_tf.export.early_exit import SIGNATURE, run_early_exit_tflite
     from albert_tf.export.input_checks import ServingInputError
-    from albert_tf.export.patience_signatures import SIGNATURE, run_early_exit_tflite
 
     model, _, tflite = early_exit_exports
     x = one_row()
@@ -542,8 +542,8 @@ def test_early_exit_tflite_refuses_values_out_of_range(early_exit_exports, name,
 def test_early_exit_tflite_takes_any_length_up_to_its_max_and_refuses_longer(early_exit_exports):
     from ai_edge_litert.interpreter import Interpreter
 
+    from albert_tf.export.early_exit import SIGNATURE, run_early_exit_tflite
     from albert_tf.export.input_checks import ServingInputError
-    from albert_tf.export.patience_signatures import SIGNATURE, run_early_exit_tflite
 
     model, _, tflite = early_exit_exports
     inference = PatientInference(model)

@@ -387,13 +387,13 @@ def test_pretraining_run_grows_groups_and_shifts_warmup(pretraining_data, tmp_pa
     from albert_tf.models.pretrainer import AlbertPretrainer
     from albert_tf.pretraining.loop import PretrainingLoop
     from albert_tf.pretraining.run_state import CheckpointPolicy
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
 
     config = json.loads(open(pretraining_data["config"]).read())
     keras.utils.set_random_seed(4)
     shared = AlbertPretrainer(AlbertBackbone.from_albert_config(AlbertConfig.from_dict(config)))
     path = original.save_original_checkpoint(shared, str(tmp_path / "g1" / "model.ckpt"))
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir=str(tmp_path / "run"),
         train_batch_size=8,
         max_seq_length=64,
@@ -425,13 +425,13 @@ def test_pretraining_run_grows_groups_and_shifts_warmup(pretraining_data, tmp_pa
 def test_run_pretraining_has_the_originals_flags():
     from albert_tf import run_pretraining
     from albert_tf.cli.flags import settings_from_flags
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
 
     with command_flags() as FLAGS:
         run_pretraining.define_flags()
         defaults = {n: FLAGS[n].default for n in ("start_warmup_step", "init_from_group0", "poly_power")}
         FLAGS(["x", "--start_warmup_step=7", "--init_from_group0", "--poly_power=2"])
-        s = settings_from_flags(TrainSettings, max_seq_length=64, max_predictions_per_seq=10)
+        s = settings_from_flags(PretrainSettings, max_seq_length=64, max_predictions_per_seq=10)
         parsed = [s.start_warmup_step, s.init_from_group0, s.poly_power]
     assert defaults == {"start_warmup_step": 0, "init_from_group0": False, "poly_power": 1.0}
     assert parsed == [7, True, 2.0]
@@ -497,9 +497,9 @@ def test_pretraining_shuffle_buffer_is_the_originals_100():
     import inspect
 
     from albert_tf.inputs.shard_reader import pretraining_dataset
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
 
-    assert TrainSettings(output_dir="x").shuffle_buffer == 100
+    assert PretrainSettings(output_dir="x").shuffle_buffer == 100
     assert inspect.signature(pretraining_dataset).parameters["shuffle_buffer"].default == 100
 
 

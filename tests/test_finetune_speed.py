@@ -285,7 +285,7 @@ def test_pretraining_eval_on_cut_batches_equals_fixed_padding(pretraining_data, 
     from albert_tf.inputs.shard_reader import pretraining_dataset, resolve_input
     from albert_tf.pretraining import loop as loop_module
     from albert_tf.pretraining.loop import PretrainingLoop
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
 
     # The data's rows are packed to 64: read at 96 (32 more padding positions), the cut must give 64 back.
     def padded_to_96(*args, **kwargs):
@@ -299,7 +299,7 @@ def test_pretraining_eval_on_cut_batches_equals_fixed_padding(pretraining_data, 
         return pretraining_dataset(*args, **kwargs).map(pad)
 
     monkeypatch.setattr(loop_module, "pretraining_dataset", padded_to_96)
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir="unused", train_batch_size=4, eval_batch_size=4, max_seq_length=96, max_eval_steps=6, verbose=False
     )
     keras.utils.set_random_seed(5)

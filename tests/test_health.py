@@ -192,7 +192,7 @@ def test_a_drop_within_the_windows_sampling_noise_is_not_a_collapse():
 def test_stopping_names_the_checkpoint_from_before_the_divergence_not_the_suspect_newest():
     from albert_tf.pretraining.divergence import respond_to_divergence
     from albert_tf.pretraining.run_state import CheckpointPolicy
-    from albert_tf.pretraining.settings import TrainingError
+    from albert_tf.pretraining.settings import PretrainingError
 
     class KeptCheckpoints:
         manager = type("Manager", (), {"checkpoints": ["run/ckpt-10", "run/ckpt-20", "run/ckpt-30"]})
@@ -203,14 +203,14 @@ def test_stopping_names_the_checkpoint_from_before_the_divergence_not_the_suspec
 
     spike = Divergence("loss spike", 32, since_step=31, message="loss spike at step 32")
     collapse = Divergence("accuracy collapse", 40, since_step=30, message="accuracy collapse at step 40")
-    with pytest.raises(TrainingError, match=r"Last checkpoint: run/ckpt-30; resume from it"):
+    with pytest.raises(PretrainingError, match=r"Last checkpoint: run/ckpt-30; resume from it"):
         respond_to_divergence(None, KeptCheckpoints(), HealthMonitor(SETTINGS, "stop"), spike, print)
     # The window 30-40 collapsed: ckpt-30 holds weights on the way there.
-    with pytest.raises(TrainingError, match=r"Last checkpoint: run/ckpt-20; resume from it"):
+    with pytest.raises(PretrainingError, match=r"Last checkpoint: run/ckpt-20; resume from it"):
         respond_to_divergence(None, KeptCheckpoints(), HealthMonitor(SETTINGS, "stop"), collapse, print)
     spent = HealthMonitor(SETTINGS, "rollback")
     spent.rollbacks = SETTINGS.max_rollbacks
-    with pytest.raises(TrainingError, match=r"after 2 rollbacks .*Last checkpoint: run/ckpt-20; resume"):
+    with pytest.raises(PretrainingError, match=r"after 2 rollbacks .*Last checkpoint: run/ckpt-20; resume"):
         respond_to_divergence(None, KeptCheckpoints(), spent, collapse, print)
 
 

@@ -203,7 +203,7 @@ def test_jax_trained_model_exports_and_answers_as_its_keras_model(jax_reference,
 def test_backend_mistakes_are_one_line_before_any_work(tmp_path, monkeypatch):
     from albert_tf.distribution import DistributionError, jax_devices
     from albert_tf.pretraining.loop import check_eval_batch
-    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+    from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
 
     # This process runs Keras on TensorFlow: --backend jax cannot take effect here, and says so.
     result = run_command("albert_tf.run_pretraining", ["--backend=jax", f"--output_dir={tmp_path / 'run'}"])
@@ -229,8 +229,8 @@ def test_backend_mistakes_are_one_line_before_any_work(tmp_path, monkeypatch):
         with pytest.raises(DistributionError, match=f"--strategy {name} is a tf.distribute strategy; on Keras' JAX"):
             jax_devices(name)
     # Checked before the output directory exists: the eval batch is split over the devices.
-    settings = TrainSettings(output_dir=str(tmp_path / "run"), eval_batch_size=25)
-    with pytest.raises(TrainingError, match=r"--eval_batch_size 25 must divide by the replicas \(2\)"):
+    settings = PretrainSettings(output_dir=str(tmp_path / "run"), eval_batch_size=25)
+    with pytest.raises(PretrainingError, match=r"--eval_batch_size 25 must divide by the replicas \(2\)"):
         check_eval_batch(settings, 2)
 
 

@@ -54,13 +54,13 @@ def test_the_same_process_may_nest_and_an_unwritable_dir_is_one_clear_error(tmp_
 @pytest.mark.realdata
 def test_two_pretraining_runs_on_one_output_dir(pretraining_data, tmp_path):
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
 
     holder = hold_lock(tmp_path)
     try:
         with pytest.raises(LockError, match=rf"pid {holder.pid}"):
             pretrain(
-                TrainSettings(
+                PretrainSettings(
                     output_dir=str(tmp_path), train_batch_size=8, max_seq_length=64, num_train_steps=1, verbose=False
                 ),
                 pretraining_data["config"],

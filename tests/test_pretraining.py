@@ -20,9 +20,9 @@ SEQ = 64
 @pytest.mark.parametrize("optimizer", ["lamb", "adamw"])
 def test_tiny_albert_learns_on_wikitext(pretraining_data, tmp_path, optimizer):
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
 
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir=str(tmp_path),
         train_batch_size=32,
         max_seq_length=SEQ,
@@ -89,10 +89,10 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
 
     from albert_tf.export import export_pretraining_run
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
     from albert_tf.tokenization import SentencePieceTokenizer
 
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir=str(tmp_path),
         train_batch_size=16,
         max_seq_length=SEQ,
@@ -138,15 +138,15 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
 def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     from albert_tf.inputs.shard_reader import DataError
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+    from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
     from albert_tf.tokenization import SentencePieceTokenizer, TokenizerError, resolve_tokenizer
 
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir=str(tmp_path / "out"), train_batch_size=8, max_seq_length=SEQ, num_train_steps=2, verbose=False
     )
     with pytest.raises(DataError, match="matches no file"):
         pretrain(settings, pretraining_data["config"], str(tmp_path / "nothing*.tfrecord"))
-    other_length = TrainSettings(output_dir=str(tmp_path / "out"), max_seq_length=128, num_train_steps=2)
+    other_length = PretrainSettings(output_dir=str(tmp_path / "out"), max_seq_length=128, num_train_steps=2)
     with pytest.raises(DataError, match=r"sequence length 64 \(--max_seq_length is 128\)"):
         pretrain(other_length, pretraining_data["config"], pretraining_data["data"])
     # The CLI resolves --spm_model_file into the tokenizer `pretrain` takes.
@@ -162,13 +162,13 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     (tmp_path / "small.json").write_text(json.dumps(small))
 
     def one_step(output_dir):
-        return TrainSettings(
+        return PretrainSettings(
             output_dir=str(output_dir), train_batch_size=8, max_seq_length=SEQ, num_train_steps=1, verbose=False
         )
 
     first = tmp_path / "first"
     pretrain(one_step(first), pretraining_data["config"], pretraining_data["data"])
-    with pytest.raises(TrainingError, match="does not fit"):
+    with pytest.raises(PretrainingError, match="does not fit"):
         pretrain(
             one_step(tmp_path / "second"),
             str(tmp_path / "small.json"),
@@ -178,7 +178,7 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     # A warm start from a run's own training checkpoint names it as such (its optimizer and
     # iterator state once read as a "truncated or corrupt" TF1 checkpoint).
     for training_checkpoint in (first / "checkpoints", first / "checkpoints" / "ckpt-1"):
-        with pytest.raises(TrainingError, match=r"training checkpoint .*final/ or best/"):
+        with pytest.raises(PretrainingError, match=r"training checkpoint .*final/ or best/"):
             pretrain(
                 one_step(tmp_path / "warm"),
                 pretraining_data["config"],
@@ -187,9 +187,9 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
             )
     # The failed start recorded no config, so a retry with another config is not refused.
     assert not (tmp_path / "warm" / "checkpoints" / "albert_config.json").exists()
-    with pytest.raises(TrainingError, match="must divide"):
+    with pytest.raises(PretrainingError, match="must divide"):
         pretrain(
-            TrainSettings(
+            PretrainSettings(
                 output_dir=str(tmp_path / "third"),
                 train_batch_size=10,
                 grad_accum_steps=4,
@@ -210,10 +210,10 @@ def test_exploding_run_keeps_only_good_checkpoints_and_resumes_with_a_lower_rate
     import tensorflow as tf
 
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+    from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
 
     def settings(lr):
-        return TrainSettings(
+        return PretrainSettings(
             output_dir=str(tmp_path),
             train_batch_size=8,
             max_seq_length=SEQ,
@@ -226,7 +226,7 @@ def test_exploding_run_keeps_only_good_checkpoints_and_resumes_with_a_lower_rate
         )
 
     with pytest.raises(
-        TrainingError,
+        PretrainingError,
         match=r"(loss is (nan|inf)|weights are not finite) at step \d+.*"
         r"lower --learning_rate",
     ) as raised:
@@ -262,11 +262,11 @@ def test_cli_errors_have_no_traceback(tmp_path, pretraining_data):
 @pytest.mark.slow
 def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining_data, tmp_path):
     from albert_tf.pretraining.job import evaluate_checkpoints, pretrain
-    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+    from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
 
     from finetune_helpers import scalars
 
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir=str(tmp_path / "run"),
         train_batch_size=16,
         eval_batch_size=16,
@@ -315,9 +315,9 @@ def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining
     files_after = sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in (tmp_path / "run").rglob("*"))
     assert files_after == files_before
 
-    with pytest.raises(TrainingError, match="no checkpoint to evaluate"):
+    with pytest.raises(PretrainingError, match="no checkpoint to evaluate"):
         evaluate_checkpoints(
-            TrainSettings(output_dir=str(tmp_path / "empty"), max_seq_length=SEQ),
+            PretrainSettings(output_dir=str(tmp_path / "empty"), max_seq_length=SEQ),
             pretraining_data["config"],
             pretraining_data["data"],
         )

@@ -11,7 +11,7 @@ SEQ = 64
 
 
 def settings(output_dir, steps=2, **extra):
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
 
     values = dict(
         output_dir=str(output_dir),
@@ -23,7 +23,7 @@ def settings(output_dir, steps=2, **extra):
         verbose=False,
     )
     values.update(extra)
-    return TrainSettings(**values)
+    return PretrainSettings(**values)
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_a_glob_over_the_data_dir_reads_only_the_listed_shards(pretraining_data,
 @pytest.mark.slow
 def test_positions_shorter_than_the_data_and_a_changed_config_on_resume_are_clear(pretraining_data, tmp_path):
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainingError
+    from albert_tf.pretraining.settings import PretrainingError
     from albert_tf.shard_set import DataError
 
     config = json.loads(open(pretraining_data["config"]).read())
@@ -99,7 +99,7 @@ def test_positions_shorter_than_the_data_and_a_changed_config_on_resume_are_clea
         pretrain(settings(tmp_path / "short"), str(tmp_path / "short.json"), pretraining_data["data"])
     pretrain(settings(tmp_path / "run"), pretraining_data["config"], pretraining_data["data"])
     (tmp_path / "wider.json").write_text(json.dumps(dict(config, intermediate_size=64)))
-    with pytest.raises(TrainingError, match=r"was trained with another config \(intermediate_size differ"):
+    with pytest.raises(PretrainingError, match=r"was trained with another config \(intermediate_size differ"):
         pretrain(settings(tmp_path / "run", steps=4), str(tmp_path / "wider.json"), pretraining_data["data"])
 
 
@@ -209,7 +209,7 @@ def test_a_full_disk_while_checkpointing_names_the_path_and_leaves_no_temp_dir(p
     import tensorflow as tf
 
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainingError
+    from albert_tf.pretraining.settings import PretrainingError
 
     def disk_full(manager, checkpoint_number=None, **kwargs):
         # What TensorFlow leaves when the disk fills mid-save: its staging directory, partly written.
@@ -220,7 +220,7 @@ def test_a_full_disk_while_checkpointing_names_the_path_and_leaves_no_temp_dir(p
 
     monkeypatch.setattr(tf.train.CheckpointManager, "save", disk_full)
     checkpoints = tmp_path / "out" / "checkpoints"
-    with pytest.raises(TrainingError) as caught:
+    with pytest.raises(PretrainingError) as caught:
         pretrain(settings(tmp_path / "out"), pretraining_data["config"], pretraining_data["data"])
     assert str(caught.value) == (
         f"{checkpoints / 'ckpt-2'}: saving the checkpoint of step 2 failed ([Errno 28] No space left on device); "
@@ -246,20 +246,20 @@ def test_a_full_disk_while_checkpointing_names_the_path_and_leaves_no_temp_dir(p
     ],
 )
 def test_pretraining_settings_refuse_values_out_of_range(tmp_path, name, value):
-    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+    from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
 
-    with pytest.raises(TrainingError, match=f"^--{name} {value}: must be"):
-        TrainSettings(output_dir=str(tmp_path), **{name: value})
+    with pytest.raises(PretrainingError, match=f"^--{name} {value}: must be"):
+        PretrainSettings(output_dir=str(tmp_path), **{name: value})
 
 
 @pytest.mark.realdata
 @pytest.mark.slow
 def test_resume_with_another_batch_size_is_one_clear_error(pretraining_data, tmp_path):
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+    from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
 
     def settings(batch, steps):
-        return TrainSettings(
+        return PretrainSettings(
             output_dir=str(tmp_path / "run"),
             train_batch_size=batch,
             max_seq_length=64,
@@ -271,7 +271,7 @@ def test_resume_with_another_batch_size_is_one_clear_error(pretraining_data, tmp
 
     pretrain(settings(8, 2), pretraining_data["config"], pretraining_data["data"])
     kept = sorted(os.listdir(tmp_path / "run" / "checkpoints"))
-    with pytest.raises(TrainingError, match="trained with --train_batch_size 8 \\(now 4\\).*same flags"):
+    with pytest.raises(PretrainingError, match="trained with --train_batch_size 8 \\(now 4\\).*same flags"):
         pretrain(settings(4, 4), pretraining_data["config"], pretraining_data["data"])
     assert sorted(os.listdir(tmp_path / "run" / "checkpoints")) == kept
     pretrain(settings(8, 4), pretraining_data["config"], pretraining_data["data"])  # the same flags resume

@@ -107,9 +107,9 @@ def test_a_diverging_run_stops_with_one_line(pretraining_data, tmp_path):
 
 def pretrain_exploding(pretraining_data, output_dir, on_divergence, caplog):
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainingError, TrainSettings
+    from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
 
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir=str(output_dir),
         train_batch_size=16,
         max_seq_length=SEQ,
@@ -120,7 +120,7 @@ def pretrain_exploding(pretraining_data, output_dir, on_divergence, caplog):
         **EXPLODING,
     )
     caplog.clear()
-    with caplog.at_level(logging.INFO), pytest.raises(TrainingError) as raised:
+    with caplog.at_level(logging.INFO), pytest.raises(PretrainingError) as raised:
         pretrain(settings, pretraining_data["config"], pretraining_data["data"])
     return str(raised.value), [r.getMessage() for r in caplog.records if r.getMessage().startswith("health: ")]
 
@@ -163,9 +163,9 @@ def test_rollback_restores_the_weights_drops_newer_checkpoints_and_skips_the_bat
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.loop import PretrainingLoop
     from albert_tf.pretraining.run_state import CheckpointPolicy
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
 
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir=str(tmp_path),
         train_batch_size=8,
         max_seq_length=SEQ,

@@ -156,7 +156,7 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     from albert_tf import formats
     from albert_tf.export import export_pretraining_run, export_saved_model
     from albert_tf.pretraining.job import pretrain
-    from albert_tf.pretraining.settings import TrainSettings
+    from albert_tf.pretraining.settings import PretrainSettings
     from albert_tf.run_classifier import ClassifierSettings
     from albert_tf.run_classifier import run as run_classifier
     from albert_tf.tokenization import WordPieceTokenizer
@@ -206,7 +206,7 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     config = json.loads((CONFIGS / "albert_tiny.json").read_text())
     config.update(hidden_act="relu", vocab_size=tokenizer.vocab_size)
     (tmp_path / "albert_config.json").write_text(json.dumps(config))
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir=str(tmp_path / "pretrain"),
         train_batch_size=8,
         max_seq_length=64,

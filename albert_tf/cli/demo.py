@@ -23,7 +23,7 @@ from albert_tf.export import export_pretraining_run
 from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.job import pretrain
 from albert_tf.pretraining.loop import PretrainingLoop
-from albert_tf.pretraining.settings import TrainSettings
+from albert_tf.pretraining.settings import PretrainSettings
 from albert_tf.tokenization import SentencePieceTokenizer
 from data_prep.documents import split_sentences
 
@@ -119,7 +119,7 @@ def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
     output_dir = os.path.join(demo_dir, "model")
     train_input = resolve_input(data_dir)
     steps = _steps_for(minutes, train_input)
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir=output_dir,
         train_batch_size=BATCH_SIZE,
         max_seq_length=SEQ_LENGTH,
@@ -182,7 +182,7 @@ def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
 def _steps_for(minutes: float, train_input) -> int:
     """Steps that fit in `minutes` on this machine, from a short timing run (at least 200)."""
     probe_dir = os.path.join(os.path.dirname(train_input.data.directory), ".timing")
-    settings = TrainSettings(
+    settings = PretrainSettings(
         output_dir=probe_dir,
         train_batch_size=BATCH_SIZE,
         max_seq_length=SEQ_LENGTH,

@@ -48,7 +48,7 @@ def define_speed_flags(defaults) -> None:
     """--mixed_precision, --strategy (and --tpu), --jit_compile, --backend: pretraining's and every fine-tuning
     runner's.
 
-    `defaults` has `mixed_precision` and `jit_compile` (a `TrainSettings` or `FineTuneSettings`).
+    `defaults` has `mixed_precision` and `jit_compile` (a `PretrainSettings` or `FineTuneSettings`).
     """
     flags.DEFINE_enum(
         "mixed_precision",

@@ -25,14 +25,14 @@ from albert_tf.cli.flags import define_speed_flags, define_vocabulary_flags, set
 from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
 from albert_tf.pretraining.health import DIVERGENCE_ACTIONS, SENTENCE_TASKS
-from albert_tf.pretraining.settings import TrainSettings
+from albert_tf.pretraining.settings import PretrainSettings
 from albert_tf.tokenization import resolve_tokenizer
 
 FLAGS = flags.FLAGS
 
 
 def define_flags():
-    d = TrainSettings(output_dir="")
+    d = PretrainSettings(output_dir="")
     flags.DEFINE_string(
         "input_file",
         None,
@@ -164,7 +164,7 @@ def main(argv):
             resolve_input(FLAGS.eval_file, "--eval_file") if FLAGS.eval_file else resolve_input(FLAGS.input_file)
         )
     settings = settings_from_flags(
-        TrainSettings,
+        PretrainSettings,
         max_seq_length=FLAGS.max_seq_length or data_input.data.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq or data_input.data.max_predictions_per_seq,
     )

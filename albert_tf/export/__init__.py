@@ -11,7 +11,7 @@ One module per job: `signatures` (the serving functions), `saved_model`,
 against its Keras model), `tflite`, `full_integer` and `representative` (full-integer int8 and its
 calibration text), `from_run` (the SavedModels at the
 end of a pretraining run), `common` (the error, test inputs, comparison),
-`patience_signatures` (early exit), `targets` (the registered `--format`s); the CLI is
+`early_exit` (early exit's signatures and TFLite file), `targets` (the registered `--format`s); the CLI is
 `albert_tf.cli.export_model`.
 """
 

@@ -23,7 +23,7 @@ import os
 import shutil
 from typing import Optional
 
-from albert_tf.export import patience_signatures, verify
+from albert_tf.export import early_exit, verify
 from albert_tf.export.common import ExportError, check_tokenizer_fits
 from albert_tf.export.precision import VERIFY_ATOL, with_precision
 from albert_tf.export.warmup import write_warmup_requests
@@ -94,7 +94,7 @@ def export_saved_model(
         )
     if not 1 <= top_k <= config.vocab_size:
         raise ExportError(f"--top_k {top_k}: must be in [1, vocab_size={config.vocab_size}]")
-    if precision != "float32" and isinstance(model, patience_signatures.EARLY_EXIT_MODELS):
+    if precision != "float32" and isinstance(model, early_exit.EARLY_EXIT_MODELS):
         raise ExportError(f"--precision {precision}: early-exit models are exported in float32 only")
     model = with_precision(model, precision)
     check_tokenizer_fits(model, tokenizer)
@@ -113,7 +113,7 @@ def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, 
     in_graph = tf_tokenizer_for(vocab_tokenizer) if vocab_tokenizer is not None else None
     special_ids = vocab_tokenizer.special_ids if vocab_tokenizer is not None else None
     with staged_dir(os.path.join(export_base, str(version))) as staging:
-        endpoints = patience_signatures.endpoints_class(model)(
+        endpoints = early_exit.endpoints_class(model)(
             model, in_graph, special_ids, max_seq_length=max_seq_length, top_k=top_k, jit_compile=jit_compile
         )
         signatures = sorted(endpoints.signatures())
@@ -142,4 +142,4 @@ def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, 
         if warmup:
             write_warmup_requests(staging, model, signatures, max_seq_length)
         verify.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length, VERIFY_ATOL[precision])
-        patience_signatures.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)
+        early_exit.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length)

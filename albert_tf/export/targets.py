@@ -110,7 +110,7 @@ class TFLiteTarget(ExportTarget):
         _refuse_bf16(settings)
 
     def write(self, model, tokenizer, settings):
-        from albert_tf.export.patience_signatures import EARLY_EXIT_MODELS, export_early_exit_tflite
+        from albert_tf.export.early_exit import EARLY_EXIT_MODELS, export_early_exit_tflite
         from albert_tf.export.tflite import export_tflite
 
         path = export_tflite(
@@ -139,11 +139,11 @@ class EarlyExitTFLiteTarget(ExportTarget):
             raise ExportError(f"--quantize {settings.quantize}: the early-exit TFLite file is float32 only")
 
     def check_model(self, model):
-        from albert_tf.export.patience_signatures import check_early_exit_model
+        from albert_tf.export.early_exit import check_early_exit_model
 
         check_early_exit_model(model)
 
     def write(self, model, tokenizer, settings):
-        from albert_tf.export.patience_signatures import export_early_exit_tflite
+        from albert_tf.export.early_exit import export_early_exit_tflite
 
         return export_early_exit_tflite(model, settings.output_dir, settings.max_seq_length)

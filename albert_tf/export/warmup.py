@@ -6,7 +6,7 @@ from typing import Dict, List
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.export import patience_signatures
+from albert_tf.export import early_exit
 from albert_tf.export.common import random_inputs
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
@@ -29,8 +29,8 @@ def write_warmup_requests(saved_model_dir: str, model, signatures: List[str], ma
         for signature in signatures:
             if signature == "serving_default":
                 inputs = random_inputs(model, 1, max_seq_length)
-            elif signature in patience_signatures.SIGNATURES:
-                inputs = patience_signatures.warmup_request(model, signature, max_seq_length)
+            elif signature in early_exit.SIGNATURES:
+                inputs = early_exit.warmup_request(model, signature, max_seq_length)
             else:
                 inputs = text_request(signature)
             request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name=signature))

@@ -1,6 +1,6 @@
 """Pretraining (MLM + SOP) on TensorFlow or JAX: settings, loop, checkpoint policy, the whole job.
 
-- `settings.py`: `TrainSettings` (the original's flags) and `TrainingError`.
+- `settings.py`: `PretrainSettings` (the original's flags) and `PretrainingError`.
 - `objective.py`: the one pretraining loss (keras.ops, sums over a batch) and its metrics.
 - `loop.py`: `PretrainingLoop`: model, optimizer, checkpointed input, the loop (one for both backends).
 - `tf_step.py` / `jax_step.py`: the train and eval steps of each backend (`jax_step` imports no

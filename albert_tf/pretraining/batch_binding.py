@@ -14,7 +14,7 @@ import os
 
 import keras
 
-from albert_tf.pretraining.settings import TrainingError
+from albert_tf.pretraining.settings import PretrainingError
 from albert_tf.publish import staged_file
 
 RUN_RECORD = "run_settings.json"
@@ -30,28 +30,28 @@ def _record(checkpoint_dir: str):
 
 
 def check_same_backend(settings, checkpoint_dir: str) -> None:
-    """Raises `TrainingError` when the run's checkpoints were written on another Keras backend."""
+    """Raises `PretrainingError` when the run's checkpoints were written on another Keras backend."""
     _check_backend(settings, _record(checkpoint_dir))
 
 
 def _check_backend(settings, before) -> None:
     backend = (before or {}).get("backend", "tensorflow")  # records from before JAX runs existed
     if before is not None and backend != keras.backend.backend():
-        raise TrainingError(
+        raise PretrainingError(
             f"{settings.output_dir} was trained on Keras' {backend} backend (now {keras.backend.backend()}): its "
             f"checkpoints hold that backend's state; resume with --backend {backend}, or use a new --output_dir"
         )
 
 
 def check_same_batch(settings, checkpoint_dir: str, max_instances_per_row: int = 1) -> None:
-    """Raises `TrainingError` naming the backend, the row layout, or each flag, that differs from the run's record."""
+    """Raises `PretrainingError` naming the backend, the row layout, or each flag that differs from the record."""
     before = _record(checkpoint_dir)
     _check_backend(settings, before)
     if before is None:
         return
     packed_before = before.get("max_instances_per_row", 1)
     if packed_before != max_instances_per_row:
-        raise TrainingError(
+        raise PretrainingError(
             f"{settings.output_dir} was trained on data of up to {packed_before} instances a row, this data holds "
             f"up to {max_instances_per_row} (create_pretraining_data --max_instances_per_row): its checkpoints hold "
             "the input iterator of that data; resume on the same data, or use a new --output_dir"
@@ -62,7 +62,7 @@ def check_same_batch(settings, checkpoint_dir: str, max_instances_per_row: int =
         if before.get(n, getattr(settings, n)) != getattr(settings, n)
     ]
     if changed:
-        raise TrainingError(
+        raise PretrainingError(
             f"{settings.output_dir} was trained with {', '.join(changed)}: its checkpoints hold the input "
             "iterator at that batch size; resume with the same flags, or use a new --output_dir"
         )

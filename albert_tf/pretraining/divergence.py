@@ -1,7 +1,7 @@
 """The loop's side of training health: health lines to the log and TensorBoard, and `--on_divergence`.
 
 `health.py` decides (pure Python); this module acts on the run: `warn` says one line, `stop`
-raises a `TrainingError` (one line at the CLI), `rollback` restores the newest checkpoint
+raises a `PretrainingError` (one line at the CLI), `rollback` restores the newest checkpoint
 saved before the suspect weights, deletes the newer ones, and skips every batch up to the
 one that diverged (so the run does not meet the same batches from the same weights again),
 at most `HealthSettings.max_rollbacks` times.
@@ -16,7 +16,7 @@ from typing import Callable
 import tensorflow as tf
 
 from albert_tf.pretraining.health import PREFIX, Divergence, HealthMonitor
-from albert_tf.pretraining.settings import TrainingError
+from albert_tf.pretraining.settings import PretrainingError
 
 
 def health_report(
@@ -44,7 +44,7 @@ def respond_to_divergence(
     """Acts on `divergence` as `--on_divergence` says; True when the run was rolled back.
 
     Raises:
-        TrainingError: `stop`, a `rollback` with no checkpoint before the divergence, or rollbacks spent.
+        PretrainingError: `stop`, a `rollback` with no checkpoint before the divergence, or rollbacks spent.
     """
     action = monitor.response(divergence)
     if action == "warn":
@@ -52,10 +52,10 @@ def respond_to_divergence(
         return False
     if action == "stop":
         # The newest checkpoint may hold the diverging weights: name the one a rollback would restore.
-        raise TrainingError(monitor.stop_message(divergence, checkpointer.newest_before(divergence.since_step)))
+        raise PretrainingError(monitor.stop_message(divergence, checkpointer.newest_before(divergence.since_step)))
     target = checkpointer.roll_back(before_step=divergence.since_step)
     if target is None:
-        raise TrainingError(
+        raise PretrainingError(
             f"training diverged: {divergence.message}; no checkpoint before step {divergence.since_step} to "
             "roll back to (--on_divergence=rollback); lower --learning_rate or save checkpoints more often"
         )

@@ -22,7 +22,7 @@ from albert_tf.locking import OutputDirLock
 from albert_tf.pretraining import batch_binding, worker_faults
 from albert_tf.pretraining.loop import PretrainingLoop, check_eval_batch
 from albert_tf.pretraining.run_state import CheckpointPolicy
-from albert_tf.pretraining.settings import TrainingError, TrainSettings
+from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
 from albert_tf.run_layout import CHECKPOINT_DIR, FINAL_DIR, PRETRAINING_SUMMARY_FILE, TRAIN_SUMMARY_DIR
 from albert_tf.shard_set import DataError
 from albert_tf.tokenization import Tokenizer, check_vocab_size, load_tokenizer_dir
@@ -66,7 +66,7 @@ def metrics_line(metrics: dict) -> str:
     return f"{metrics['label']}: " + ", ".join(f"{k} {metrics[k]:.4f}" for k in shown)
 
 
-def finished_run_summary(settings: TrainSettings, step: int, chief: bool) -> Optional[dict]:
+def finished_run_summary(settings: PretrainSettings, step: int, chief: bool) -> Optional[dict]:
     """The summary of a run that already reached `num_train_steps` and wrote `final/`; else None.
 
     A run killed between its last checkpoint and `final/` has no summary yet: it goes on and writes both.
@@ -85,7 +85,7 @@ def finished_run_summary(settings: TrainSettings, step: int, chief: bool) -> Opt
 
 
 def pretrain(
-    settings: TrainSettings,
+    settings: PretrainSettings,
     albert_config_file: str,
     input_file: Union[str, PretrainingInput],
     *,
@@ -99,7 +99,7 @@ def pretrain(
     """Pretrains; returns the summary (also written to `output_dir/train_summary.json`).
 
     Args:
-        settings: the run's `TrainSettings`.
+        settings: the run's `PretrainSettings`.
         albert_config_file: the model's config.
         input_file: shards (directory, glob or comma list), or an already resolved `PretrainingInput`.
         eval_file: eval shards (default: the training shards, as the original).
@@ -109,7 +109,7 @@ def pretrain(
             strategy must exist before any TensorFlow op runs, so the CLI makes it first).
     """
     if settings.init_from_group0 and not init_checkpoint:
-        raise TrainingError(
+        raise PretrainingError(
             "--init_from_group0 needs --init_checkpoint (the checkpoint whose group 0 starts every group)"
         )
     strategy = strategy or make_strategy(strategy_name, tpu)  # first: collectives are configured at startup
@@ -181,7 +181,7 @@ def pretrain(
             summary["history"] = loop.train(policy, say, os.path.join(settings.output_dir, TRAIN_SUMMARY_DIR))
         if not loop.weights_are_finite():  # the last checkpoint has no next step to confirm it
             good = policy.discard_unconfirmed()
-            raise TrainingError(
+            raise PretrainingError(
                 f"the final weights are not finite; last good checkpoint: {good or '(none)'}; lower --learning_rate"
             )
         policy.confirm()
@@ -203,7 +203,7 @@ def pretrain(
 
 
 def evaluate_checkpoints(
-    settings: TrainSettings,
+    settings: PretrainSettings,
     albert_config_file: str,
     eval_file: Union[str, PretrainingInput],
     *,
@@ -221,13 +221,13 @@ def evaluate_checkpoints(
         {global step: metrics}, in step order.
 
     Raises:
-        TrainingError: the run has no checkpoint.
+        PretrainingError: the run has no checkpoint.
         DataError: the eval data do not fit the settings or the model.
     """
     checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
     state = tf.train.get_checkpoint_state(checkpoint_dir) if tf.io.gfile.isdir(checkpoint_dir) else None
     if state is None or not state.all_model_checkpoint_paths:
-        raise TrainingError(f"{checkpoint_dir}: no checkpoint to evaluate (train first, or check --output_dir)")
+        raise PretrainingError(f"{checkpoint_dir}: no checkpoint to evaluate (train first, or check --output_dir)")
     batch_binding.check_same_backend(settings, checkpoint_dir)  # the other backend's checkpoints would not match
     strategy = strategy or make_strategy(strategy_name, tpu)
     config = AlbertConfig.from_json_file(albert_config_file)

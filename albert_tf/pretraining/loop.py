@@ -32,7 +32,7 @@ from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.optimization import create_optimizer
 from albert_tf.pretraining import health, objective, tf_step, worker_faults
 from albert_tf.pretraining.divergence import health_report, non_finite, respond_to_divergence
-from albert_tf.pretraining.settings import TrainingError, TrainSettings
+from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
 from albert_tf.progress import TrainingBar, write_scalars
 from albert_tf.shard_set import DataError
 
@@ -40,9 +40,9 @@ from albert_tf.shard_set import DataError
 BAR_METRICS = ("loss", "masked_lm_accuracy", "sentence_order_accuracy")
 
 
-def check_eval_batch(settings: TrainSettings, replicas: int) -> None:
+def check_eval_batch(settings: PretrainSettings, replicas: int) -> None:
     if settings.eval_batch_size % replicas:
-        raise TrainingError(f"--eval_batch_size {settings.eval_batch_size} must divide by the replicas ({replicas})")
+        raise PretrainingError(f"--eval_batch_size {settings.eval_batch_size} must divide by the replicas ({replicas})")
 
 
 class PretrainingLoop:
@@ -51,7 +51,7 @@ class PretrainingLoop:
     Args:
         strategy: from `strategy.make_strategy`.
         albert_config: the model's `AlbertConfig`.
-        settings: `TrainSettings`.
+        settings: `PretrainSettings`.
         train_input: the training shards (from `inputs.shard_reader.resolve_input`).
         eval_input: the eval shards (default: the training shards, as the original).
     """
@@ -60,7 +60,7 @@ class PretrainingLoop:
         self,
         strategy,
         albert_config: AlbertConfig,
-        settings: TrainSettings,
+        settings: PretrainSettings,
         train_input: PretrainingInput,
         eval_input: Optional[PretrainingInput] = None,
     ):
@@ -75,13 +75,13 @@ class PretrainingLoop:
         self.rows_hold = train_input.data.max_instances_per_row
         if self.backend == "jax":
             if not isinstance(strategy, JaxDevices):
-                raise TrainingError(
+                raise PretrainingError(
                     f"Keras runs on JAX but the distribution is {type(strategy).__name__}: make it with "
                     "albert_tf.distribution.make_strategy"
                 )
         replicas = strategy.num_replicas_in_sync
         if s.train_batch_size % (replicas * s.grad_accum_steps):
-            raise TrainingError(
+            raise PretrainingError(
                 f"--train_batch_size {s.train_batch_size} must divide by replicas ({replicas}) × "
                 f"--grad_accum_steps ({s.grad_accum_steps})"
             )
@@ -265,7 +265,7 @@ class PretrainingLoop:
                     if good
                     else "no good checkpoint yet: the run starts again from the beginning"
                 )
-                raise TrainingError(
+                raise PretrainingError(
                     f"loss is {loss} at step {self.step}; stopped without saving; {advice} with a lower "
                     "--learning_rate (or --mixed_precision=float32)"
                 )

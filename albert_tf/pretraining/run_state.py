@@ -25,7 +25,7 @@ import tensorflow as tf
 from albert_tf import formats
 from albert_tf.pretraining import batch_binding
 from albert_tf.pretraining.loop import PretrainingLoop
-from albert_tf.pretraining.settings import TrainingError
+from albert_tf.pretraining.settings import PretrainingError
 from albert_tf.progress import summary_writer, write_scalars
 from albert_tf.publish import staged_dir
 from albert_tf.run_layout import (
@@ -107,7 +107,7 @@ class CheckpointPolicy:
             break
         else:
             if candidates:
-                raise TrainingError(
+                raise PretrainingError(
                     f"{self.checkpoint_dir}: no checkpoint can be restored: {'; '.join(skipped)}. "
                     "Use a new --output_dir to start again"
                 )
@@ -127,7 +127,7 @@ class CheckpointPolicy:
                 before = json.load(f)
             changed = sorted(k for k in set(before) | set(config_dict) if before.get(k) != config_dict.get(k))
             if changed:
-                raise TrainingError(
+                raise PretrainingError(
                     f"{self.settings.output_dir} was trained with another config ({', '.join(changed)} differ: "
                     f"{recorded}); resume with that config, or use a new --output_dir"
                 )
@@ -153,7 +153,7 @@ class CheckpointPolicy:
             except formats.NoHeadsError:  # an encoder alone: the heads start fresh, as the original
                 formats.load_weights(model.backbone, self.init_checkpoint, from_group0)
         except formats.CheckpointError as error:
-            raise TrainingError(f"--init_checkpoint {error}") from None
+            raise PretrainingError(f"--init_checkpoint {error}") from None
         return f"initialized from {self.init_checkpoint} (weights only, as the original)"
 
     def save(self, step: int, evaluate: bool = True) -> None:
@@ -163,7 +163,7 @@ class CheckpointPolicy:
         """
         if not self.loop.weights_are_finite():
             self.discard_unconfirmed()
-            raise TrainingError(
+            raise PretrainingError(
                 f"the weights are not finite at step {step}; nothing saved. Last good checkpoint: "
                 f"{self.latest() or '(none yet)'}; lower --learning_rate"
             )
@@ -181,7 +181,7 @@ class CheckpointPolicy:
             previous = self.latest()
             kept = f"the previous checkpoint {previous} is intact" if previous else "no earlier checkpoint exists"
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise TrainingError(
+            raise PretrainingError(
                 f"{path}: saving the checkpoint of step {step} failed ({reason}); {kept}; free space (or fix "
                 "the directory) and run the same command again"
             ) from None

@@ -7,12 +7,12 @@ from albert_tf.pretraining.health import HealthSettings
 from albert_tf.range_checks import check_ranges, check_seed
 
 
-class TrainingError(AlbertError, RuntimeError):
+class PretrainingError(AlbertError, RuntimeError):
     """A run that cannot start or continue; the message says why and what is kept."""
 
 
 @dataclasses.dataclass
-class TrainSettings:
+class PretrainSettings:
     """The pretraining flags that shape the run."""
 
     output_dir: str
@@ -51,10 +51,10 @@ class TrainSettings:
     def __post_init__(self):
         check_ranges(
             self,
-            TrainingError,
+            PretrainingError,
             positive=("train_batch_size", "eval_batch_size", "max_seq_length", "max_predictions_per_seq")
             + ("num_train_steps", "learning_rate", "poly_power", "save_checkpoints_steps", "keep_checkpoint_max")
             + ("max_eval_steps", "grad_accum_steps", "log_every_steps", "shuffle_buffer"),
             non_negative=("num_warmup_steps", "start_warmup_step"),
         )
-        check_seed(self, TrainingError)
+        check_seed(self, PretrainingError)

@@ -31,7 +31,7 @@ from typing import Callable, List, Optional
 
 import tensorflow as tf
 
-from albert_tf.pretraining.settings import TrainingError
+from albert_tf.pretraining.settings import PretrainingError
 
 # What a collective raises when a peer is gone (TF 2.20: Unavailable after missed heartbeats or a
 # reset connection; Aborted/Cancelled for the collectives aborted with it; DeadlineExceeded on a
@@ -47,7 +47,7 @@ PROBE_TIMEOUT_S = 3.0
 TASK_IN_MESSAGE = re.compile(r"/job:(\w+)(?:/replica:\d+)?/task:(\d+)")
 
 
-class WorkerLostError(TrainingError):
+class WorkerLostError(PretrainingError):
     """Another worker of a multi-worker run is gone or stuck; restart every worker to resume."""
 
 
@@ -153,7 +153,7 @@ class StepWatchdog:
         exit: Callable[[int], None] = os._exit,
     ):
         if timeout_s < 0:
-            raise TrainingError(f"--worker_timeout_seconds must be ≥ 0 (0: off), got {timeout_s:g}")
+            raise PretrainingError(f"--worker_timeout_seconds must be ≥ 0 (0: off), got {timeout_s:g}")
         self.strategy = strategy
         self.timeout_s = timeout_s
         self.latest_checkpoint = latest_checkpoint

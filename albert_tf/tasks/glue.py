@@ -34,7 +34,7 @@ from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier
 from albert_tf.tasks import metrics
 from albert_tf.tasks.base import Encoded, ReadReport, Task
-from albert_tf.tasks.depth_weighted import EarlyExitTask
+from albert_tf.tasks.early_exit import EarlyExitTask
 from albert_tf.tasks.losses import classification_loss, regression_loss
 from albert_tf.tasks.text_files import ReplacedLines
 from albert_tf.tokenization.packing import pack_segments

@@ -28,7 +28,7 @@ from albert_tf.models.early_exit import AlbertEarlyExitMultipleChoice
 from albert_tf.models.multiple_choice import AlbertMultipleChoice
 from albert_tf.range_checks import check_ranges
 from albert_tf.tasks.base import Encoded, ReadReport, Task, option
-from albert_tf.tasks.depth_weighted import EarlyExitTask
+from albert_tf.tasks.early_exit import EarlyExitTask
 from albert_tf.tasks.losses import classification_loss
 from albert_tf.tasks.text_files import ReplacedLines, decode_replacing
 
