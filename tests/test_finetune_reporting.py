@@ -96,7 +96,7 @@ def test_no_step_asked_for_is_an_error_not_a_silent_exit(real_data, pretraining_
     assert not (tmp_path / "out").exists()
 
 
-def _scripted_run(tmp_path, scores, metric="accuracy", majority=None, patience=0, train_step=6, capsys=None):
+def _scripted_run(tmp_path, scores, metric="accuracy", baseline=None, patience=0, train_step=6, capsys=None):
     """The real loop on a tiny classifier, with evaluations that return `scores` in turn."""
     import keras
 
@@ -133,7 +133,7 @@ def _scripted_run(tmp_path, scores, metric="accuracy", majority=None, patience=0
         losses.classification_loss,
         lambda m: {metric: next(given), "accuracy": 0.5},
         "accuracy",
-        majority=majority,
+        baseline=baseline,
     )
 
 
@@ -159,10 +159,40 @@ def test_a_lower_is_better_metric_keeps_the_lowest(tmp_path):
 
 
 def test_a_best_at_the_majority_share_is_a_health_warning(tmp_path, capsys):
-    _scripted_run(tmp_path, [0.5, 0.5], metric="accuracy", majority=0.5, train_step=2)
+    from albert_tf.tasks.base import Baseline
+
+    _scripted_run(tmp_path, [0.5, 0.5], metric="accuracy", baseline=Baseline.majority(0.5), train_step=2)
     out = capsys.readouterr().out
     assert "health: the best accuracy 0.5000 is at the majority-class share 0.5000" in out
     assert "majority class  0.5000 (share of the most frequent dev label)" in out
+
+
+@pytest.mark.realdata
+def test_regression_and_squad_v2_have_their_trivial_baselines(real_data, tmp_path, capsys):
+    """STS-B: a constant predictor's MSE (the dev labels' variance); SQuAD v2.0: answering nothing."""
+    from albert_tf.tasks import glue, squad
+    from albert_tf.tasks.base import Encoded
+
+    stsb = glue.TASKS["sts-b"]
+    examples, _ = glue.read_examples(stsb, str(real_data / "glue" / "STS-B" / "dev.tsv"), "dev")
+    scores = np.array([e.label for e in examples], "float64")
+    baseline = stsb.baseline(Encoded("dev", examples, {}))
+    assert (baseline.metric, baseline.label) == ("mse", "constant predictor mse")
+    assert baseline.value == pytest.approx(scores.var()) and 1.0 < baseline.value < 5.0  # scores span 0-5
+    assert glue.TASKS["sst-2"].baseline(Encoded("dev", [glue.Example("1", "a", None, 1)], {})).value == 1.0
+
+    source = real_data / "squad_v2.0" / "dev-v2.0.Normans-Rhine.json"
+    questions, _ = squad.read_examples(str(source), is_training=False)
+    abstain = squad.SquadTask(version="2.0").baseline(Encoded("dev", questions, {}))
+    unanswerable = sum(not any(squad.normalize_answer(a) for a in e.answers) for e in questions) / len(questions)
+    assert abstain.label == "always abstain f1" and abstain.value == pytest.approx(100 * unanswerable)
+    assert 20 < abstain.value < 80 and squad.SquadTask(version="1.1").baseline(Encoded("dev", questions, {})) is None
+
+    # A regression run whose best MSE is worse than the constant's is warned about, with the numbers.
+    _scripted_run(tmp_path, [3.5, 3.0], metric="mse", baseline=baseline, train_step=2)
+    out = capsys.readouterr().out
+    assert f"constant predictor mse  {baseline.value:.4f} (every dev score the dev mean)" in out
+    assert f"health: the best mse 3.0000 is worse than the constant predictor's {baseline.value:.4f}" in out
 
 
 @pytest.mark.slow

@@ -189,6 +189,7 @@ def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_pat
         # --do_train alone (the dev file still picks best/), then --do_predict on what it kept.
         trained = run_command("albert_tf.run_squad", argv + ["--do_train"])
         assert ("resumed from" in trained.stdout) == (version == "1.1")
+        assert ("always abstain f1" in trained.stdout) == (version == "2.0")  # the floor v2.0 must clear
         assert trained.returncode == 0, trained.stderr
         assert (tmp_path / "out" / "best").is_dir() and not (tmp_path / "out" / "predictions.json").exists()
         history = json.loads((tmp_path / "out" / "summary.json").read_text())["history"]

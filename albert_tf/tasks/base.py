@@ -72,6 +72,32 @@ class Encoded:
     rows: Optional[list] = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """A trivial predictor's dev score, shown beside every evaluation and warned about when not beaten.
+
+    Example:
+
+    >>> Baseline.majority(0.5).label
+    'majority class'
+    """
+
+    name: str  # "majority class", "constant predictor", "always abstain"
+    metric: str  # the score it is given in (a name the task's `score` returns)
+    value: float
+    meaning: str  # how it is computed, for the run's end table
+    key: str  # its key in eval_results.json and TensorBoard
+
+    @classmethod
+    def majority(cls, share: float) -> "Baseline":
+        return cls("majority class", "accuracy", share, "share of the most frequent dev label", "majority_baseline")
+
+    @property
+    def label(self) -> str:
+        """How lines name it: the majority class is an accuracy by name; the others say their metric."""
+        return self.name if self.metric == "accuracy" else f"{self.name} {self.metric}"
+
+
 class Task(abc.ABC):
     """One fine-tuning task. Subclasses set `name` and `metric` and fill in the steps."""
 
@@ -141,8 +167,8 @@ class Task(abc.ABC):
         """The metric names `score` returns (what `--metric` may name), or None when known only after scoring."""
         return None
 
-    def majority_share(self, data: Encoded) -> Optional[float]:
-        """The share of `data`'s most frequent label (a classification task's baseline), or None."""
+    def baseline(self, data: Encoded) -> Optional["Baseline"]:
+        """What a model that learnt nothing scores on `data` (the floor fine-tuning must clear), or None."""
         return None
 
     @abc.abstractmethod

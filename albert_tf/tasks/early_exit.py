@@ -72,8 +72,8 @@ class EarlyExitTask(Task):
     def binding(self):
         return self.task.binding()
 
-    def majority_share(self, data):
-        return self.task.majority_share(data)
+    def baseline(self, data):
+        return self.task.baseline(data)
 
     def write(self, output_dir, data, predictions):
         return self.task.write(output_dir, data, predictions)

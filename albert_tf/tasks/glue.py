@@ -33,7 +33,7 @@ from albert_tf.errors import AlbertError
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier
 from albert_tf.tasks import metrics
-from albert_tf.tasks.base import Encoded, ReadReport, Task
+from albert_tf.tasks.base import Baseline, Encoded, ReadReport, Task
 from albert_tf.tasks.early_exit import EarlyExitTask
 from albert_tf.tasks.losses import classification_loss, regression_loss
 from albert_tf.tasks.text_files import ReplacedLines
@@ -160,8 +160,13 @@ class TsvTask(Task):
             return ["pearson", "spearman", "mse"]
         return ["accuracy", "macro_f1", "matthews_corr"] + (["f1"] if self.num_classes == 2 else [])
 
-    def majority_share(self, data) -> Optional[float]:
-        return None if self.is_regression else metrics.majority_share([e.label for e in data.examples])
+    def baseline(self, data) -> Baseline:
+        labels = [e.label for e in data.examples]
+        if self.is_regression:
+            # The best constant for MSE is the labels' mean; a constant has no Pearson or Spearman.
+            mse = float(np.mean((np.asarray(labels, "float64") - np.mean(labels)) ** 2))
+            return Baseline("constant predictor", "mse", mse, "every dev score the dev mean", "constant_mse_baseline")
+        return Baseline.majority(metrics.majority_share(labels))
 
     def write(self, output_dir, data, predictions) -> List[str]:
         name = (self.submission or f"{self.name}.tsv") if data.split == "test" else f"{data.split}_predictions.tsv"

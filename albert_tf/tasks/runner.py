@@ -188,7 +188,7 @@ def _run(
                 task_binding=task.binding(),
                 start_line=model_start.origin,
                 metric_names=task.metric_names(),
-                majority=task.majority_share(dev),
+                baseline=task.baseline(dev),
                 train_accuracy=task.train_accuracy(),
             )
         summary["history"] = result["history"]

@@ -30,6 +30,7 @@ from albert_tf import memory_check, optimization, preemption
 from albert_tf.progress import TrainingBar, summary_writer, write_scalars
 from albert_tf.run_layout import BEST_DIR, EVAL_SUMMARY_DIR, TRAIN_SUMMARY_DIR
 from albert_tf.tasks import best_model, history
+from albert_tf.tasks.base import Baseline
 from albert_tf.tasks.checkpoints import FineTuneCheckpoints
 from albert_tf.tasks.metrics import is_better
 from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
@@ -112,7 +113,7 @@ def train(
     task_binding: Optional[dict] = None,
     start_line: Optional[str] = None,
     metric_names: Optional[Sequence[str]] = None,
-    majority: Optional[float] = None,
+    baseline: Optional[Baseline] = None,
     train_accuracy: bool = False,
 ) -> dict:
     """Trains `model`; every `save_checkpoints_steps` evaluates, keeps the best in `best/` and checkpoints.
@@ -124,8 +125,8 @@ def train(
     training uses a differently wired model on the same layers. `tokenizer`'s
     vocabulary (`spm.model` or `vocab.txt`) is saved beside the best model.
     `metric` picks `best/` (`settings.metric` overrides it; checked against `metric_names`, the
-    names `evaluate` returns, when given, else at the first evaluation). `majority`: the share of
-    the most frequent dev label (classification), shown with every evaluation.
+    names `evaluate` returns, when given, else at the first evaluation). `baseline`: a trivial
+    predictor's dev score (`Task.baseline`), shown with every evaluation and warned about if not beaten.
     `start_line` says what the weights start from (printed unless the run resumes).
     `task_binding` (`Task.binding()`: the task's name, labels, columns) is bound to the checkpoints
     with the settings: resuming under another is refused.
@@ -232,8 +233,8 @@ def train(
             if not evaluations and metric not in numeric_keys(metrics):
                 saved = checkpoints.save(step)  # the steps trained are kept: the same command with a metric resumes
                 check_metric(metric, numeric_keys(metrics), f"; checkpoint of step {step} saved ({saved})")
-            if majority is not None:
-                metrics["majority_baseline"] = majority
+            if baseline is not None:
+                metrics[baseline.key] = baseline.value
             evaluations.append(metrics)
             history.record_evaluation(settings.output_dir, metrics, run_id)
             write_scalars(eval_writer, step, metrics)
@@ -243,7 +244,7 @@ def train(
                 checkpoints.stale_evaluations.assign(0)
             else:
                 checkpoints.stale_evaluations.assign_add(1)
-            bar.say(eval_line(step, metrics, metric, best))
+            bar.say(eval_line(step, metrics, metric, best, baseline))
             stale = int(checkpoints.stale_evaluations.numpy())
             stopped_early = bool(patience) and stale >= patience and step < settings.train_step
             saved = checkpoints.save(step)
@@ -254,7 +255,7 @@ def train(
                 )
             elif step < settings.train_step and preemption.requested():  # a signal during the evaluation
                 _raise_preempted(saved, best)
-    bar.say("\n".join(end_table(best, metric, majority, settings.output_dir)))
+    bar.say("\n".join(end_table(best, metric, baseline, settings.output_dir)))
     return {"best": best, "history": evaluations, "stopped_early": stopped_early}
 
 
@@ -274,41 +275,48 @@ def numeric_keys(scores: dict) -> list:
     return [key for key, value in scores.items() if isinstance(value, (int, float)) and not isinstance(value, bool)]
 
 
-def eval_line(step: int, metrics: dict, metric: str, best: dict) -> str:
-    """One evaluation: the selecting metric, the best so far, and the majority-class share where known."""
+def eval_line(step: int, metrics: dict, metric: str, best: dict, baseline: Optional[Baseline] = None) -> str:
+    """One evaluation: the selecting metric, the best so far, and the trivial predictor's score where known."""
     line = f"step {step}: {metric} {metrics[metric]:.4f} (best {best[metric]:.4f} at step {best['global_step']})"
     others = [f"{k} {v:.4f}" for k, v in metrics.items() if k in _SHOWN and k != metric]
     if others:
         line += "; " + ", ".join(others)
-    if "majority_baseline" in metrics:
-        line += f"; majority class {metrics['majority_baseline']:.4f}"
+    if baseline is not None:
+        line += f"; {baseline.label} {baseline.value:.4f}"
     return line
 
 
 _SHOWN = ("accuracy", "f1", "macro_f1", "matthews_corr", "exact_match", "pearson", "mse")
 
 
-def end_table(best: Optional[dict], metric: str, majority: Optional[float], output_dir: str) -> list:
-    """The run's last lines: the best evaluation, the majority baseline (and a health warning), best/'s path."""
+def end_table(best: Optional[dict], metric: str, baseline: Optional[Baseline], output_dir: str) -> list:
+    """The run's last lines: the best evaluation, the trivial baseline (and a health warning), best/'s path."""
     if best is None:
         return ["no evaluation: no best/"]
     rows = [("best step", str(best.get("global_step"))), (f"best {metric}", f"{best[metric]:.4f}")]
-    if majority is not None:
-        rows.append(("majority class", f"{majority:.4f} (share of the most frequent dev label)"))
+    if baseline is not None:
+        rows.append((baseline.label, f"{baseline.value:.4f} ({baseline.meaning})"))
     rows.append(("model", os.path.join(output_dir, BEST_DIR)))
     width = max(len(name) for name, _ in rows)
     lines = [f"{name:<{width}}  {value}" for name, value in rows]
-    warning = majority_warning(best, majority)
+    warning = baseline_warning(best, baseline)
     return lines + ([warning] if warning else [])
 
 
-def majority_warning(best: dict, majority: Optional[float]) -> Optional[str]:
-    """`health: ...` when the best accuracy is no better than always predicting the most frequent label."""
-    accuracy = best.get("accuracy")
-    if majority is None or not isinstance(accuracy, (int, float)) or accuracy > majority + 1e-9:
+def baseline_warning(best: dict, baseline: Optional[Baseline]) -> Optional[str]:
+    """`health: ...` when the best evaluation is no better than the trivial predictor (`Task.baseline`)."""
+    score = best.get(baseline.metric) if baseline is not None else None
+    if not isinstance(score, (int, float)) or is_better(score, baseline.value, baseline.metric):
         return None
+    where = "at" if abs(score - baseline.value) < 1e-9 else ("worse than" if baseline.metric == "mse" else "below")
+    if baseline.key == "majority_baseline":
+        return (
+            f"health: the best accuracy {score:.4f} is {where} the majority-class share {baseline.value:.4f}: the "
+            "model may predict one class for everything; try another --learning_rate or more --train_step, and "
+            "look at macro_f1 / matthews_corr (--metric)"
+        )
     return (
-        f"health: the best accuracy {accuracy:.4f} is {'at' if abs(accuracy - majority) < 1e-9 else 'below'} the "
-        f"majority-class share {majority:.4f}: the model may predict one class for everything; try another "
-        "--learning_rate or more --train_step, and look at macro_f1 / matthews_corr (--metric)"
+        f"health: the best {baseline.metric} {score:.4f} is {where} the {baseline.name}'s {baseline.value:.4f} "
+        f"({baseline.meaning}): the model has learnt nothing the dev set rewards yet; try another "
+        "--learning_rate or more --train_step"
     )

@@ -21,7 +21,7 @@ import numpy as np
 from albert_tf.models.span_qa import AlbertSpanQA
 from albert_tf.models.span_qa_answerability import START_POSITIONS, AlbertSpanQAv2
 from albert_tf.range_checks import check_ranges
-from albert_tf.tasks.base import Encoded, ReadReport, Task, option
+from albert_tf.tasks.base import Baseline, Encoded, ReadReport, Task, option
 from albert_tf.tasks.losses import binary_loss, classification_loss
 from albert_tf.tasks.settings import FineTuneError
 from albert_tf.tasks.squad.decoding import apply_threshold, decode, decode_v2
@@ -170,6 +170,13 @@ class SquadTask(Task):
             result["null_score_diff_threshold"] = predictions.threshold
             result["HasAns_f1_answering_all"] = spans_only.get("HasAns_f1", spans_only["f1"])
         return result
+
+    def baseline(self, data) -> Optional[Baseline]:
+        """v2.0: answering no question scores the unanswerable questions' share (v1.1 has none to abstain on)."""
+        if self.version != "2.0":
+            return None
+        f1 = evaluate(data.examples, {})["f1"]
+        return Baseline("always abstain", "f1", f1, "no question answered", "always_abstain_f1_baseline")
 
     def write(self, output_dir, data, predictions: SquadPredictions) -> List[str]:
         files = {"predictions.json": predictions.answers, "nbest_predictions.json": predictions.nbest}
