@@ -131,10 +131,16 @@ def test_vocab_builder_cli(real_data, tmp_path, monkeypatch):
     assert result.returncode == 0, result.stderr[-2000:]
     tokens = out.read_text(encoding="utf-8").splitlines()
     assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and len(set(tokens)) == len(tokens)
-    assert any(t.startswith("##") for t in tokens) and 500 < len(tokens) < 2000
+    assert any(t.startswith("##") for t in tokens) and len(tokens) == 1000  # exactly --vocab_size
     tok = WordPieceTokenizer(str(out))
     ids = tok.encode("The game was released in Japan in 2010 .")
     assert tok.unk_id not in ids and len(ids) >= 9
+    small = run_command(
+        "data_prep.build_wordpiece_vocab",
+        [f"--input={corpus}", f"--output_file={tmp_path / 'v3.txt'}", "--vocab_size=50"],
+    )
+    assert small.returncode != 0 and not (tmp_path / "v3.txt").exists()
+    assert "--vocab_size 50: the reserved tokens and the corpus's" in small.stderr, small.stderr[-2000:]
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     result = run_command(

@@ -20,7 +20,7 @@ def define_flags():
     flags.DEFINE_string("input", None, "Comma-separated text files or globs.", required=True)
     flags.DEFINE_enum("input_format", "bert", FORMATS, "Layout of the input files.")
     flags.DEFINE_string("output_file", None, "Where vocab.txt goes.", required=True)
-    flags.DEFINE_integer("vocab_size", 21128, "Target size (the Chinese models: 21128); the learner's is approximate.")
+    flags.DEFINE_integer("vocab_size", 21128, "Tokens in vocab.txt (the Chinese models: 21128).")
     flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (False for Korean: keeps Hangul whole).")
     flags.DEFINE_integer("min_character_count", 1, "Characters seen this often are always in the vocabulary.")
 

@@ -8,8 +8,9 @@ BERT guides use). Text is first normalised by our own `bert_normalize` (the
 tokenizer's), so the learner sees exactly the characters the tokenizer will;
 the learner's splitting is BERT's (whitespace, punctuation, CJK characters).
 The file starts with `[PAD] [UNK] [CLS] [SEP] [MASK]` (ids 0-4, as ALBERT's
-SentencePiece ids), and every character of the corpus that occurs at least
-`--min_character_count` times is kept (so few words become `[UNK]`).
+SentencePiece ids), every character of the corpus that occurs at least
+`--min_character_count` times is kept (so few words become `[UNK]`), and it
+holds exactly `--vocab_size` tokens (`[unusedN]` fill what the learner leaves).
 """
 
 import logging
@@ -36,50 +37,75 @@ def corpus_lines(paths: Sequence[str], input_format: str, lower: bool) -> Iterab
 def build_wordpiece_vocab(
     lines: Iterable[str], vocab_size: int, reserved: Sequence[str] = WORDPIECE_SPECIALS, min_character_count: int = 1
 ) -> List[str]:
-    """The vocabulary (reserved tokens first) learned from normalised `lines`.
+    """Exactly `vocab_size` tokens (reserved first) learned from normalised `lines`.
+
+    The learner's size is approximate (within its 5 % slack), and every frequent character is added
+    after it, so it is asked again for fewer where it overshoots; what is left is filled with BERT's
+    `[unusedN]` placeholders (ids a model can later give to new tokens).
 
     Raises:
-        ValueError: no text.
+        ValueError: no text, or a `vocab_size` below what the corpus's characters alone need.
     """
-    # TensorFlow only here: data_prep modules import none (Beam workers stay light).
-    import tensorflow as tf
-    from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
-
     lines = list(lines)
     if not lines:
         raise ValueError("no text to learn a WordPiece vocabulary from (all inputs empty)")
-    dataset = tf.data.Dataset.from_tensor_slices(lines).batch(1024)
-    vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
-        dataset,
-        vocab_size=vocab_size,
-        reserved_tokens=list(reserved),
-        bert_tokenizer_params={"lower_case": False},  # already normalised
-        learn_params={
-            "max_token_length": 50,
-            "max_unique_chars": 20000,
-            "upper_thresh": 10_000_000,
-            "lower_thresh": 2,
-            "num_iterations": 4,
-            "slack_ratio": 0.05,
-            "include_joiner_token": True,
-            "joiner": "##",
-        },
-    )
-    # Guarantee every frequent character (and its ## form) so no common word becomes [UNK].
     counts = {}
     for line in lines:
         for char in line:
             if not char.isspace():
                 counts[char] = counts.get(char, 0) + 1
-    present = set(vocab)
-    extra = [
+    # Every frequent character (and its ## form), so no common word becomes [UNK].
+    characters = [
         token
         for char, count in sorted(counts.items(), key=lambda kv: -kv[1])
         if count >= min_character_count
         for token in (char, "##" + char)
-        if token not in present
     ]
-    return list(dict.fromkeys(list(vocab) + extra))
+    floor = len(dict.fromkeys(list(reserved) + characters))
+    if vocab_size < floor:
+        raise ValueError(
+            f"--vocab_size {vocab_size}: the reserved tokens and the corpus's {len(characters) // 2} characters "
+            f"(each with its ## form) alone need {floor}; raise it, or --min_character_count"
+        )
+    target = vocab_size
+    for _ in range(4):
+        learned = _learn(lines, target, reserved)
+        tokens = list(dict.fromkeys(learned + characters))
+        if len(tokens) <= vocab_size:
+            break
+        target -= len(tokens) - vocab_size + max(1, vocab_size // 100)
+    else:  # the learner never came under: keep the characters, cut the learned pieces that do not fit
+        missing = [token for token in dict.fromkeys(characters) if token not in set(learned)]
+        tokens = learned[: vocab_size - len(missing)] + missing
+    unused = (f"[unused{i}]" for i in range(vocab_size))
+    return tokens + [token for token, _ in zip(unused, range(vocab_size - len(tokens)))]
+
+
+def _learn(lines: List[str], vocab_size: int, reserved: Sequence[str]) -> List[str]:
+    """tf-text's learner on `lines` (its size within 5 % of `vocab_size`), reserved tokens first."""
+    # TensorFlow only here: data_prep modules import none (Beam workers stay light).
+    import tensorflow as tf
+    from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+
+    dataset = tf.data.Dataset.from_tensor_slices(lines).batch(1024)
+    return list(
+        bert_vocab_from_dataset.bert_vocab_from_dataset(
+            dataset,
+            vocab_size=max(len(reserved) + 1, vocab_size),
+            reserved_tokens=list(reserved),
+            bert_tokenizer_params={"lower_case": False},  # already normalised
+            learn_params={
+                "max_token_length": 50,
+                "max_unique_chars": 20000,
+                "upper_thresh": 10_000_000,
+                "lower_thresh": 2,
+                "num_iterations": 4,
+                "slack_ratio": 0.05,
+                "include_joiner_token": True,
+                "joiner": "##",
+            },
+        )
+    )
 
 
 def write_vocab(tokens: Sequence[str], output_file: str) -> str:
