@@ -1,0 +1,152 @@
+"""`python -m albert_tf.inspect PATH`: what a model, run, .tflite file or pretraining data directory holds.
+
+    python -m albert_tf.inspect runs/sst2            # a fine-tuning run: its best/ model, labels, flags
+    python -m albert_tf.inspect exports/tflite/albert_float32.tflite
+    python -m albert_tf.inspect data/pretrain        # create_pretraining_data's output
+
+Prints one JSON object: the format and class of the model, its config's sizes and parameter
+count, its class names (a classifier fine-tuned with them), its tokenizer, and, for a run
+directory, the command and flags that made it (its `settings.json`). Nothing is written.
+"""
+
+import json
+import os
+from typing import Optional
+
+from absl import flags
+
+from albert_tf.cli.app import run_cli
+from albert_tf.errors import AlbertError
+from albert_tf.run_layout import MODEL_SUBDIRS, SETTINGS_FILE
+
+CONFIG_FIELDS = (
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_hidden_groups",
+    "inner_group_num",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    "max_position_embeddings",
+)
+
+
+class InspectError(AlbertError, ValueError):
+    """A path that holds nothing this command can describe."""
+
+
+def define_flags():
+    flags.DEFINE_bool("weights", True, "Load the model to count its parameters (--noweights: config and files only).")
+
+
+def describe(path: str, load_weights: bool = True) -> dict:
+    """What `path` holds, as `python -m albert_tf.inspect` prints it."""
+    if not os.path.exists(path):
+        raise InspectError(f"{path}: no such file or directory")
+    from albert_tf.shard_set import METADATA_FILE
+    from albert_tf.tflite_file import is_tflite_path
+
+    if is_tflite_path(path):
+        return _tflite(path)
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, METADATA_FILE)):
+        return _data(path)
+    return _model(path, load_weights)
+
+
+def _model(path: str, load_weights: bool) -> dict:
+    from albert_tf import formats
+    from albert_tf.models.task_base import label_names
+
+    loaded = formats.load(path)
+    config = loaded.config
+    found = {
+        "path": path,
+        "format": loaded.format,
+        "model": loaded.source,
+        "model_class": type(loaded.model).__name__,
+        "config": {name: getattr(config, name) for name in CONFIG_FIELDS},
+        "parameters": loaded.model.count_params() if load_weights else None,
+        "labels": list(label_names(loaded.model) or ()) or None,
+        "tokenizer": _tokenizer(loaded.tokenizer),
+        "notes": list(loaded.notes),
+    }
+    run = _run_record(path)
+    if run is not None:
+        found["run"] = run
+    return found
+
+
+def _tflite(path: str) -> dict:
+    from albert_tf.tflite_file import TFLiteRunner
+    from albert_tf.tokenization import load_tokenizer_dir
+
+    runner = TFLiteRunner(path)
+    config = runner.config
+    return {
+        "path": path,
+        "format": "tflite",
+        "max_seq_length": runner.max_seq_length,
+        "labels": list(runner.labels) if runner.labels else None,
+        "inputs": {name: list(shape) for name, shape in runner.input_shapes.items()},
+        "outputs": runner.output_names,
+        "config": {name: getattr(config, name) for name in CONFIG_FIELDS},
+        "tokenizer": _tokenizer(load_tokenizer_dir(os.path.dirname(os.path.abspath(path)))),
+        "file_bytes": os.path.getsize(path),
+    }
+
+
+def _data(path: str) -> dict:
+    from albert_tf.shard_set import METADATA_FILE
+
+    with open(os.path.join(path, METADATA_FILE), encoding="utf-8") as f:
+        metadata = json.load(f)
+    if not isinstance(metadata, dict):
+        raise InspectError(f"{os.path.join(path, METADATA_FILE)}: expected a JSON object")
+    keys = ("task", "num_instances", "max_seq_length", "max_instances_per_row", "vocab_type", "vocab_size")
+    found = {"path": path, "format": "pretraining data", **{k: metadata.get(k) for k in keys}}
+    found["shards"] = len(metadata.get("shards") or ())
+    counts = metadata.get("counts") or {}
+    found["counts"] = {k: counts[k] for k in ("documents", "tokens", "instances") if k in counts}
+    run = _run_record(path)
+    if run is not None:
+        found["run"] = run
+    return found
+
+
+def _tokenizer(tokenizer) -> Optional[dict]:
+    return tokenizer.metadata() | {"file": tokenizer.model_file} if tokenizer is not None else None
+
+
+def _run_record(path: str) -> Optional[dict]:
+    """The `settings.json` of the run `path` is (or whose `best/`/`final/` it is): its command and flags."""
+    directory = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path))
+    for candidate in (directory, os.path.dirname(directory)):
+        settings = os.path.join(candidate, SETTINGS_FILE)
+        if candidate != directory and os.path.basename(directory) not in MODEL_SUBDIRS:
+            continue
+        if os.path.isfile(settings):
+            try:
+                with open(settings, encoding="utf-8") as f:
+                    record = json.load(f)
+            except (OSError, ValueError) as error:
+                return {"settings": settings, "unreadable": str(error)}
+            if isinstance(record, dict):
+                return {"settings": settings, "command": record.get("command"), "flags": record.get("flags")}
+    return None
+
+
+def main(argv):
+    if len(argv) != 2:
+        raise InspectError("give one path: python -m albert_tf.inspect PATH (a model, run, .tflite file or data dir)")
+    print(json.dumps(describe(argv[1], flags.FLAGS.weights), indent=2, ensure_ascii=False))
+
+
+def cli():
+    """The console-script entry point (`python -m` runs the same)."""
+    run_cli(main, define_flags)
+
+
+if __name__ == "__main__":
+    cli()
