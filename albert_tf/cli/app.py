@@ -115,7 +115,10 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
     quiet_libraries(verbosity)
     define_flags()
     if any(arg in HELP_ARGS for arg in sys.argv[1:]):
-        print(help_text(sys.modules[main.__module__].__doc__))
+        try:
+            print(help_text(sys.modules[main.__module__].__doc__), flush=True)
+        except BrokenPipeError:  # `--help | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
 
     def guarded(argv):

@@ -9,16 +9,15 @@ import json
 
 from absl import flags
 
-from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.backend import require_tensorflow
 from albert_tf.cli.calibration import calibration_from_flags
 from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer, settings_from_flags
 from albert_tf.cli.run_record import record_settings
+from albert_tf.export.common import QUANTIZATIONS
 from albert_tf.export.precision import PRECISIONS
 from albert_tf.export.representative import DEFAULT_SAMPLES
 from albert_tf.export.targets import TARGETS, ExportSettings
-from albert_tf.export.tflite import QUANTIZATIONS
 
 FLAGS = flags.FLAGS
 
@@ -95,6 +94,8 @@ def main(argv):
         ExportSettings, calibration_texts=calibration_from_flags(FLAGS.format, FLAGS.quantize)
     )
     target.check(settings)
+    from albert_tf import formats  # Keras and TensorFlow load here, after the flags
+
     given = given_tokenizer()
     loaded = formats.load(FLAGS.model_dir, FLAGS.albert_config_file, given, FLAGS.do_lower_case)
     target.check_model(loaded.model)

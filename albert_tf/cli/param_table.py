@@ -16,13 +16,10 @@ import glob
 import json
 import os
 
-import keras
 from absl import flags
 
 from albert_tf.cli.app import run_cli
 from albert_tf.config import AlbertConfig, ConfigError, shipped_configs_dir
-from albert_tf.models.backbone import AlbertBackbone
-from albert_tf.models.pretrainer import AlbertPretrainer
 
 FLAGS = flags.FLAGS
 
@@ -46,6 +43,11 @@ def count_parameters(config):
     `clear_session` then drops the deferred weights from Keras's global list, so no later scope
     initialises them.
     """
+    import keras  # here, not with the module: --help and flag mistakes need no Keras
+
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.models.pretrainer import AlbertPretrainer
+
     try:
         with keras.StatelessScope(initialize_variables=False):
             backbone = AlbertBackbone.from_albert_config(config)

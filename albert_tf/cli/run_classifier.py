@@ -33,7 +33,7 @@ from albert_tf import preemption
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, finetune_settings_from_flags
 from albert_tf.cli.run_record import record_settings
-from albert_tf.tasks import file_task, glue, runner
+from albert_tf.tasks import file_task, glue
 from albert_tf.tasks.settings import FineTuneSettings
 
 
@@ -63,6 +63,8 @@ class ClassifierSettings(FineTuneSettings):
 def run(settings: ClassifierSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
     task = classifier_task(settings)
+    from albert_tf.tasks import runner  # TensorFlow and Keras load here, after the flags
+
     return runner.run(task, settings, evaluate=settings.do_eval, predict_split="test" if settings.do_predict else None)
 
 
@@ -117,6 +119,8 @@ def main(argv):
     settings = finetune_settings_from_flags(ClassifierSettings)
     record_settings(settings.output_dir)  # written once the run holds the lock
     with preemption.stop_signals():  # the work done, a signal before the exit must not fail it
+        from albert_tf.tasks import runner
+
         runner.print_summary(run(settings))
 
 

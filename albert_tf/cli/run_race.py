@@ -20,7 +20,7 @@ from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, define_task_flags, finetune_settings_from_flags, task_from_flags
 from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
-from albert_tf.tasks import race, runner
+from albert_tf.tasks import race
 from albert_tf.tasks.settings import FineTuneSettings
 
 FLAGS = flags.FLAGS
@@ -42,6 +42,8 @@ class RaceSettings(FineTuneSettings):
 
 def run(task: race.RaceTask, settings: RaceSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
+    from albert_tf.tasks import runner  # TensorFlow and Keras load here, after the flags
+
     return runner.run(task, settings, evaluate=settings.do_eval, eval_split=settings.eval_split)
 
 
@@ -72,6 +74,8 @@ def main(argv):
     task, settings = from_flags()
     record_settings(settings.output_dir)  # written once the run holds the lock
     with preemption.stop_signals():  # the work done, a signal before the exit must not fail it
+        from albert_tf.tasks import runner
+
         runner.print_summary(run(task, settings))
 
 

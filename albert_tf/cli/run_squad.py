@@ -33,7 +33,6 @@ from albert_tf import preemption
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, define_task_flags, finetune_settings_from_flags, task_from_flags
 from albert_tf.cli.run_record import record_settings
-from albert_tf.tasks import runner
 from albert_tf.tasks.settings import FineTuneSettings
 from albert_tf.tasks.squad import SquadTask
 
@@ -58,6 +57,8 @@ def run(task: SquadTask, settings: SquadSettings) -> dict:
 
     `--do_predict` predicts and scores `--predict_file` (the original's dev evaluation).
     """
+    from albert_tf.tasks import runner  # TensorFlow and Keras load here, after the flags
+
     return runner.run(task, settings, evaluate=settings.do_predict)
 
 
@@ -78,6 +79,8 @@ def main(argv):
     task, settings = from_flags()
     record_settings(settings.output_dir)  # written once the run holds the lock
     with preemption.stop_signals():  # the work done, a signal before the exit must not fail it
+        from albert_tf.tasks import runner
+
         runner.print_summary(run(task, settings))
 
 

@@ -5,9 +5,18 @@ from typing import Dict
 import numpy as np
 
 from albert_tf.errors import AlbertError
-from albert_tf.export.signatures import MLM_POSITIONS
-from albert_tf.formats.table import backbone_of
+from albert_tf.request_checks import MLM_POSITIONS
 from albert_tf.tokenization import check_vocab_size
+
+# `--quantize`: TFLite weights float32, float16 or int8, or int8 weights and activations (full_int8).
+QUANTIZATIONS = ("none", "float16", "dynamic_int8", "full_int8")
+
+
+def model_config(model):
+    """The `AlbertConfig` of any model of ours (the formats, and with them Keras, load on first use)."""
+    from albert_tf.formats.table import backbone_of
+
+    return backbone_of(model).albert_config
 
 
 class ExportError(AlbertError, RuntimeError):
@@ -17,13 +26,13 @@ class ExportError(AlbertError, RuntimeError):
 def check_tokenizer_fits(model, tokenizer) -> None:
     """The export's tokenizer (None: an ids-only export) must have the model's vocabulary size."""
     if tokenizer is not None:
-        check_vocab_size(backbone_of(model).albert_config.vocab_size, tokenizer, "export")
+        check_vocab_size(model_config(model).vocab_size, tokenizer, "export")
 
 
 def random_inputs(model, batch: int, seq: int, predictions: int = 3, seed: int = 0) -> Dict[str, np.ndarray]:
     """Inputs of the model's structure: random ids, a padded tail in row 0."""
     rng = np.random.default_rng(seed)
-    vocab = backbone_of(model).albert_config.vocab_size
+    vocab = model_config(model).vocab_size
     result = {}
     for name, tensor in model.input.items():
         shape = [batch] + [d for d in tensor.shape[1:-1]] + [predictions if name == MLM_POSITIONS else seq]

@@ -17,7 +17,6 @@ Example:
 """
 
 from albert_tf.export.common import ExportError
-from albert_tf.models.backbone import AlbertBackbone
 
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
 # The served outputs of a bf16 model, checked against its own Keras model (the same graph,
@@ -33,6 +32,8 @@ def with_precision(model, precision: str):
         return model
     config = model.get_config()
     # The backbone's `dtype` sets the policy of every layer; task heads follow the backbone's.
+    from albert_tf.models.backbone import AlbertBackbone
+
     backbone_config = config if isinstance(model, AlbertBackbone) else config.get("backbone", {}).get("config")
     if backbone_config is None:
         raise ExportError(f"--precision {precision}: {type(model).__name__} has no backbone config to rebuild")

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from albert_tf.export.common import ExportError
-from albert_tf.export.input_checks import MLM_POSITIONS
+from albert_tf.request_checks import MLM_POSITIONS
 from albert_tf.tokenization.packing import pack_segments
 
 DEFAULT_SAMPLES = 500

@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.export.common import (
+    QUANTIZATIONS,
     ExportError,
     check_tokenizer_fits,
     compare_outputs,
@@ -39,7 +40,6 @@ from albert_tf.publish import remove_stale_staging, staged_files
 from albert_tf.tflite_file import LABELS_METADATA, MAX_SEQ_LENGTH_METADATA, run_tflite
 from albert_tf.tokenization.packing import pack_segments
 
-QUANTIZATIONS = ("none", "float16", "dynamic_int8", "full_int8")
 TFLITE_NAMES = {
     "none": "albert_float32.tflite",
     "float16": "albert_float16.tflite",

@@ -23,12 +23,14 @@ metadata (`option(default, help)`) become its CLI's flags, generated
 
 import abc
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-import keras
 import numpy as np
 
 from albert_tf.tasks.settings import FineTuneError
+
+if TYPE_CHECKING:  # annotations only: the commands read their flags without importing Keras
+    import keras
 
 
 def option(default, help: str, **metadata):
@@ -117,7 +119,7 @@ class Task(abc.ABC):
         """Model inputs (and with `training`, the labels) of `examples`."""
 
     @abc.abstractmethod
-    def build_model(self, backbone, dropout: float) -> keras.Model:
+    def build_model(self, backbone, dropout: float) -> "keras.Model":
         """The task model on `backbone`: what is evaluated, saved and served."""
 
     def min_seq_length(self) -> "tuple[int, str]":
@@ -140,7 +142,7 @@ class Task(abc.ABC):
         """This task trained with a classifier per layer (`--early_exit`), if it has such a model."""
         raise FineTuneError(f"--early_exit: {self.name} has no early-exit model")
 
-    def training_model(self, model: keras.Model) -> keras.Model:
+    def training_model(self, model: "keras.Model") -> "keras.Model":
         """The model `fit` trains (default: `model` itself)."""
         return model
 

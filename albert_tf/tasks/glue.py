@@ -30,8 +30,6 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from albert_tf.errors import AlbertError
-from albert_tf.models.classifier import AlbertClassifier
-from albert_tf.models.early_exit import AlbertEarlyExitClassifier
 from albert_tf.tasks import metrics
 from albert_tf.tasks.base import Baseline, Encoded, ReadReport, Task
 from albert_tf.tasks.early_exit import EarlyExitTask
@@ -133,12 +131,16 @@ class TsvTask(Task):
         return Encoded(split, examples, encode_examples(examples, tokenizer, max_seq_length), labels)
 
     def build_model(self, backbone, dropout):
+        from albert_tf.models.classifier import AlbertClassifier
+
         return AlbertClassifier(backbone, self.num_classes, dropout=dropout, labels=self.labels or None)
 
     def with_early_exit(self) -> EarlyExitTask:
         """This task with `AlbertEarlyExitClassifier`."""
 
         def build(backbone, dropout):
+            from albert_tf.models.early_exit import AlbertEarlyExitClassifier
+
             return AlbertEarlyExitClassifier(backbone, self.num_classes, dropout=dropout, labels=self.labels or None)
 
         return EarlyExitTask(self, build, self.is_regression)

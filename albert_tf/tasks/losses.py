@@ -9,20 +9,25 @@ Example:
 [0.1, 0.2, 0.3, 0.4]
 """
 
-import keras
-from keras import ops
+# Keras is imported when a loss is built, not with the module: the commands' flags load without it.
 
 
 def classification_loss(labels, logits):
+    import keras
+
     return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
 
 
 def binary_loss(labels, logits):
     """Sigmoid cross-entropy per example (SQuAD v2 answerability)."""
+    from keras import ops
+
     return ops.binary_crossentropy(ops.cast(labels, "float32"), logits, from_logits=True)
 
 
 def regression_loss(labels, logits):
+    from keras import ops
+
     return ops.square(logits[:, 0] - ops.cast(labels, logits.dtype))
 
 
@@ -36,6 +41,8 @@ def depth_weighted_loss(per_exit_loss):
     """`per_exit_loss(labels [B, N], logits [B, N, C]) -> [B, N]` → a loss on `exit_logits` `[B, N, C]`."""
 
     def loss(labels, exit_logits):
+        from keras import ops
+
         num_exits = exit_logits.shape[1]
         labels = ops.repeat(ops.expand_dims(ops.reshape(labels, (-1,)), 1), num_exits, axis=1)
         weights = ops.convert_to_tensor(depth_weights(num_exits), "float32")
@@ -45,8 +52,12 @@ def depth_weighted_loss(per_exit_loss):
 
 
 def exit_classification_loss(labels, exit_logits):
+    import keras
+
     return keras.losses.sparse_categorical_crossentropy(labels, exit_logits, from_logits=True)
 
 
 def exit_regression_loss(labels, exit_logits):
+    from keras import ops
+
     return ops.square(exit_logits[..., 0] - ops.cast(labels, exit_logits.dtype))

@@ -24,8 +24,6 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 from albert_tf.errors import AlbertError
-from albert_tf.models.early_exit import AlbertEarlyExitMultipleChoice
-from albert_tf.models.multiple_choice import AlbertMultipleChoice
 from albert_tf.range_checks import check_ranges
 from albert_tf.tasks.base import Encoded, ReadReport, Task, option
 from albert_tf.tasks.early_exit import EarlyExitTask
@@ -205,12 +203,16 @@ class RaceTask(Task):
         return Encoded(split, examples, features, labels)
 
     def build_model(self, backbone, dropout):
+        from albert_tf.models.multiple_choice import AlbertMultipleChoice
+
         return AlbertMultipleChoice(backbone, num_choices=len(ANSWERS), dropout=dropout)
 
     def with_early_exit(self) -> EarlyExitTask:
         """RACE with `AlbertEarlyExitMultipleChoice`."""
 
         def build(backbone, dropout):
+            from albert_tf.models.early_exit import AlbertEarlyExitMultipleChoice
+
             return AlbertEarlyExitMultipleChoice(backbone, num_choices=len(ANSWERS), dropout=dropout)
 
         return EarlyExitTask(self, build)

@@ -18,8 +18,6 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from albert_tf.models.span_qa import AlbertSpanQA
-from albert_tf.models.span_qa_answerability import START_POSITIONS, AlbertSpanQAv2
 from albert_tf.range_checks import check_ranges
 from albert_tf.tasks.base import Baseline, Encoded, ReadReport, Task, option
 from albert_tf.tasks.losses import binary_loss, classification_loss
@@ -117,17 +115,22 @@ class SquadTask(Task):
             labels = {"start_logits": starts, "end_logits": ends}
             if self.version == "2.0":
                 # As the original: the end head sees the gold start; windows without the answer are impossible.
-                features[START_POSITIONS] = starts[:, None]
+                features["start_positions"] = starts[:, None]  # AlbertSpanQAv2's START_POSITIONS input
                 labels["end_logits"] = ends[:, None]
                 labels["cls_logits"] = (starts == 0).astype("float32")
         return Encoded(split, examples, features, labels, rows=windows)
 
     def build_model(self, backbone, dropout):
+        from albert_tf.models.span_qa import AlbertSpanQA
+        from albert_tf.models.span_qa_answerability import AlbertSpanQAv2
+
         if self.version == "2.0":
             return AlbertSpanQAv2(backbone, start_n_top=self.start_n_top)
         return AlbertSpanQA(backbone)
 
     def training_model(self, model):
+        from albert_tf.models.span_qa_answerability import AlbertSpanQAv2
+
         return model.training_model() if isinstance(model, AlbertSpanQAv2) else model
 
     def losses(self):
