@@ -197,6 +197,7 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from albert_tf.tasks import glue, runner
 from albert_tf.tasks.settings import FineTuneSettings
+from albert_tf.tokenization import SentencePieceTokenizer
 
 args = json.loads(sys.argv[1])
 replicas = {}
@@ -213,7 +214,7 @@ runner.make_strategy = recording
 results = {}
 for strategy in ("default", "mirrored"):
     settings = FineTuneSettings(output_dir=args["out"] + "/" + strategy, strategy=strategy, dropout=0.0, seed=7,
-                                verbose=False, **args["settings"])
+                                verbose=False, tokenizer=SentencePieceTokenizer(args["spm"]), **args["settings"])
     summary = runner.run(glue.task("sst-2", args["glue"]), settings)
     results[strategy] = {"loss": [h["train_loss"] for h in summary["history"]], "eval": summary["eval"]}
 print(json.dumps({"replicas": replicas, "results": results}))
@@ -229,7 +230,6 @@ def test_two_mirrored_replicas_train_as_one_device_does(real_data, wikitext_spm,
 
     settings = dict(
         albert_config_file=tiny_config,
-        tokenizer=SentencePieceTokenizer(wikitext_spm),
         max_seq_length=64,
         train_batch_size=16,
         eval_batch_size=64,
@@ -237,7 +237,7 @@ def test_two_mirrored_replicas_train_as_one_device_does(real_data, wikitext_spm,
         save_checkpoints_steps=2,
         learning_rate=1e-3,
     )
-    args = {"out": str(tmp_path), "glue": str(real_data / "glue"), "settings": settings}
+    args = {"out": str(tmp_path), "glue": str(real_data / "glue"), "spm": wikitext_spm, "settings": settings}
     done = subprocess.run(
         [sys.executable, "-c", TWO_REPLICAS, json.dumps(args)], cwd=REPO, capture_output=True, text=True, timeout=900
     )

@@ -75,7 +75,8 @@ def test_runner_trains_evaluates_and_reports_levels(real_data, pretraining_data,
     )
     # The command as the README gives it, sizes made small: its defaults train and evaluate, and
     # no --metric means the task's (accuracy).
-    argv = [f"--{name}={getattr(settings, name)}" for name in ("output_dir", "spm_model_file", "albert_config_file")]
+    argv = [f"--{name}={getattr(settings, name)}" for name in ("output_dir", "albert_config_file")]
+    argv += [f"--spm_model_file={settings.tokenizer.model_file}"]
     argv += [f"--data_dir={data}", "--max_qa_length=24", "--max_seq_length=64", "--train_batch_size=8"]
     argv += ["--eval_batch_size=8", "--learning_rate=1e-4", "--train_step=4", "--warmup_step=1"]
     argv += ["--save_checkpoints_steps=2"]

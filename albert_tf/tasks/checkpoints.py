@@ -22,7 +22,6 @@ Example:
 (10, ['0', '1'])
 """
 
-import dataclasses
 import json
 import os
 from typing import Optional
@@ -56,9 +55,9 @@ BOUND_SETTINGS = (
 def bound_settings(settings: FineTuneSettings, task_binding: dict) -> dict:
     """What a fine-tuning checkpoint is bound to: the task's binding (`Task.binding`: its name, labels,
     columns) and `BOUND_SETTINGS`."""
-    values = dataclasses.asdict(settings)
     # The backend too: a JAX run's checkpoints hold copies of its state, not the TensorFlow model's objects.
-    return {**task_binding, **{name: values[name] for name in BOUND_SETTINGS}, "backend": keras.backend.backend()}
+    bound = {name: getattr(settings, name) for name in BOUND_SETTINGS}
+    return {**task_binding, **bound, "backend": keras.backend.backend()}
 
 
 class FineTuneCheckpoints:
