@@ -8,7 +8,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from albert_tf import formats
-from albert_tf.confined import OutsideDirectoryError
+from albert_tf.file_safety import OutsideDirectoryError
 from albert_tf.formats import CheckpointError
 from albert_tf.tokenization import SentencePieceTokenizer, TokenizerError, load_tokenizer
 

@@ -111,7 +111,7 @@ def test_the_import_graph_sees_imports_inside_functions(tmp_path):
         "import albert_tf.errors\n"
         "def later():\n"
         "    from albert_tf.tokenization import registry\n"
-        "    from . import confined\n"
+        "    from . import file_safety\n"
         "class Lazy:\n"
         "    def method(self):\n"
         "        import data_prep.masking\n"
@@ -119,7 +119,7 @@ def test_the_import_graph_sees_imports_inside_functions(tmp_path):
     assert _module_imports(module, "albert_tf.probe") >= {
         "albert_tf.errors",
         "albert_tf.tokenization.registry",
-        "albert_tf.confined",
+        "albert_tf.file_safety",
         "data_prep.masking",
     }
 

@@ -42,7 +42,7 @@ from absl import flags
 from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer
-from albert_tf.file_safety import same_file
+from albert_tf.file_safety import is_inside, same_file
 from albert_tf.formats.native import CONFIG_FILE
 from albert_tf.inference import (
     MASK_TEXT,
@@ -122,18 +122,13 @@ def read_lines(path: str) -> List[str]:
     return lines
 
 
-def _inside(path: str, directory: str) -> bool:
-    path, directory = os.path.realpath(path), os.path.realpath(directory)
-    return os.path.commonpath([path, directory]) == directory
-
-
 def refuse_writing_into_the_model(output_file: str, model_dir: str) -> None:
     """The output may not replace or sit among the files of the model read (its directory, or its file)."""
     if not os.path.exists(model_dir) and not os.path.exists(model_dir + ".index"):
         return  # loading says what is missing
     resolved = formats.model_directory(model_dir)
     if os.path.isdir(model_dir):
-        if _inside(output_file, resolved):
+        if is_inside(output_file, resolved):
             raise PredictError(
                 f"--output_file {output_file} is inside the model directory {resolved} that --model_dir reads; "
                 "write it elsewhere"

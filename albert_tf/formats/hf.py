@@ -38,7 +38,7 @@ from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
 from albert_tf.config import REQUIRED_FIELDS, AlbertConfig, ConfigError
-from albert_tf.confined import path_inside
+from albert_tf.file_safety import path_inside
 from albert_tf.formats import hf_tokenizer
 from albert_tf.formats.base import PeerDirectoryFormat
 from albert_tf.formats.table import (

@@ -8,7 +8,7 @@ import json
 import os
 from typing import Mapping, Optional
 
-from albert_tf.confined import path_inside
+from albert_tf.file_safety import path_inside
 from albert_tf.tokenization import registry
 from albert_tf.tokenization.base import TOKENIZER_FILE, Tokenizer, TokenizerError
 
