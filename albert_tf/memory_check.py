@@ -140,7 +140,7 @@ def check_batch_fits(
         return
     fixed = 16 * num_parameters
     per_sequence = activation_bytes_per_sequence(config, seq, remat) + 8 * max_predictions * config.vocab_size
-    needed = fixed + micro_batch * per_sequence
+    needed = step_bytes(config, num_parameters, micro_batch, seq, remat, max_predictions)
     if needed > available:
         fits = max(0, (available - fixed) // per_sequence)
         raise MemoryLimitError(
@@ -149,6 +149,12 @@ def check_batch_fits(
             f"but {_size(available)} is available; at most ~{fits} fit: lower it, or add "
             "--grad_accum_steps (or --remat)"
         )
+
+
+def step_bytes(config, num_parameters: int, micro_batch: int, seq: int, remat: bool, max_predictions: int = 0) -> int:
+    """A lower bound of one training step's memory: weights, gradients and Adam slots, and one micro-batch."""
+    per_sequence = activation_bytes_per_sequence(config, seq, remat) + 8 * max_predictions * config.vocab_size
+    return 16 * num_parameters + micro_batch * per_sequence
 
 
 def _size(count: int) -> str:

@@ -94,6 +94,12 @@ def define_flags():
     flags.DEFINE_bool("deterministic", d.deterministic, "Deterministic TF ops (bit-reproducible on CPU).")
     flags.DEFINE_integer("log_every_steps", d.log_every_steps, "Progress/TensorBoard interval.")
     flags.DEFINE_bool("export", True, "Write SavedModels at the end.")
+    flags.DEFINE_bool(
+        "dry_run",
+        False,
+        "Check the flags, data, config, vocabulary, memory and a resume's settings, print the plan (rows, "
+        "epochs, batch per replica, memory) as JSON, and train and write nothing.",
+    )
     flags.DEFINE_enum(
         "sentence_task",
         d.sentence_task,
@@ -152,6 +158,8 @@ def main(argv):
     if missing:
         mode = "--input_file" if FLAGS.do_train else "--nodo_train"
         raise AlbertError(", ".join(f"--{m}" for m in missing) + f" required with {mode}")
+    if FLAGS.dry_run and not FLAGS.do_train:
+        raise AlbertError("--dry_run plans a training run; drop --nodo_train")
     if not FLAGS.do_train and not (FLAGS.eval_file or FLAGS.input_file):
         raise AlbertError("--nodo_train needs --eval_file (the data to evaluate the checkpoints on)")
 
@@ -177,6 +185,19 @@ def main(argv):
     tokenizer = resolve_tokenizer(
         files=vocabulary_flag_values(), do_lower_case=data_input.data.do_lower_case, required=False
     )
+    if FLAGS.dry_run:
+        plan = pretrain(
+            settings,
+            FLAGS.albert_config_file,
+            data_input,
+            eval_file=FLAGS.eval_file,
+            init_checkpoint=FLAGS.init_checkpoint,
+            tokenizer=tokenizer,
+            strategy=strategy,
+            dry_run=True,
+        )
+        print(json.dumps(plan, indent=2))
+        return
     # Written once pretrain() has checked its inputs and holds the lock; the vocabulary is the data's.
     record_settings(settings.output_dir, tokenizer_loader=lambda: data_tokenizer(data_input, tokenizer))
     with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75

@@ -84,6 +84,65 @@ def finished_run_summary(settings: PretrainSettings, step: int, chief: bool) -> 
     return summary
 
 
+def run_plan(settings, config, albert_config_file: str, train_input, tokenizer, replicas: int) -> dict:
+    """What a run would do, from its checked inputs (`--dry_run`): data, model, batch, steps, memory, resume."""
+    data = train_input.data
+    rows = (data.metadata.get("counts", {}).get("packing") or {}).get("rows") or data.metadata.get("num_instances")
+    micro_batch = settings.train_batch_size // settings.grad_accum_steps // replicas
+    parameters = memory_check.parameter_count(config)
+    needed = memory_check.step_bytes(
+        config, parameters, micro_batch, settings.max_seq_length, settings.remat, data.predictions_per_row
+    )
+    available = memory_check.available_bytes()
+    checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
+    latest = tf.train.latest_checkpoint(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
+    if latest is not None:  # a resume under other settings is refused now, not after the model is built
+        batch_binding.check_same_batch(settings, checkpoint_dir, data.max_instances_per_row)
+    examples = settings.num_train_steps * settings.train_batch_size
+    warnings = []
+    if settings.num_warmup_steps >= settings.num_train_steps:
+        warnings.append(
+            f"--num_warmup_steps {settings.num_warmup_steps} is not below --num_train_steps "
+            f"{settings.num_train_steps}: the learning rate never reaches --learning_rate"
+        )
+    if available and needed > available / 2:
+        warnings.append(
+            "one step's lower bound is over half the available memory: a larger config or batch will not fit"
+        )
+    return {
+        "dry_run": True,
+        "output_dir": settings.output_dir,
+        "resumes_from_step": int(latest.rsplit("-", 1)[-1]) if latest else None,
+        "data": {
+            "files": len(train_input.files),
+            "rows": rows,
+            "instances": data.metadata.get("num_instances"),
+            "max_seq_length": data.max_seq_length,
+            "max_instances_per_row": data.max_instances_per_row,
+            "predictions_per_row": data.predictions_per_row,
+        },
+        "model": {"config": albert_config_file, "parameters": parameters}
+        | {name: getattr(config, name) for name in ("hidden_size", "num_hidden_layers", "vocab_size")},
+        "batch": {
+            "train_batch_size": settings.train_batch_size,
+            "grad_accum_steps": settings.grad_accum_steps,
+            "replicas": replicas,
+            "micro_batch_per_replica": micro_batch,
+        },
+        "steps": {
+            "num_train_steps": settings.num_train_steps,
+            "num_warmup_steps": settings.num_warmup_steps,
+            "epochs": round(examples / rows, 2) if rows else None,
+        },
+        "memory": {"step_lower_bound_gib": round(needed / 2**30, 2)}
+        | {"available_gib": round(available / 2**30, 2) if available else None},
+        "precision": settings.mixed_precision,
+        "backend": keras.backend.backend(),
+        "tokenizer": tokenizer.metadata() if tokenizer is not None else None,
+        "warnings": warnings,
+    }
+
+
 def pretrain(
     settings: PretrainSettings,
     albert_config_file: str,
@@ -95,6 +154,7 @@ def pretrain(
     strategy_name: str = "default",
     tpu: Optional[str] = None,
     strategy=None,
+    dry_run: bool = False,
 ) -> dict:
     """Pretrains; returns the summary (also written to `output_dir/train_summary.json`).
 
@@ -107,6 +167,8 @@ def pretrain(
         tokenizer: the data's tokenizer (default: the one saved beside the data), saved into `final/`.
         strategy_name / tpu: the tf.distribute strategy (or `strategy`, already made: a multi-worker
             strategy must exist before any TensorFlow op runs, so the CLI makes it first).
+        dry_run: run every check (data, config, vocabulary, memory, a resume's binding), then return the
+            plan (`run_plan`) instead of training; nothing is written.
     """
     if settings.init_from_group0 and not init_checkpoint:
         raise PretrainingError(
@@ -147,6 +209,8 @@ def pretrain(
         eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
         eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
         check_same_layout(train_input, eval_input)
+    if dry_run:
+        return run_plan(settings, config, albert_config_file, train_input, tokenizer, strategy.num_replicas_in_sync)
     os.makedirs(settings.output_dir, exist_ok=True)
     # One writer per output directory; the other workers of a multi-worker run write only their own dirs.
     lock = OutputDirLock(settings.output_dir) if is_chief(strategy) else contextlib.nullcontext()
