@@ -71,3 +71,35 @@ def test_a_batch_beyond_memory_and_eval_only_are_refused_in_one_line(pretraining
         "--dry_run plans a training run; drop --nodo_train"
     )
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_fine_tuning_plans_from_its_files_and_checks_a_resume(real_data, pretraining_data, tmp_path):
+    """run_classifier --dry_run: every file read and tokenized (a bad row is a warning), the schedule, a resume."""
+    rows = (real_data / "glue" / "SST-2" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "train.tsv").write_text("\n".join(rows[:41] + ["a row without its label"]) + "\n", encoding="utf-8")
+    (tmp_path / "dev.tsv").write_text("\n".join(rows[:1] + rows[41:61]) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    argv = ["--task_name=sst-2", f"--data_dir={tmp_path}"]
+    argv += [f"--albert_config_file={pretraining_data['config']}", f"--spm_model_file={pretraining_data['spm']}"]
+    argv += [f"--output_dir={out}", "--do_train", "--do_eval", "--max_seq_length=32", "--train_batch_size=8"]
+    argv += ["--train_step=10", "--warmup_step=10", "--save_checkpoints_steps=2"]
+    result = run_command("albert_tf.run_classifier", argv + ["--dry_run"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    plan = json.loads(result.stdout)
+    assert not out.exists()
+    assert plan["splits"]["train"] == {"examples": 40, "rows": 40, "skipped": 1}
+    assert plan["splits"]["dev"]["examples"] == 20 and plan["binding"]["labels"] == ["0", "1"]
+    assert plan["steps"] == {"train_step": 10, "warmup_step": 10, "epochs": 2.0}
+    assert plan["batch"]["micro_batch_per_replica"] == 8 and plan["resumes_from_step"] is None
+    assert "train.tsv: 1 of 41 records skipped; first: " in plan["warnings"][0], plan["warnings"]
+    assert "never reaches --learning_rate" in plan["warnings"][1]
+
+    trained = run_command("albert_tf.run_classifier", argv[:-3] + ["--train_step=2", "--save_checkpoints_steps=2"])
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    again = run_command("albert_tf.run_classifier", argv[:-3] + ["--train_step=2", "--dry_run"])
+    assert again.returncode == 0 and json.loads(again.stdout)["resumes_from_step"] == 2
+    changed = run_command(
+        "albert_tf.run_classifier", argv[:-3] + ["--train_step=2", "--learning_rate=1e-3", "--dry_run"]
+    )
+    assert changed.returncode == 1 and "made with other settings (learning_rate" in changed.stderr, changed.stderr

@@ -135,6 +135,12 @@ def define_finetune_flags(defaults, head_dropout: bool = True, epochs: bool = Fa
         "or a TPU: to the shortest of a few lengths that holds it); same outputs, much less padding. "
         "--nolength_grouping pads every row to --max_seq_length.",
     )
+    flags.DEFINE_bool(
+        "dry_run",
+        defaults.dry_run,
+        "Check the flags, the model, every file (read and tokenized as the run reads them), memory and a "
+        "resume's settings; print the plan (examples, steps, epochs, memory, warnings) as JSON; train nothing.",
+    )
     if early_exit:
         flags.DEFINE_bool(
             "early_exit",

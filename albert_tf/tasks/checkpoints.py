@@ -60,6 +60,26 @@ def bound_settings(settings: FineTuneSettings, task_binding: dict) -> dict:
     return {**task_binding, **bound, "backend": keras.backend.backend()}
 
 
+def check_binding(directory: str, bound: dict) -> None:
+    """Raises `FineTuneError` when the checkpoints in `directory` were made under other `bound` settings."""
+    record = os.path.join(directory, RECORD_FILE)
+    try:
+        with open(record) as f:
+            before = json.load(f)
+    except (OSError, ValueError):
+        return  # checkpoints without a record: nothing to compare
+    # A record from before a binding existed (labels, columns) is compared on what it holds, and is
+    # not rewritten: such a run's labels and columns stay unbound.
+    before.setdefault("backend", "tensorflow")  # records from before JAX runs existed
+    changed = [name for name in bound if name in before and before[name] != bound[name]]
+    if changed:
+        differences = ", ".join(f"{name} {before.get(name)!r} → {bound[name]!r}" for name in changed)
+        raise FineTuneError(
+            f"{os.path.dirname(directory)}: the checkpoints in {directory} were made with other settings "
+            f"({differences}); resume with the same ones, or use a new --output_dir"
+        )
+
+
 class FineTuneCheckpoints:
     """Saves and restores one fine-tuning run's training state in `output_dir/checkpoints`.
 
@@ -115,22 +135,7 @@ class FineTuneCheckpoints:
         )
 
     def _check_record(self) -> None:
-        record = os.path.join(self.directory, RECORD_FILE)
-        try:
-            with open(record) as f:
-                before = json.load(f)
-        except (OSError, ValueError):
-            return  # checkpoints without a record: nothing to compare
-        # A record from before a binding existed (labels, columns) is compared on what it holds, and is
-        # not rewritten: such a run's labels and columns stay unbound.
-        before.setdefault("backend", "tensorflow")  # records from before JAX runs existed
-        changed = [name for name in self.bound if name in before and before[name] != self.bound[name]]
-        if changed:
-            differences = ", ".join(f"{name} {before.get(name)!r} → {self.bound[name]!r}" for name in changed)
-            raise FineTuneError(
-                f"{os.path.dirname(self.directory)}: the checkpoints in {self.directory} were made with other settings "
-                f"({differences}); resume with the same ones, or use a new --output_dir"
-            )
+        check_binding(self.directory, self.bound)
 
     def save(self, step: int) -> str:
         """Writes the training state of `step` (after its evaluation, if any); returns the checkpoint's path."""

@@ -25,14 +25,17 @@ import os
 from typing import Optional
 
 import keras
+import numpy as np
+import tensorflow as tf
 
 from albert_tf import preemption
 from albert_tf.distribution import PRECISIONS, make_strategy
 from albert_tf.locking import OutputDirLock
 from albert_tf.models.task_base import label_names
-from albert_tf.run_layout import SUMMARY_FILE
+from albert_tf.run_layout import CHECKPOINT_DIR, SUMMARY_FILE
 from albert_tf.tasks import best_model, datasets, start, training
 from albert_tf.tasks.base import Encoded, Task
+from albert_tf.tasks.checkpoints import bound_settings, check_binding
 from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 from albert_tf.tasks.tflite_model import TFLiteTaskModel
 
@@ -77,9 +80,76 @@ def run(
     if isinstance(model_start.model, TFLiteTaskModel):
         model_start.model.check_fits(task, model_start.config)  # another task's file fails before any reading
     _check_inputs(task, settings, evaluate, eval_split, predict_split)
+    if settings.dry_run:
+        return run_plan(task, settings, model_start, evaluate, eval_split, predict_split, strategy)
     # SIGTERM/SIGINT stop training after the current batch (`albert_tf.preemption`), lock released.
     with preemption.stop_signals(), OutputDirLock(settings.output_dir):
         return _run(task, settings, model_start, evaluate, eval_split, predict_split, strategy)
+
+
+def run_plan(task, settings, model_start, evaluate, eval_split, predict_split, strategy) -> dict:
+    """What the run would do (`--dry_run`): each split read and encoded as the run reads it, the schedule,
+    one step's memory and the checkpoint it would resume from; nothing is written."""
+    from albert_tf import memory_check
+
+    needed = [("train", True)] if settings.do_train else []
+    needed += [(eval_split, False)] if settings.do_train or evaluate else []
+    needed += [(predict_split, False)] if predict_split else []
+    splits, warnings, rows = {}, [], {}
+    for split, is_training in needed:
+        examples, report = task.read(split)
+        encoded = task.encode(split, examples, model_start.tokenizer, settings.max_seq_length, is_training)
+        rows[split] = encoded.features["input_ids"]
+        splits[split] = {"examples": len(examples), "rows": len(rows[split]), "skipped": report.skipped}
+        if report.skipped:
+            warnings.append(
+                f"{report.file}: {report.skipped} of {report.rows} records skipped; first: " + report.first_problems[0]
+            )
+    config, replicas = model_start.config, strategy.num_replicas_in_sync
+    plan = {"dry_run": True, "task": task.name, "metric": settings.metric or task.metric, "splits": splits}
+    plan["binding"] = task.binding()
+    plan["model"] = {"from": model_start.origin or f"a fresh model of {model_start.where}"}
+    plan["model"]["backbone_parameters"] = memory_check.parameter_count(config)
+    plan["max_seq_length"] = settings.max_seq_length
+    if settings.do_train:
+        schedule = settings.with_schedule(splits["train"]["examples"])
+        train_rows = rows["train"]
+        micro_batch = settings.train_batch_size // settings.grad_accum_steps // replicas
+        sequences = int(np.prod(train_rows.shape[1:-1], dtype=int)) * micro_batch  # RACE: 4 choices a row
+        memory_check.check_batch_fits(
+            config, plan["model"]["backbone_parameters"], sequences, settings.max_seq_length, settings.remat
+        )
+        needed_bytes = memory_check.step_bytes(
+            config, plan["model"]["backbone_parameters"], sequences, settings.max_seq_length, settings.remat
+        )
+        available = memory_check.available_bytes()
+        plan["steps"] = {
+            "train_step": schedule.train_step,
+            "warmup_step": schedule.warmup_step,
+            "epochs": round(schedule.train_step * settings.train_batch_size / len(train_rows), 2),
+        }
+        plan["batch"] = {
+            "train_batch_size": settings.train_batch_size,
+            "grad_accum_steps": settings.grad_accum_steps,
+            "replicas": replicas,
+            "micro_batch_per_replica": micro_batch,
+        }
+        plan["memory"] = {
+            "step_lower_bound_gib": round(needed_bytes / 2**30, 2),
+            "available_gib": round(available / 2**30, 2) if available else None,
+        }
+        if schedule.warmup_step >= schedule.train_step:
+            warnings.append(
+                f"--warmup_step {schedule.warmup_step} is not below --train_step {schedule.train_step}: "
+                "the learning rate never reaches --learning_rate"
+            )
+        checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
+        latest = tf.train.latest_checkpoint(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
+        if latest is not None:  # a resume under other settings is refused now, not after the model is built
+            check_binding(checkpoint_dir, bound_settings(schedule, task.binding()))
+        plan["resumes_from_step"] = int(latest.rsplit("-", 1)[-1]) if latest else None
+    plan["warnings"] = warnings
+    return plan
 
 
 def check_min_seq_length(task: Task, settings: FineTuneSettings) -> None:

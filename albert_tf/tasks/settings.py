@@ -66,6 +66,7 @@ class FineTuneSettings:
     strategy: str = "default"  # tf.distribute strategy (STRATEGIES but multi_worker: refused, see __post_init__)
     tpu: Optional[str] = None  # TPU name or address for strategy "tpu"
     jit_compile: bool = False  # XLA-compile the training step
+    dry_run: bool = False  # every check, each split read and encoded, then the plan instead of the run
     verbose: bool = True
 
     def __post_init__(self):
