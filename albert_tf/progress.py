@@ -1,6 +1,6 @@
 """What a training run shows while it runs: a live bar of windowed values, lines below it, TensorBoard scalars.
 
-Pretraining (`albert_tf.pretraining.loop`) and fine-tuning (`albert_tf.tasks.training`) share it:
+Pretraining (`albert_tf.pretraining.loop`) and fine-tuning (`albert_tf.finetuning.training`) share it:
 one bar over all the run's steps (Keras' `Progbar`: ETA), each value the last logging window's
 (Keras would average the others since step 0), steps/s and the learning rate; a line said while
 the bar holds the console's line goes below it; scalars go to `output_dir/train` and

@@ -50,8 +50,8 @@ def main():
         import numpy as np
 
         from albert_tf import optimization
+        from albert_tf.finetuning.losses import classification_loss
         from albert_tf.models.classifier import AlbertClassifier
-        from albert_tf.tasks.losses import classification_loss
 
         model = AlbertClassifier(AlbertBackbone.from_albert_config(cfg), 2)
         model.compile(

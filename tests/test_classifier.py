@@ -19,7 +19,7 @@ pytestmark = pytest.mark.realdata
 
 
 def test_metrics_against_hand_computed_values():
-    from albert_tf.tasks import metrics
+    from albert_tf.finetuning import metrics
 
     labels, predictions = [1, 1, 1, 0, 0, 0, 1, 0], [1, 1, 0, 0, 0, 1, 1, 1]
     # tp 3, tn 2, fp 2, fn 1
@@ -313,7 +313,7 @@ def test_a_sigterm_after_the_work_does_not_fail_the_run(tmp_path):
     script = f"""
 import os, signal
 from albert_tf.cli import run_classifier
-from albert_tf.tasks import runner
+from albert_tf.finetuning import runner
 
 runner.run = lambda task, settings, **kwargs: {{"task": task.name}}
 printed = runner.print_summary
@@ -364,8 +364,8 @@ def test_glue_field_over_the_csv_limit_is_a_skipped_row(real_data, tmp_path):
     ],
 )
 def test_finetuning_settings_refuse_values_out_of_range(tmp_path, name, value):
+    from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
     from albert_tf.run_squad import SquadSettings
-    from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
     for settings in (FineTuneSettings, SquadSettings):
         with pytest.raises(FineTuneError, match=f"^--{name} {value}: must be"):
@@ -373,8 +373,8 @@ def test_finetuning_settings_refuse_values_out_of_range(tmp_path, name, value):
 
 
 def test_a_seed_keras_cannot_take_is_refused(tmp_path):
+    from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
     from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
-    from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
     for settings, error in ((FineTuneSettings, FineTuneError), (PretrainSettings, PretrainingError)):
         for seed in (-1, 2**32):
@@ -407,8 +407,9 @@ def test_cli_negative_learning_rate_is_one_line(tmp_path):
 
 
 def test_max_seq_length_too_short_for_the_task_fails_before_any_work(tmp_path):
-    from albert_tf.tasks import glue, race, runner, squad
-    from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
+    from albert_tf.finetuning import runner
+    from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
+    from albert_tf.tasks import glue, race, squad
 
     cases = [
         (glue.task("mrpc", str(tmp_path)), 4, "needs at least 5 \\(\\[CLS\\] text_a \\[SEP\\] text_b \\[SEP\\]\\)"),
@@ -430,11 +431,11 @@ def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
     """A run killed after writing best/ but before its first checkpoint starts again from step 0."""
     import shutil
 
+    from albert_tf.finetuning import losses, training
+    from albert_tf.finetuning.datasets import train_dataset
+    from albert_tf.finetuning.settings import FineTuneSettings
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.classifier import AlbertClassifier
-    from albert_tf.tasks import losses, training
-    from albert_tf.tasks.datasets import train_dataset
-    from albert_tf.tasks.settings import FineTuneSettings
 
     from paths import CONFIGS
     from toy_inputs import good_request

@@ -7,8 +7,13 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertBackbone
+from albert_tf.finetuning.losses import (
+    depth_weighted_loss,
+    depth_weights,
+    exit_classification_loss,
+    exit_regression_loss,
+)
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
-from albert_tf.tasks.losses import depth_weighted_loss, depth_weights, exit_classification_loss, exit_regression_loss
 from albert_tf.tokenization import SentencePieceTokenizer
 
 from early_exit_helpers import build, reference_exit
@@ -333,7 +338,7 @@ def test_run_race_early_exit_trains_every_classifier(real_data, pretraining_data
     # gets none: a bias shared by all options cancels in the softmax over the options.)
     import tensorflow as tf
 
-    from albert_tf.tasks.losses import depth_weighted_loss, exit_classification_loss
+    from albert_tf.finetuning.losses import depth_weighted_loss, exit_classification_loss
 
     shape = (2, model.get_config()["num_choices"], 16)
     rng = np.random.default_rng(0)

@@ -215,8 +215,8 @@ def test_keras_file_that_is_not_an_albert_model_is_a_clear_error(tmp_path):
 
 def test_max_seq_length_above_position_embeddings_fails_before_any_work(tmp_path, monkeypatch):
     from albert_tf import run_classifier
-    from albert_tf.tasks import runner
-    from albert_tf.tasks.settings import FineTuneError
+    from albert_tf.finetuning import runner
+    from albert_tf.finetuning.settings import FineTuneError
 
     def no_work(*args, **kwargs):
         raise AssertionError("work started before the check")

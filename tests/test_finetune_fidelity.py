@@ -13,10 +13,10 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import optimization
+from albert_tf.finetuning import losses, training
+from albert_tf.finetuning.datasets import train_dataset
+from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings, steps_from_epochs
 from albert_tf.optimization import AdamWeightDecay, create_optimizer
-from albert_tf.tasks import losses, training
-from albert_tf.tasks.datasets import train_dataset
-from albert_tf.tasks.settings import FineTuneError, FineTuneSettings, steps_from_epochs
 from albert_tf.tokenization import SentencePieceTokenizer
 
 from command_helpers import command_flags

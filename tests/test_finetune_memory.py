@@ -4,11 +4,11 @@ import keras
 import numpy as np
 import pytest
 
+from albert_tf.finetuning import losses, training
+from albert_tf.finetuning.datasets import train_dataset
+from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
-from albert_tf.tasks import losses, training
-from albert_tf.tasks.datasets import train_dataset
-from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
 from paths import CONFIGS
 
@@ -65,10 +65,10 @@ def test_batch_must_divide_into_micro_batches():
 @pytest.mark.parametrize("remat", [False, True])
 def test_a_batch_far_beyond_memory_is_refused_before_training(tmp_path, monkeypatch, remat):
     from albert_tf import memory_check
+    from albert_tf.finetuning import losses, training
+    from albert_tf.finetuning.settings import FineTuneSettings
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.classifier import AlbertClassifier
-    from albert_tf.tasks import losses, training
-    from albert_tf.tasks.settings import FineTuneSettings
 
     from toy_inputs import good_request
 

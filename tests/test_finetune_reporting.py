@@ -76,8 +76,8 @@ def test_a_run_says_where_it_starts_reports_each_evaluation_and_ends_with_a_tabl
 
 
 def test_an_unknown_metric_fails_before_any_work_listing_the_choices(real_data, pretraining_data, tmp_path):
+    from albert_tf.finetuning.settings import FineTuneError
     from albert_tf.run_classifier import run
-    from albert_tf.tasks.settings import FineTuneError
 
     settings = sst2_settings(real_data, pretraining_data, tmp_path, metric="macro-f1")
     choices = "accuracy, f1, macro_f1, matthews_corr"
@@ -87,8 +87,8 @@ def test_an_unknown_metric_fails_before_any_work_listing_the_choices(real_data, 
 
 
 def test_no_step_asked_for_is_an_error_not_a_silent_exit(real_data, pretraining_data, tmp_path):
+    from albert_tf.finetuning.settings import FineTuneError
     from albert_tf.run_classifier import run
-    from albert_tf.tasks.settings import FineTuneError
 
     settings = sst2_settings(real_data, pretraining_data, tmp_path, do_train=False, do_eval=False)
     with pytest.raises(FineTuneError, match=r"^nothing to do: pass --do_train, --do_eval or --do_predict$"):
@@ -101,10 +101,10 @@ def _scripted_run(tmp_path, scores, metric="accuracy", baseline=None, patience=0
     import keras
 
     from albert_tf import AlbertBackbone
+    from albert_tf.finetuning import losses, training
+    from albert_tf.finetuning.datasets import train_dataset
+    from albert_tf.finetuning.settings import FineTuneSettings
     from albert_tf.models.classifier import AlbertClassifier
-    from albert_tf.tasks import losses, training
-    from albert_tf.tasks.datasets import train_dataset
-    from albert_tf.tasks.settings import FineTuneSettings
 
     from paths import CONFIGS
 
@@ -159,7 +159,7 @@ def test_a_lower_is_better_metric_keeps_the_lowest(tmp_path):
 
 
 def test_a_best_at_the_majority_share_is_a_health_warning(tmp_path, capsys):
-    from albert_tf.tasks.base import Baseline
+    from albert_tf.finetuning.base import Baseline
 
     _scripted_run(tmp_path, [0.5, 0.5], metric="accuracy", baseline=Baseline.majority(0.5), train_step=2)
     out = capsys.readouterr().out
@@ -170,8 +170,8 @@ def test_a_best_at_the_majority_share_is_a_health_warning(tmp_path, capsys):
 @pytest.mark.realdata
 def test_regression_and_squad_v2_have_their_trivial_baselines(real_data, tmp_path, capsys):
     """STS-B: a constant predictor's MSE (the dev labels' variance); SQuAD v2.0: answering nothing."""
+    from albert_tf.finetuning.base import Encoded
     from albert_tf.tasks import glue, squad
-    from albert_tf.tasks.base import Encoded
 
     stsb = glue.TASKS["sts-b"]
     examples, _ = glue.read_examples(stsb, str(real_data / "glue" / "STS-B" / "dev.tsv"), "dev")

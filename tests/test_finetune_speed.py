@@ -7,11 +7,12 @@ import keras
 import numpy as np
 import pytest
 
+from albert_tf.finetuning import best_model, datasets, runner
+from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
 from albert_tf.inputs import length_batching
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
-from albert_tf.tasks import best_model, datasets, glue, runner
-from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
+from albert_tf.tasks import glue
 from albert_tf.tokenization import SentencePieceTokenizer
 
 from paths import CONFIGS
@@ -146,7 +147,7 @@ def test_grouped_training_through_the_runner_with_accumulation_and_remat(
     ids=["bfloat16", "float16", "mirrored", "jit_compile"],
 )
 def test_speed_flags_train_through_the_runner(real_data, wikitext_spm, tiny_config, tmp_path, monkeypatch, speed):
-    from albert_tf.tasks import training
+    from albert_tf.finetuning import training
 
     compiled = {}
     original_compile = keras.Model.compile
@@ -195,8 +196,9 @@ import tensorflow as tf
 
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from albert_tf.tasks import glue, runner
-from albert_tf.tasks.settings import FineTuneSettings
+from albert_tf.finetuning import runner
+from albert_tf.tasks import glue
+from albert_tf.finetuning.settings import FineTuneSettings
 from albert_tf.tokenization import SentencePieceTokenizer
 
 args = json.loads(sys.argv[1])
@@ -265,7 +267,7 @@ def test_speed_flag_values_are_checked():
 
 def test_layer_norm_stays_float32_in_a_bfloat16_fine_tuning_model(tiny_config):
     from albert_tf.config import AlbertConfig
-    from albert_tf.tasks.start import Start
+    from albert_tf.finetuning.start import Start
 
     start = Start(AlbertConfig.from_json_file(tiny_config), "tiny", None, None)
     model = AlbertClassifier(start.backbone(dtype="mixed_bfloat16"), 2)

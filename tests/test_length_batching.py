@@ -184,7 +184,7 @@ def test_training_batches_hold_every_example_once_per_epoch_cut_to_buckets(glue_
 
 @pytest.mark.realdata
 def test_off_switch_is_todays_fixed_padding(glue_dev):
-    from albert_tf.tasks.datasets import train_dataset
+    from albert_tf.finetuning.datasets import train_dataset
 
     features, labels = glue_dev["mrpc"]
     # The original's pipeline: every row at max_seq_length, examples shuffled, batches in stream order.
@@ -265,8 +265,8 @@ def test_early_exit_and_mixed_precision_models_predict_as_with_fixed_padding(glu
 @pytest.mark.slow
 @pytest.mark.realdata
 def test_fine_tuning_trains_on_grouped_batches_with_remat_and_gradient_accumulation(glue_dev, tmp_path):
-    from albert_tf.tasks import losses, training
-    from albert_tf.tasks.settings import FineTuneSettings
+    from albert_tf.finetuning import losses, training
+    from albert_tf.finetuning.settings import FineTuneSettings
 
     features, labels = glue_dev["sst-2"]
     settings = FineTuneSettings(

@@ -8,9 +8,9 @@ import csv
 
 import pytest
 
-from albert_tf.tasks import runner
+from albert_tf.finetuning import runner
+from albert_tf.finetuning.settings import FineTuneSettings
 from albert_tf.tasks.glue import Columns, TsvTask
-from albert_tf.tasks.settings import FineTuneSettings
 
 ARTICLES = {"a", "an", "the"}
 

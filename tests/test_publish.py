@@ -115,8 +115,8 @@ def modes(directory):
 def test_published_directories_and_files_follow_the_umask(umask_022, tmp_path):
     from albert_tf import formats
     from albert_tf.convert_checkpoint import convert
+    from albert_tf.finetuning import best_model  # what fine-tuning publishes as best/
     from albert_tf.models.backbone import AlbertBackbone
-    from albert_tf.tasks import best_model  # what fine-tuning publishes as best/
 
     from paths import CONFIGS
 

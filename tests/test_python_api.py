@@ -237,10 +237,10 @@ def test_run_classifier_scores_a_tflite_file_on_the_dev_set_as_a_phone_runs_it(r
     import dataclasses
 
     from albert_tf.export import export_tflite
+    from albert_tf.finetuning.settings import FineTuneError
     from albert_tf.inference import Predictor, TFLitePredictor
     from albert_tf.run_classifier import ClassifierSettings, run
     from albert_tf.tasks.glue import GlueDataError
-    from albert_tf.tasks.settings import FineTuneError
 
     root, trained = reviews_run
     predictor = Predictor.load(str(root / "out" / "best"), max_seq_length=32)
@@ -301,9 +301,9 @@ def test_labels_in_another_order_map_by_name_and_a_resume_keeps_labels_and_colum
     import dataclasses
     import shutil
 
+    from albert_tf.finetuning.settings import FineTuneError
     from albert_tf.run_classifier import ClassifierSettings, run
     from albert_tf.tasks.glue import GlueDataError
-    from albert_tf.tasks.settings import FineTuneError
 
     root, summary = reviews_run
     evaluation = ClassifierSettings(

@@ -154,8 +154,9 @@ def test_bad_answers_are_skipped_and_reported(real_data, tmp_path):
 def test_runner_writes_official_predictions(real_data, pretraining_data, tmp_path, version, source):
     # The command with its default flags but the sizes (no --metric: the task's own picks best/).
     from albert_tf import AlbertBackbone, formats
+    from albert_tf.finetuning import best_model
     from albert_tf.run_squad import SquadSettings, run
-    from albert_tf.tasks import best_model, squad
+    from albert_tf.tasks import squad
 
     train = squad_slice(real_data, tmp_path, "train.json", real_data / source, slice(0, 20))
     dev = squad_slice(real_data, tmp_path, "dev.json", real_data / source, slice(20, 30))
@@ -318,8 +319,9 @@ def test_v2_predicts_batches_narrower_than_its_beam(real_data, wikitext_spm):
     """Rows shorter than `start_n_top` are predicted on batches widened to it, as with fixed padding."""
     import tensorflow as tf
 
+    from albert_tf.finetuning import datasets
     from albert_tf.models.backbone import AlbertBackbone
-    from albert_tf.tasks import datasets, squad
+    from albert_tf.tasks import squad
     from albert_tf.tokenization import SentencePieceTokenizer
 
     from paths import CONFIGS

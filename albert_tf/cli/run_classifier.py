@@ -22,7 +22,7 @@ Writes `eval_results.txt` (one JSON line per evaluation),
 Pearson for STS-B), `dev_predictions.tsv`, and with `--do_predict` the GLUE
 submission file (`SST-2.tsv`, ...: `index<TAB>prediction`). Every file the
 run will read is checked before it starts. The task is `albert_tf.tasks.glue`;
-the work is `albert_tf.tasks.runner`.
+the work is `albert_tf.finetuning.runner`.
 """
 
 import dataclasses
@@ -33,8 +33,8 @@ from albert_tf import preemption
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, finetune_settings_from_flags
 from albert_tf.cli.run_record import record_settings
+from albert_tf.finetuning.settings import FineTuneSettings
 from albert_tf.tasks import file_task, glue
-from albert_tf.tasks.settings import FineTuneSettings
 
 
 @dataclasses.dataclass
@@ -63,7 +63,7 @@ class ClassifierSettings(FineTuneSettings):
 def run(settings: ClassifierSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
     task = classifier_task(settings)
-    from albert_tf.tasks import runner  # TensorFlow and Keras load here, after the flags
+    from albert_tf.finetuning import runner  # TensorFlow and Keras load here, after the flags
 
     return runner.run(task, settings, evaluate=settings.do_eval, predict_split="test" if settings.do_predict else None)
 
@@ -119,7 +119,7 @@ def main(argv):
     settings = finetune_settings_from_flags(ClassifierSettings)
     record_settings(settings.output_dir)  # written once the run holds the lock
     with preemption.stop_signals():  # the work done, a signal before the exit must not fail it
-        from albert_tf.tasks import runner
+        from albert_tf.finetuning import runner
 
         runner.print_summary(run(settings))
 

@@ -8,7 +8,7 @@
 Reads `data_dir/{train,dev,test}/{middle,high}/` (see `albert_tf.tasks.race`).
 Writes `eval_results.txt`, `best/model.keras` (best dev accuracy), and
 `<split>_predictions.json` (`{id: "A".."D"}`); reports accuracy for middle,
-high and all. The work is `albert_tf.tasks.runner`.
+high and all. The work is `albert_tf.finetuning.runner`.
 """
 
 import dataclasses
@@ -20,8 +20,8 @@ from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, define_task_flags, finetune_settings_from_flags, task_from_flags
 from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
+from albert_tf.finetuning.settings import FineTuneSettings
 from albert_tf.tasks import race
-from albert_tf.tasks.settings import FineTuneSettings
 
 FLAGS = flags.FLAGS
 
@@ -42,7 +42,7 @@ class RaceSettings(FineTuneSettings):
 
 def run(task: race.RaceTask, settings: RaceSettings) -> dict:
     """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
-    from albert_tf.tasks import runner  # TensorFlow and Keras load here, after the flags
+    from albert_tf.finetuning import runner  # TensorFlow and Keras load here, after the flags
 
     return runner.run(task, settings, evaluate=settings.do_eval, eval_split=settings.eval_split)
 
@@ -74,7 +74,7 @@ def main(argv):
     task, settings = from_flags()
     record_settings(settings.output_dir)  # written once the run holds the lock
     with preemption.stop_signals():  # the work done, a signal before the exit must not fail it
-        from albert_tf.tasks import runner
+        from albert_tf.finetuning import runner
 
         runner.print_summary(run(task, settings))
 

@@ -21,7 +21,7 @@ spans, and an answerability logit trained on `is_impossible` (loss
 (lowest answerability logit over its windows) is at or above the threshold tuned on
 dev, as the original. Predicting with a v1-head model on v2 data uses BERT's null-score rule.
 The task is `albert_tf.tasks.squad.SquadTask` (its fields are the task's flags); the work is
-`albert_tf.tasks.runner`.
+`albert_tf.finetuning.runner`.
 """
 
 import dataclasses
@@ -33,7 +33,7 @@ from albert_tf import preemption
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_finetune_flags, define_task_flags, finetune_settings_from_flags, task_from_flags
 from albert_tf.cli.run_record import record_settings
-from albert_tf.tasks.settings import FineTuneSettings
+from albert_tf.finetuning.settings import FineTuneSettings
 from albert_tf.tasks.squad import SquadTask
 
 FLAGS = flags.FLAGS
@@ -57,7 +57,7 @@ def run(task: SquadTask, settings: SquadSettings) -> dict:
 
     `--do_predict` predicts and scores `--predict_file` (the original's dev evaluation).
     """
-    from albert_tf.tasks import runner  # TensorFlow and Keras load here, after the flags
+    from albert_tf.finetuning import runner  # TensorFlow and Keras load here, after the flags
 
     return runner.run(task, settings, evaluate=settings.do_predict)
 
@@ -79,7 +79,7 @@ def main(argv):
     task, settings = from_flags()
     record_settings(settings.output_dir)  # written once the run holds the lock
     with preemption.stop_signals():  # the work done, a signal before the exit must not fail it
-        from albert_tf.tasks import runner
+        from albert_tf.finetuning import runner
 
         runner.print_summary(run(task, settings))
 

@@ -208,7 +208,7 @@ def train_dataset(
     16 and the features' length) that holds its longest row. Shapes: batch
     dimension fixed, sequence dimension unknown (`None`) with known rank. Without
     it: the shuffled, repeated stream in batches, the fixed padding of
-    `albert_tf.tasks.datasets.train_dataset`.
+    `albert_tf.finetuning.datasets.train_dataset`.
 
     The stream is every example once per epoch, epoch `e` in an order drawn from
     `(seed, e)` alone: every iterator of the dataset yields the same batches (Keras

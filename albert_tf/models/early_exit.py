@@ -2,7 +2,7 @@
 
 `AlbertEarlyExitClassifier` puts a classifier after every layer application
 (the shared tanh pooler on that layer's first token, then a dense layer of its
-own), trained with the depth-weighted sum of their losses (`albert_tf.tasks.losses`).
+own), trained with the depth-weighted sum of their losses (`albert_tf.finetuning.losses`).
 `PatientInference` runs the layers one at a time in a `keras.ops.while_loop`
 and stops once every row of the batch has exited: a row exits when
 `patience` consecutive classifiers agree (same argmax; for regression, each
@@ -94,7 +94,7 @@ class AlbertEarlyExitClassifier(TaskModel):
 
     Classifier j reads the shared pooler on layer j's first token (through
     dropout) and has its own dense layer. Fine-tuning trains `exit_logits`
-    with `albert_tf.tasks.losses.depth_weighted_loss`; the last classifier is the full-depth answer.
+    with `albert_tf.finetuning.losses.depth_weighted_loss`; the last classifier is the full-depth answer.
     A backbone built without `output_all_layers` is replaced by a twin with it
     (same weights, same layer names).
 

@@ -14,8 +14,8 @@ Example:
 import dataclasses
 from typing import Callable
 
-from albert_tf.tasks.base import Task
-from albert_tf.tasks.losses import depth_weighted_loss, exit_classification_loss, exit_regression_loss
+from albert_tf.finetuning.base import Task
+from albert_tf.finetuning.losses import depth_weighted_loss, exit_classification_loss, exit_regression_loss
 
 
 @dataclasses.dataclass(frozen=True)

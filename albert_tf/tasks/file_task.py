@@ -35,7 +35,7 @@ import math
 import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from albert_tf.tasks.base import ReadReport
+from albert_tf.finetuning.base import ReadReport
 from albert_tf.tasks.glue import Columns, Example, GlueDataError, TsvTask
 from albert_tf.tasks.text_files import ReplacedLines
 

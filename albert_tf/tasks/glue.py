@@ -30,10 +30,10 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from albert_tf.errors import AlbertError
-from albert_tf.tasks import metrics
-from albert_tf.tasks.base import Baseline, Encoded, ReadReport, Task
+from albert_tf.finetuning import metrics
+from albert_tf.finetuning.base import Baseline, Encoded, ReadReport, Task
+from albert_tf.finetuning.losses import classification_loss, regression_loss
 from albert_tf.tasks.early_exit import EarlyExitTask
-from albert_tf.tasks.losses import classification_loss, regression_loss
 from albert_tf.tasks.text_files import ReplacedLines
 from albert_tf.tokenization.packing import pack_segments
 

@@ -2,7 +2,7 @@
 
 A thin adapter over our public entry points, easy to re-point when the library moves:
   finetune  the keras `compile` + `fit` path `run_classifier` trains with (AlbertClassifier, our
-            optimizer, clip 1.0), batches from `albert_tf.tasks.datasets.train_dataset`:
+            optimizer, clip 1.0), batches from `albert_tf.finetuning.datasets.train_dataset`:
             `--length_grouping 1` as run_classifier (sorted pools, each batch cut to its longest row;
             `--buckets` cuts to those widths instead), 0: fixed 128.
   classify  SST-2 dev, batch 32, tokenization included: `--engine keras` (our model, per-batch padding,
@@ -79,10 +79,10 @@ tf.config.threading.set_inter_op_parallelism_threads(args.inter)
 import keras  # noqa: E402
 
 from albert_tf import optimization  # noqa: E402
+from albert_tf.finetuning import datasets  # noqa: E402
 from albert_tf.inputs import length_batching  # noqa: E402
 from albert_tf.models.backbone import AlbertBackbone  # noqa: E402
 from albert_tf.models.classifier import AlbertClassifier  # noqa: E402
-from albert_tf.tasks import datasets  # noqa: E402
 
 MAX_LEN = 128
 

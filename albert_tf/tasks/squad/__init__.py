@@ -4,7 +4,7 @@
 - `windows`: examples → doc-stride windows (`Feature`) and model inputs.
 - `decoding`: model outputs → n-best answers, v2's null scores and threshold.
 - `evaluation`: the official evaluation scripts' EM/F1 (v1.1, v2.0).
-- `task`: `SquadTask`, what `albert_tf.tasks.runner` drives.
+- `task`: `SquadTask`, what `albert_tf.finetuning.runner` drives.
 """
 
 from albert_tf.tasks.squad.decoding import apply_threshold, decode, decode_v2

@@ -4,7 +4,7 @@ Training starts from `--init_checkpoint` (any format we load; its config
 unless `--albert_config_file` is given) or from a config alone; evaluating
 without training loads the fine-tuned `best/` (this run's, or the one
 `--init_checkpoint` names: a fine-tuning output directory or its `best/`),
-or runs the `.tflite` file `--init_checkpoint` names (`tasks.tflite_model`).
+or runs the `.tflite` file `--init_checkpoint` names (`finetuning.tflite_model`).
 The tokenizer is the flags' vocabulary, else the one saved with the model.
 Every check reads this one value: `--max_seq_length` against the config's
 `max_position_embeddings`, the vocabulary's size against its `vocab_size`.
@@ -18,11 +18,11 @@ import keras
 
 from albert_tf import formats
 from albert_tf.config import AlbertConfig
+from albert_tf.finetuning import best_model
+from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
 from albert_tf.formats import CheckpointError
 from albert_tf.formats.table import backbone_of
 from albert_tf.models.backbone import AlbertBackbone
-from albert_tf.tasks import best_model
-from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 from albert_tf.tflite_file import is_tflite_path
 from albert_tf.tokenization import Tokenizer, check_vocab_size, resolve_tokenizer, vocabulary_flags
 
@@ -128,7 +128,7 @@ def fine_tuned(settings: FineTuneSettings) -> Start:
 
 def _tflite_start(settings: FineTuneSettings) -> Start:
     """The .tflite file `--init_checkpoint` names, with its config and tokenizer (the flags', else those beside it)."""
-    from albert_tf.tasks.tflite_model import TFLiteTaskModel
+    from albert_tf.finetuning.tflite_model import TFLiteTaskModel
     from albert_tf.tflite_file import TFLiteRunner
 
     path = settings.init_checkpoint

@@ -24,10 +24,10 @@ from typing import Dict
 import numpy as np
 
 from albert_tf.config import AlbertConfig
+from albert_tf.finetuning.base import Task
+from albert_tf.finetuning.settings import FineTuneError
 from albert_tf.inputs.length_batching import MASK_FEATURE, PAD_LOGIT, true_lengths
 from albert_tf.models.backbone import AlbertBackbone
-from albert_tf.tasks.base import Task
-from albert_tf.tasks.settings import FineTuneError
 
 
 class TFLiteTaskModel:

@@ -29,10 +29,10 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
+from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
 from albert_tf.jax_state import JaxStateCopy
 from albert_tf.publish import staged_file
 from albert_tf.run_layout import CHECKPOINT_DIR
-from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
 KEEP = 3  # checkpoints kept (the newest; older ones are deleted as new ones are written)
 RECORD_FILE = "finetune_settings.json"  # in checkpoints/: what the checkpoints were made with

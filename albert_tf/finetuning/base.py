@@ -2,7 +2,7 @@
 
 A task turns its files into model inputs and the model's outputs into its
 official score and files. Every step is one method, in the order
-`albert_tf.tasks.runner.run` calls them:
+`albert_tf.finetuning.runner.run` calls them:
 
 0. `inputs(split)`: the files (or directories) a split reads, checked before any work.
 1. `read(split)`: the examples of a split, and what was skipped.
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from albert_tf.tasks.settings import FineTuneError
+from albert_tf.finetuning.settings import FineTuneError
 
 if TYPE_CHECKING:  # annotations only: the commands read their flags without importing Keras
     import keras

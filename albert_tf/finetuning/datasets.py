@@ -13,9 +13,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.finetuning.settings import FineTuneError
 from albert_tf.inputs import length_batching
 from albert_tf.inputs.length_batching import LengthBatchingError, cut_lengths
-from albert_tf.tasks.settings import FineTuneError
 
 
 def train_dataset(

@@ -9,8 +9,10 @@ predict an unlabelled split (the submission file), and write `summary.json`.
 
 Example (a GLUE task; the same call runs any `Task`):
 
-    from albert_tf.tasks import glue, runner
-    from albert_tf.tasks.settings import FineTuneSettings
+    from albert_tf.finetuning import runner
+
+    from albert_tf.tasks import glue
+    from albert_tf.finetuning.settings import FineTuneSettings
 
     summary = runner.run(
         glue.task("sst-2", "glue_data"),
@@ -30,14 +32,14 @@ import tensorflow as tf
 
 from albert_tf import preemption
 from albert_tf.distribution import PRECISIONS, make_strategy
+from albert_tf.finetuning import best_model, datasets, start, training
+from albert_tf.finetuning.base import Encoded, Task
+from albert_tf.finetuning.checkpoints import bound_settings, check_binding
+from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
+from albert_tf.finetuning.tflite_model import TFLiteTaskModel
 from albert_tf.locking import OutputDirLock
 from albert_tf.models.task_base import label_names
 from albert_tf.run_layout import CHECKPOINT_DIR, SUMMARY_FILE
-from albert_tf.tasks import best_model, datasets, start, training
-from albert_tf.tasks.base import Encoded, Task
-from albert_tf.tasks.checkpoints import bound_settings, check_binding
-from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
-from albert_tf.tasks.tflite_model import TFLiteTaskModel
 
 
 def run(

@@ -1,6 +1,6 @@
 """What an earlier (maybe killed) fine-tuning run in the same output directory left, and who wrote what.
 
-A killed run resumes from its last checkpoint (`albert_tf.tasks.checkpoints`), or starts again at
+A killed run resumes from its last checkpoint (`albert_tf.finetuning.checkpoints`), or starts again at
 step 0 when it was killed before its first one; either way its `best/` stays until this run scores
 better, and its lines in `eval_results.txt` stay told apart from this run's (each line carries the
 `run` that wrote it).

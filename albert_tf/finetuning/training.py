@@ -1,4 +1,4 @@
-"""The fine-tuning loop every task shares (`albert_tf.tasks.runner` calls it).
+"""The fine-tuning loop every task shares (`albert_tf.finetuning.runner` calls it).
 
 As the original: AdamW (or LAMB) with linear warmup and linear decay over
 `train_step` steps, gradients clipped to global norm 1.0 before each update
@@ -12,7 +12,7 @@ Training is Keras `fit`, one call per evaluation interval. The run shows a live 
 (`albert_tf.progress`: ETA, steps/s, the last window's loss (and accuracy) and the learning rate), one
 line per evaluation below it, and writes TensorBoard scalars to `output_dir/train` and
 `output_dir/eval`. After each evaluation the training state goes to
-`output_dir/checkpoints` (`albert_tf.tasks.checkpoints`): the same command resumes a
+`output_dir/checkpoints` (`albert_tf.finetuning.checkpoints`): the same command resumes a
 killed or preempted run from there, data position included. A stop signal (SIGTERM,
 Ctrl-C) ends training after the current optimizer step and saves a checkpoint of it.
 """
@@ -27,13 +27,13 @@ import keras
 import numpy as np
 
 from albert_tf import memory_check, optimization, preemption
+from albert_tf.finetuning import best_model, history
+from albert_tf.finetuning.base import Baseline
+from albert_tf.finetuning.checkpoints import FineTuneCheckpoints
+from albert_tf.finetuning.metrics import is_better
+from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
 from albert_tf.progress import TrainingBar, summary_writer, write_scalars
 from albert_tf.run_layout import BEST_DIR, EVAL_SUMMARY_DIR, TRAIN_SUMMARY_DIR
-from albert_tf.tasks import best_model, history
-from albert_tf.tasks.base import Baseline
-from albert_tf.tasks.checkpoints import FineTuneCheckpoints
-from albert_tf.tasks.metrics import is_better
-from albert_tf.tasks.settings import FineTuneError, FineTuneSettings
 
 CLIP_NORM = 1.0  # the original's create_optimizer: tf.clip_by_global_norm(grads, 1.0)
 TRAIN_ACCURACY = "accuracy"  # the bar's and TensorBoard's name for the training window's accuracy
