@@ -116,19 +116,21 @@ def test_own_files_read_the_same_in_every_format_and_bad_input_names_file_and_li
 @pytest.fixture(scope="module")
 def reviews_run(real_data, pretraining_data, tmp_path_factory):
     """A few steps of fine-tuning on SST-2 rows written as a CSV (train) and JSON lines (dev), named labels."""
-    from albert_tf.run_classifier import ClassifierSettings, run
+    from albert_tf.run_classifier import ClassifierSettings, FileOptions, run
 
     root = tmp_path_factory.mktemp("reviews")
     _write_csv(root / "train.csv", _sst2_rows(real_data, "train", 64))
     _write_jsonl(root / "dev.jsonl", _sst2_rows(real_data, "dev", 40))
-    settings = ClassifierSettings(
-        do_train=True,
-        do_eval=True,
-        output_dir=str(root / "out"),
+    files = FileOptions(
         train_file=str(root / "train.csv"),
         dev_file=str(root / "dev.jsonl"),
         text_column="review",
         label_column="sentiment",
+    )
+    settings = ClassifierSettings(
+        do_train=True,
+        do_eval=True,
+        output_dir=str(root / "out"),
         tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
         albert_config_file=pretraining_data["config"],
         max_seq_length=32,
@@ -139,7 +141,7 @@ def reviews_run(real_data, pretraining_data, tmp_path_factory):
         save_checkpoints_steps=4,
         verbose=False,
     )
-    return root, run(settings)
+    return root, run(settings, files)
 
 
 def test_own_csv_fine_tunes_and_every_reader_of_the_model_says_the_label_names(real_data, reviews_run, tmp_path):
@@ -239,23 +241,17 @@ def test_run_classifier_scores_a_tflite_file_on_the_dev_set_as_a_phone_runs_it(r
     from albert_tf.export import export_tflite
     from albert_tf.finetuning.settings import FineTuneError
     from albert_tf.inference import Predictor, TFLitePredictor
-    from albert_tf.run_classifier import ClassifierSettings, run
+    from albert_tf.run_classifier import ClassifierSettings, FileOptions, run
     from albert_tf.tasks.glue import GlueDataError
 
     root, trained = reviews_run
     predictor = Predictor.load(str(root / "out" / "best"), max_seq_length=32)
     tflite = export_tflite(predictor.model, str(tmp_path / "tflite"), max_seq_length=32, tokenizer=predictor.tokenizer)
     settings = ClassifierSettings(
-        do_eval=True,
-        output_dir=str(tmp_path / "scored"),
-        init_checkpoint=tflite,
-        dev_file=str(root / "dev.jsonl"),
-        text_column="review",
-        label_column="sentiment",
-        max_seq_length=32,
-        verbose=False,
+        do_eval=True, output_dir=str(tmp_path / "scored"), init_checkpoint=tflite, max_seq_length=32, verbose=False
     )
-    summary = run(settings)
+    files = FileOptions(dev_file=str(root / "dev.jsonl"), text_column="review", label_column="sentiment")
+    summary = run(settings, files)
 
     # The file's own answers, one text at a time, are what the run scored and wrote.
     rows = _sst2_rows(real_data, "dev", 40)
@@ -273,25 +269,30 @@ def test_run_classifier_scores_a_tflite_file_on_the_dev_set_as_a_phone_runs_it(r
         predictor.model, str(tmp_path / "tflite"), "dynamic_int8", max_seq_length=32, tokenizer=predictor.tokenizer
     )
     int8_names = TFLitePredictor.load(int8).predict([text for text, _ in rows])["label_names"]
-    int8_summary = run(dataclasses.replace(settings, init_checkpoint=int8, output_dir=str(tmp_path / "int8")))
+    int8_summary = run(dataclasses.replace(settings, init_checkpoint=int8, output_dir=str(tmp_path / "int8")), files)
     expected = np.mean([name == gold for name, (_, gold) in zip(int8_names, rows)])
     assert int8_summary["eval"]["accuracy"] == pytest.approx(expected)
 
     # --labels in another order read the file's classes by name; other names, another task's file, or
     # training it are refused before any work.
-    swapped = run(dataclasses.replace(settings, labels="positive,negative", output_dir=str(tmp_path / "swapped")))
+    swapped = run(
+        dataclasses.replace(settings, output_dir=str(tmp_path / "swapped")),
+        dataclasses.replace(files, labels="positive,negative"),
+    )
     assert swapped["eval"] == summary["eval"]
     assert (tmp_path / "swapped" / "dev_predictions.tsv").read_text() == (
         tmp_path / "scored" / "dev_predictions.tsv"
     ).read_text()
     with pytest.raises(GlueDataError, match=r"labels good,bad \(--labels, or the data's\) include good,bad, which"):
-        run(dataclasses.replace(settings, labels="good,bad"))
+        run(settings, dataclasses.replace(files, labels="good,bad"))
     with pytest.raises(FineTuneError, match=r"outputs logits \[2\]; .* outputs logits \[1\]"):
-        run(dataclasses.replace(settings, task_type="regression"))
+        run(settings, dataclasses.replace(files, task_type="regression"))
     with pytest.raises(FineTuneError, match=r"\.tflite: a \.tflite file is scored, not trained"):
-        run(dataclasses.replace(settings, do_train=True, train_file=str(root / "train.csv")))
+        run(
+            dataclasses.replace(settings, do_train=True), dataclasses.replace(files, train_file=str(root / "train.csv"))
+        )
     with pytest.raises(FineTuneError, match=r"--max_seq_length 64: .*up to 32 pieces"):
-        run(dataclasses.replace(settings, max_seq_length=64))
+        run(dataclasses.replace(settings, max_seq_length=64), files)
 
 
 def test_labels_in_another_order_map_by_name_and_a_resume_keeps_labels_and_columns(
@@ -302,7 +303,7 @@ def test_labels_in_another_order_map_by_name_and_a_resume_keeps_labels_and_colum
     import shutil
 
     from albert_tf.finetuning.settings import FineTuneError
-    from albert_tf.run_classifier import ClassifierSettings, run
+    from albert_tf.run_classifier import ClassifierSettings, FileOptions, run
     from albert_tf.tasks.glue import GlueDataError
 
     root, summary = reviews_run
@@ -311,20 +312,22 @@ def test_labels_in_another_order_map_by_name_and_a_resume_keeps_labels_and_colum
         do_eval=True,
         output_dir=str(tmp_path / "swapped"),
         init_checkpoint=str(root / "out"),
-        dev_file=str(root / "dev.jsonl"),
-        text_column="review",
-        label_column="sentiment",
-        labels="positive,negative",
         max_seq_length=32,
         eval_batch_size=16,
         verbose=False,
     )
-    swapped = run(evaluation)
+    files = FileOptions(
+        dev_file=str(root / "dev.jsonl"), text_column="review", label_column="sentiment", labels="positive,negative"
+    )
+    swapped = run(evaluation, files)
     assert swapped["eval"] == summary["eval"]
     written = (tmp_path / "swapped" / "dev_predictions.tsv").read_text()
     assert written == (root / "out" / "dev_predictions.tsv").read_text()
     with pytest.raises(GlueDataError, match=r"include good,bad, which the model was not fine-tuned with \(its la"):
-        run(dataclasses.replace(evaluation, output_dir=str(tmp_path / "other"), labels="good,bad"))
+        run(
+            dataclasses.replace(evaluation, output_dir=str(tmp_path / "other")),
+            dataclasses.replace(files, labels="good,bad"),
+        )
     # The finished run again under other labels, or another text column: refused, nothing rewritten.
     copy = tmp_path / "copy"
     shutil.copytree(root / "out", copy)
@@ -334,8 +337,6 @@ def test_labels_in_another_order_map_by_name_and_a_resume_keeps_labels_and_colum
         do_train=True,
         output_dir=str(copy),
         init_checkpoint=None,
-        labels="",
-        train_file=str(root / "train.csv"),
         tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
         albert_config_file=pretraining_data["config"],
         train_batch_size=16,
@@ -343,8 +344,9 @@ def test_labels_in_another_order_map_by_name_and_a_resume_keeps_labels_and_colum
         train_step=4,
         save_checkpoints_steps=4,
     )
+    rerun_files = dataclasses.replace(files, labels="", train_file=str(root / "train.csv"))
     for changed, named in (({"labels": "positive,negative"}, "labels"), ({"text_column": "sentiment"}, "columns")):
         with pytest.raises(FineTuneError, match=rf"were made with other settings \({named} "):
-            run(dataclasses.replace(rerun, **changed))
+            run(rerun, dataclasses.replace(rerun_files, **changed))
     assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
-    assert run(rerun)["history"] == []  # the same settings: nothing to train
+    assert run(rerun, rerun_files)["history"] == []  # the same settings: nothing to train

@@ -31,10 +31,11 @@ from absl import flags
 
 from albert_tf import preemption
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_finetune_flags, finetune_settings_from_flags
+from albert_tf.cli.flags import define_finetune_flags, define_task_flags, finetune_settings_from_flags, task_from_flags
 from albert_tf.cli.run_record import record_settings
 from albert_tf.finetuning.settings import FineTuneSettings
 from albert_tf.tasks import file_task, glue
+from albert_tf.tasks.file_task import FileOptions
 
 
 @dataclasses.dataclass
@@ -43,15 +44,6 @@ class ClassifierSettings(FineTuneSettings):
 
     task_name: str = ""
     data_dir: str = ""
-    # Your own files instead of a GLUE task (albert_tf.tasks.file_task).
-    train_file: str = ""
-    dev_file: str = ""
-    test_file: str = ""
-    text_column: str = "text"
-    text_b_column: str = ""
-    label_column: str = "label"
-    labels: str = ""  # comma-separated class names
-    task_type: str = "auto"
     # The original run_classifier's defaults: each step is asked for.
     do_train: bool = False
     do_eval: bool = False
@@ -60,17 +52,20 @@ class ClassifierSettings(FineTuneSettings):
     warmup_step: int = 0
 
 
-def run(settings: ClassifierSettings) -> dict:
-    """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`)."""
-    task = classifier_task(settings)
+def run(settings: ClassifierSettings, files: FileOptions = FileOptions()) -> dict:
+    """The whole job, holding the output directory's lock; returns a summary (also `output_dir/summary.json`).
+
+    `files`: your own data instead of the GLUE task `settings.task_name` names.
+    """
+    task = classifier_task(settings, files)
     from albert_tf.finetuning import runner  # TensorFlow and Keras load here, after the flags
 
     return runner.run(task, settings, evaluate=settings.do_eval, predict_split="test" if settings.do_predict else None)
 
 
-def classifier_task(settings: ClassifierSettings) -> glue.TsvTask:
+def classifier_task(settings: ClassifierSettings, files: FileOptions) -> glue.TsvTask:
     """The GLUE task `--task_name`, or the task of `--train_file`/`--dev_file`/`--test_file`."""
-    own_files = settings.train_file or settings.dev_file or settings.test_file
+    own_files = files.given
     if own_files and settings.task_name:
         raise file_task.DataFileError("--task_name and --train_file/--dev_file/--test_file: give one or the other")
     if not own_files:
@@ -79,16 +74,7 @@ def classifier_task(settings: ClassifierSettings) -> glue.TsvTask:
                 "--task_name and --data_dir (a GLUE task), or --train_file/--dev_file/--test_file (your own data)"
             )
         return glue.task(settings.task_name, settings.data_dir)
-    return file_task.file_task(
-        settings.train_file,
-        settings.dev_file,
-        settings.test_file,
-        settings.text_column,
-        settings.text_b_column or None,
-        settings.label_column,
-        tuple(name.strip() for name in (settings.labels or "").split(",") if name.strip()),
-        settings.task_type,
-    )
+    return files.task()
 
 
 def define_flags():
@@ -98,30 +84,19 @@ def define_flags():
     flags.DEFINE_string("data_dir", None, "GLUE directory (with <TASK>/train.tsv ...) or the task's own.")
     flags.DEFINE_bool("do_eval", defaults.do_eval, "Evaluate the best model on dev.")
     flags.DEFINE_bool("do_predict", defaults.do_predict, "Write the GLUE submission file for test.tsv.")
-    flags.DEFINE_string("train_file", None, "Your own training data: .tsv, .csv or .jsonl (instead of --task_name).")
-    flags.DEFINE_string("dev_file", None, "Your own dev data (picks the best checkpoint; --do_eval scores it).")
-    flags.DEFINE_string("test_file", None, "Your own unlabelled data; --do_predict writes test_predictions.tsv.")
-    flags.DEFINE_string("text_column", defaults.text_column, "Column (header name, JSON key, or 0-based number).")
-    flags.DEFINE_string("text_b_column", None, "The second text's column, for pairs.")
-    flags.DEFINE_string("label_column", defaults.label_column, "The label's column.")
-    flags.DEFINE_string("labels", None, "Class names in order, a,b,c (default: the training file's, sorted).")
-    flags.DEFINE_enum(
-        "task_type",
-        defaults.task_type,
-        list(file_task.TASK_TYPES),
-        "auto: regression when every training label is a number and one is not an integer.",
-    )
+    define_task_flags(FileOptions)  # your own files instead of a GLUE task
     flags.mark_flags_as_required(["output_dir"])
 
 
 def main(argv):
     del argv
     settings = finetune_settings_from_flags(ClassifierSettings)
+    files = task_from_flags(FileOptions)
     record_settings(settings.output_dir)  # written once the run holds the lock
     with preemption.stop_signals():  # the work done, a signal before the exit must not fail it
         from albert_tf.finetuning import runner
 
-        runner.print_summary(run(settings))
+        runner.print_summary(run(settings, files))
 
 
 def cli():

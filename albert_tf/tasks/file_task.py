@@ -35,7 +35,7 @@ import math
 import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from albert_tf.finetuning.base import ReadReport
+from albert_tf.finetuning.base import ReadReport, option
 from albert_tf.tasks.glue import Columns, Example, GlueDataError, TsvTask
 from albert_tf.tasks.text_files import ReplacedLines
 
@@ -98,6 +98,49 @@ class FileTask(TsvTask):
         if not examples:
             raise DataFileError(f"{path}: no examples")
         return examples, report
+
+
+@dataclasses.dataclass(frozen=True)
+class FileOptions:
+    """Your own data files and their columns: run_classifier's flags for them (each field is its flag).
+
+    Example:
+
+    >>> FileOptions(train_file="reviews.csv", labels="negative,positive").label_names()
+    ('negative', 'positive')
+    """
+
+    train_file: str = option("", "Your own training data: .tsv, .csv or .jsonl (instead of --task_name).")
+    dev_file: str = option("", "Your own dev data (picks the best checkpoint; --do_eval scores it).")
+    test_file: str = option("", "Your own unlabelled data; --do_predict writes test_predictions.tsv.")
+    text_column: str = option("text", "Column (header name, JSON key, or 0-based number).")
+    text_b_column: str = option("", "The second text's column, for pairs.")
+    label_column: str = option("label", "The label's column.")
+    labels: str = option("", "Class names in order, a,b,c (default: the training file's, sorted).")
+    task_type: str = option(
+        "auto", "auto: regression when every training label is a number and one is not an integer.", choices=TASK_TYPES
+    )
+
+    @property
+    def given(self) -> bool:
+        """Whether any file is named (else the run is a GLUE task's)."""
+        return bool(self.train_file or self.dev_file or self.test_file)
+
+    def label_names(self) -> Tuple[str, ...]:
+        return tuple(name.strip() for name in (self.labels or "").split(",") if name.strip())
+
+    def task(self) -> "FileTask":
+        """The task of these files (`file_task`)."""
+        return file_task(
+            self.train_file or "",
+            self.dev_file or "",
+            self.test_file or "",
+            self.text_column if self.text_column is not None else "text",
+            self.text_b_column or None,
+            self.label_column if self.label_column is not None else "label",
+            self.label_names(),
+            self.task_type or "auto",
+        )
 
 
 def file_task(
