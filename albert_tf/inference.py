@@ -31,20 +31,16 @@ import keras
 import numpy as np
 
 from albert_tf import formats
-from albert_tf.errors import AlbertError
 from albert_tf.inputs import length_batching
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier, PatientInference
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.models.task_base import label_names
+from albert_tf.request_checks import PredictError  # noqa: F401  (raised here; its home is light)
 from albert_tf.tokenization import TokenizerError, resolve_tokenizer
 from albert_tf.tokenization.packing import encode_with_masks, pack_segments
 
 MASK_TEXT = "[MASK]"
-
-
-class PredictError(AlbertError, ValueError):
-    """A request the model cannot serve; the message says why."""
 
 
 def pad_batch(rows: Sequence[Tuple[List[int], List[int]]]) -> Dict[str, np.ndarray]:

@@ -29,6 +29,10 @@ MLM_POSITIONS = "masked_lm_positions"
 SAME_SHAPE_AS_IDS = ("input_mask", "segment_ids")
 
 
+class PredictError(AlbertError, ValueError):
+    """A request the model cannot serve (`predict`, `albert_tf.inference`); the message says why."""
+
+
 class ServingInputError(AlbertError, ValueError):
     """A request to an exported model with values or shapes the model would silently misread."""
 

@@ -25,5 +25,6 @@ PRETRAINING_BEST_FILE = "best.json"  # pretraining: the metrics of best/, inside
 SUMMARY_FILE = "summary.json"
 PRETRAINING_SUMMARY_FILE = "train_summary.json"
 SETTINGS_FILE = "settings.json"
+CONFIG_FILE = "albert_config.json"  # a model directory's config (and the one beside a .tflite file)
 TRAIN_SUMMARY_DIR = "train"  # TensorBoard: training scalars (loss, lr, steps/s)
 EVAL_SUMMARY_DIR = "eval"  # TensorBoard: every evaluation's metrics

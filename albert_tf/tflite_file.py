@@ -14,6 +14,7 @@ import numpy as np
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import AlbertError
 from albert_tf.request_checks import check_tflite_inputs
+from albert_tf.run_layout import CONFIG_FILE
 
 TFLITE_SUFFIX = ".tflite"  # what `predict --model_dir` and `--init_checkpoint` take for a TFLite file
 MAX_SEQ_LENGTH_METADATA = "albert_tf.max_seq_length"
@@ -92,7 +93,7 @@ class TFLiteRunner:
                 f"{model_file}: not a TFLite file with a serving_default signature ({error})"
             ) from None
         self.config = config or AlbertConfig.from_json_file(
-            os.path.join(os.path.dirname(os.path.abspath(model_file)), "albert_config.json")
+            os.path.join(os.path.dirname(os.path.abspath(model_file)), CONFIG_FILE)
         )
         self.input_shapes = file_input_shapes(self.runner)
         records = file_metadata(model_file)

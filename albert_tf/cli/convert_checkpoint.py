@@ -20,7 +20,6 @@ import os
 
 from absl import flags
 
-from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer
 from albert_tf.cli.run_record import write_settings
@@ -37,7 +36,12 @@ def define_flags():
     flags.DEFINE_string("input", None, "What to convert: TF1 checkpoint, our model dir, HF dir or keras-hub preset.")
     flags.DEFINE_string("albert_config_file", None, "albert_config.json of a TF1 checkpoint (default: beside it).")
     flags.DEFINE_string("output_dir", None, "Directory to write the converted model to.")
-    flags.DEFINE_enum("output_format", None, formats.names(), "Format to write (default albert_tf).")
+    # A string, not an enum of the formats' registry: reading the registry loads the models (seconds for --help).
+    flags.DEFINE_string(
+        "output_format",
+        None,
+        "Format to write: a registered format's name: hf, keras_hub, original (default albert_tf).",
+    )
     flags.DEFINE_bool("to_original", False, "Same as --output_format=original.")
     define_vocabulary_flags(" To ship instead of the one found with the input.")
     flags.mark_flags_as_required(["input", "output_dir"])
@@ -68,6 +72,8 @@ def convert(
     Raises:
         CheckpointError: `output_dir` holds another model whose files would stay (nothing is written).
     """
+    from albert_tf import formats  # Keras and TensorFlow load here, after the flags
+
     if to_original and output_format not in (None, "original"):
         raise formats.CheckpointError(f"--to_original contradicts --output_format={output_format}")
     output_format = output_format or ("original" if to_original else "albert_tf")
@@ -88,6 +94,8 @@ def convert(
 
 def refuse_to_mix(output_dir: str, new_names) -> None:
     """Replacing a model there is fine only if every file of it is replaced: a mix loads as the old one."""
+    from albert_tf import formats
+
     held = formats.detect(output_dir)
     if held is None:
         return

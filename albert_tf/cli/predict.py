@@ -39,21 +39,12 @@ from typing import List
 import numpy as np
 from absl import flags
 
-from albert_tf import formats
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer
 from albert_tf.file_safety import is_inside, same_file
-from albert_tf.formats.native import CONFIG_FILE
-from albert_tf.inference import (
-    MASK_TEXT,
-    PredictError,
-    Predictor,
-    TFLitePredictor,
-    check_early_exit_request,
-    is_classifier,
-)
-from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.publish import staged_file
+from albert_tf.request_checks import PredictError
+from albert_tf.run_layout import CONFIG_FILE
 from albert_tf.tflite_file import is_tflite_path
 from albert_tf.tokenization import TOKENIZER_FILE, TokenizerError, WordPieceTokenizer
 
@@ -126,6 +117,8 @@ def refuse_writing_into_the_model(output_file: str, model_dir: str) -> None:
     """The output may not replace or sit among the files of the model read (its directory, or its file)."""
     if not os.path.exists(model_dir) and not os.path.exists(model_dir + ".index"):
         return  # loading says what is missing
+    from albert_tf import formats  # Keras and TensorFlow load here, after the flags
+
     resolved = formats.model_directory(model_dir)
     if os.path.isdir(model_dir):
         if is_inside(output_file, resolved):
@@ -187,6 +180,8 @@ def run(
         check_output_file(output_file, input_file, model_dir, patience)
     if top_k < 1 or batch_size < 1 or (max_seq_length is not None and max_seq_length < 3):
         raise PredictError("--top_k and --batch_size must be ≥ 1, --max_seq_length ≥ 3")
+    from albert_tf.inference import Predictor, TFLitePredictor, check_early_exit_request, is_classifier
+
     if is_tflite_path(model_dir):
         if patience is not None:
             raise PredictError(f"--patience: {model_dir} answers at full depth; early exit runs on the model directory")
@@ -220,7 +215,11 @@ def run(
     return [f"wrote {write_embeddings(output_file, texts, vectors)} ({len(texts)} × {vectors.shape[1]})"]
 
 
-def _predict_text(predictor: Predictor, text, text_b, top_k, patience, threshold) -> List[str]:
+def _predict_text(predictor, text, text_b, top_k, patience, threshold) -> List[str]:
+    from albert_tf import formats
+    from albert_tf.inference import MASK_TEXT, is_classifier
+    from albert_tf.models.pretrainer import AlbertPretrainer
+
     model = predictor.model
     texts_b = None if text_b is None else [text_b]
     if patience is not None:
@@ -248,7 +247,7 @@ def _predict_text(predictor: Predictor, text, text_b, top_k, patience, threshold
     )
 
 
-def _predict_tflite(predictor: TFLitePredictor, text, text_b, input_file, output_file) -> List[str]:
+def _predict_tflite(predictor, text, text_b, input_file, output_file) -> List[str]:
     """A classifier's answers (JSON lines for --input_file) or an encoder's pooled embeddings, one text at a time."""
     if input_file is None:
         texts, texts_b, source = [text], None if text_b is None else [text_b], "--text"

@@ -37,9 +37,9 @@ from albert_tf.formats.loaded import LoadedModel, ModelFileError
 from albert_tf.formats.table import CheckpointError, LoadReport, NoHeadsError, backbone_of, check_weight_values
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
+from albert_tf.run_layout import CONFIG_FILE
 
 NAME = "albert_tf"
-CONFIG_FILE = "albert_config.json"
 BACKBONE_WEIGHTS = "backbone.weights.h5"
 PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
 KERAS_MODEL_FILE = "model.keras"
