@@ -7,7 +7,10 @@ Formats:
     split into sentences.
   * `wikitext`: WikiText's layout: ` = Title = ` starts an article,
     ` = = Section = = ` lines are dropped, paragraphs are split into sentences
-    and the `@-@`/`@,@`/`@.@` markers are undone.
+    and the `@-@`/`@,@`/`@.@` markers are undone. Its `<unk>` (a word outside
+    WikiText's own vocabulary) is kept in the text and encoded as the
+    tokenizer's unknown id (`encode_sentence`), not as the pieces `<`, `unk`, `>`;
+    vocabularies are learnt without it (`vocabulary_text`).
 
 Files are streamed line by line (never loaded whole). Bytes that are not UTF-8
 are replaced with U+FFFD and counted per file in `ReadStats`. A sentence over
@@ -45,6 +48,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])([\"')\]]?)\s+(?=[\"'(\[]?[A-Z0-9\u00C0-\
 _WIKITEXT_TITLE = re.compile(r"^ ?= [^=].* = ?$")
 _WIKITEXT_HEADING = re.compile(r"^ ?(= )+.*( =)+ ?$")
 _WIKITEXT_MARKERS = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."))
+WIKITEXT_UNKNOWN = "<unk>"  # WikiText's marker of a word outside its vocabulary
 
 
 class InputFormatError(AlbertError, ValueError):
@@ -200,6 +204,34 @@ def _read_wikitext(path, lines, stats):
         else:
             document.extend(split_sentences(_undo_wikitext_markers(line)))
     yield document
+
+
+def encode_sentence(tokenizer, sentence: str, input_format: str) -> List[int]:
+    """The ids of one sentence of `input_format`: WikiText's `<unk>` is `tokenizer.unk_id`.
+
+    >>> class Chars:
+    ...     unk_id = 1
+    ...     def encode(self, text):
+    ...         return [ord(c) for c in text.strip()]
+    >>> encode_sentence(Chars(), "a <unk> b", "wikitext"), encode_sentence(Chars(), "a <unk>", "bert")
+    ([97, 1, 98], [97, 32, 60, 117, 110, 107, 62])
+    """
+    if input_format != "wikitext" or WIKITEXT_UNKNOWN not in sentence:
+        return tokenizer.encode(sentence)
+    ids = []
+    for index, part in enumerate(sentence.split(WIKITEXT_UNKNOWN)):
+        if index:
+            ids.append(tokenizer.unk_id)
+        if part.strip():
+            ids.extend(tokenizer.encode(part))
+    return ids
+
+
+def vocabulary_text(sentence: str, input_format: str) -> str:
+    """`sentence` as a vocabulary learns from it: without WikiText's `<unk>` (no pieces for a marker)."""
+    if input_format != "wikitext" or WIKITEXT_UNKNOWN not in sentence:
+        return sentence
+    return " ".join(sentence.replace(WIKITEXT_UNKNOWN, " ").split())
 
 
 def expand_input_patterns(patterns: str) -> List[str]:

@@ -221,7 +221,8 @@ class _MakeInstances(beam.DoFn):
         keys, pool = [], []
         stats = {"documents": 0, "sentences": 0, "tokens": 0}
         for key, sentences in keyed_documents:
-            tokenized = [ids for ids in (self.tokenizer.encode(x) for x in sentences) if ids]
+            encoded = (documents_lib.encode_sentence(self.tokenizer, x, s.input_format) for x in sentences)
+            tokenized = [ids for ids in encoded if ids]
             if tokenized:
                 keys.append(key)
                 pool.append(tokenized)

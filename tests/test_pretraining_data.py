@@ -11,7 +11,7 @@ import pytest
 
 from albert_tf.publish import STAGING_PREFIX
 from albert_tf.tokenization import SentencePieceTokenizer, TokenizerError
-from data_prep.documents import read_documents
+from data_prep.documents import encode_sentence, read_documents
 from data_prep.pipeline import DataPrepError, Settings, run
 
 from command_helpers import run_command
@@ -42,6 +42,21 @@ def wikitext_dataset(tmp_path_factory, wikitext_spm, real_data):
     run(settings)
     metadata, data = read_dataset(out / "out")
     return settings, metadata, data
+
+
+def test_wikitext_unk_is_the_unknown_id(wikitext_dataset, wikitext_spm, real_data):
+    """WikiText's `<unk>` marker is one unknown id in the data, and no piece of the vocabulary learnt from it."""
+    _, _, data = wikitext_dataset
+    tok = SentencePieceTokenizer(wikitext_spm)
+    ids = originals(data)
+    unknown = (ids == tok.unk_id).sum()
+    markers = (real_data / "wikitext2" / "valid.txt").read_text(encoding="utf-8").count("<unk>")
+    assert markers > 1000 and unknown > markers  # every marker, in about 2 instances each (dupe factor 2)
+    # Had the marker been text, its pieces (`<`, `unk`, `>`) would follow each other where it stood.
+    as_text = tok.encode("a <unk> b")[1:-1]
+    assert len(as_text) > 1
+    rows = [",".join(map(str, row)) for row in ids.tolist()]
+    assert not [row for row in rows if ",".join(map(str, as_text)) in row]
 
 
 def originals(data):
@@ -121,7 +136,7 @@ def test_sop_labels_and_swapped_pairs_are_consecutive_text(wikitext_dataset, wik
     tok = SentencePieceTokenizer(wikitext_spm)
     index = {}
     for d, doc in enumerate(read_documents(str(real_data / "wikitext2" / "valid.txt"), "wikitext")):
-        stream = [t for sentence in doc for t in tok.encode(sentence)]
+        stream = [t for sentence in doc for t in encode_sentence(tok, sentence, "wikitext")]  # as data_prep encodes
         for i in range(len(stream) - 5):
             index.setdefault(tuple(stream[i : i + 6]), []).append((d, i))
     ids, checked, gaps = originals(data), collections.Counter(), {0: [], 1: []}

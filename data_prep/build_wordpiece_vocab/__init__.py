@@ -18,7 +18,7 @@ import os
 from typing import Iterable, List, Sequence
 
 from albert_tf.tokenization import WORDPIECE_SPECIALS, WordPieceTokenizer, bert_normalize
-from data_prep.documents import ReadStats, read_documents
+from data_prep.documents import ReadStats, read_documents, vocabulary_text
 
 
 def corpus_lines(paths: Sequence[str], input_format: str, lower: bool) -> Iterable[str]:
@@ -27,7 +27,7 @@ def corpus_lines(paths: Sequence[str], input_format: str, lower: bool) -> Iterab
         stats = ReadStats(path)
         for document in read_documents(path, input_format, stats):
             for sentence in document:
-                sentence = bert_normalize(sentence, lower).strip()
+                sentence = bert_normalize(vocabulary_text(sentence, input_format), lower).strip()
                 if sentence:
                     yield sentence
         if not stats.documents:

@@ -24,7 +24,7 @@ from albert_tf.tokenization import (
     SentencePieceTokenizer,
     preprocess_text,
 )
-from data_prep.documents import ReadStats, read_documents
+from data_prep.documents import ReadStats, read_documents, vocabulary_text
 
 # SentencePiece drops longer sentences; WikiText paragraphs are split first.
 MAX_SENTENCE_BYTES = 1 << 14
@@ -36,7 +36,7 @@ def corpus_sentences(paths: Sequence[str], input_format: str, lower: bool) -> It
         stats = ReadStats(path)
         for document in read_documents(path, input_format, stats):
             for sentence in document:
-                sentence = preprocess_text(sentence, lower=lower)
+                sentence = preprocess_text(vocabulary_text(sentence, input_format), lower=lower)
                 if sentence:
                     yield sentence
         if stats.replaced_bytes:
