@@ -222,14 +222,21 @@ def test_warmup_requests_replay_against_the_export(exports):
         assert sorted(seen) == ["serve_text", "serve_text_pair", "serving_default"]
 
 
-def masked_batches(pretraining_data, count):
-    """Real MLM inputs: the pretraining eval records of WikiText-2 valid."""
+def masked_batches(pretraining_data, count, lengths=3):
+    """Real MLM inputs: `count` pretraining eval records of WikiText-2 valid, of at least `lengths` real lengths
+    (most rows fill the sequence: the last few are the first rows of lengths not seen yet)."""
     from albert_tf.inputs.shard_reader import pretraining_dataset, resolve_input
 
     dataset = pretraining_dataset(resolve_input(pretraining_data["data"]), 1, is_training=False)
     names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
-    for inputs, labels in dataset.take(count):
-        yield {k: inputs[k].numpy().astype("int32") for k in names}, labels["masked_lm_weights"].numpy()
+    taken, seen = 0, set()
+    for inputs, labels in dataset.take(50 * count):
+        length = int(inputs["input_mask"].numpy().sum())
+        if taken < count - lengths or (length not in seen and taken < count):
+            taken, seen = taken + 1, seen | {length}
+            yield {k: inputs[k].numpy().astype("int32") for k in names}, labels["masked_lm_weights"].numpy()
+        if taken >= count and len(seen) >= lengths:
+            return
 
 
 @pytest.mark.slow
