@@ -17,33 +17,16 @@ import os
 import sys
 
 from _common import REPO  # noqa: F401  (puts the checkout first on sys.path)
-from gpu_jax import BASE, PACKED_INSTANCES, ROW_FILL, row_fill, synthetic_rows
+from gpu_jax import BASE, PACKED_INSTANCES, ROW_FILL, albert_config, row_fill, synthetic_rows
 
 NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "cls_positions")
 
 
 def build(cfg, layers, policy, packed):
-    from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
+    from albert_tf import AlbertBackbone, AlbertPretrainer
 
-    config = AlbertConfig.from_dict(
-        dict(
-            vocab_size=cfg["vocab"],
-            embedding_size=cfg["embed"],
-            hidden_size=cfg["hidden"],
-            num_hidden_layers=layers,
-            num_hidden_groups=1,
-            inner_group_num=1,
-            num_attention_heads=cfg["heads"],
-            intermediate_size=cfg["intermediate"],
-            hidden_act="gelu",
-            hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0,
-            max_position_embeddings=cfg["max_pos"],
-            type_vocab_size=2,
-            initializer_range=0.02,
-        )
-    )
-    return AlbertPretrainer(AlbertBackbone.from_albert_config(config, dtype=policy), packed_rows=packed)
+    backbone = AlbertBackbone.from_albert_config(albert_config(cfg, layers), dtype=policy)
+    return AlbertPretrainer(backbone, packed_rows=packed)
 
 
 def outputs_and_grads(model, kernel, data):

@@ -104,28 +104,11 @@ def keras_model(case, cfg, policy):
     from keras import ops
 
     if case.startswith("ours"):
-        from albert_tf import AlbertBackbone, AlbertConfig, AlbertPretrainer
+        from albert_tf import AlbertBackbone, AlbertPretrainer
         from albert_tf.layers.attention import AlbertAttention
         from albert_tf.pretraining.objective import pretraining_loss
 
-        config = AlbertConfig.from_dict(
-            dict(
-                vocab_size=cfg["vocab"],
-                embedding_size=cfg["embed"],
-                hidden_size=cfg["hidden"],
-                num_hidden_layers=cfg["layers"],
-                num_hidden_groups=1,
-                inner_group_num=1,
-                num_attention_heads=cfg["heads"],
-                intermediate_size=cfg["intermediate"],
-                hidden_act="gelu",
-                hidden_dropout_prob=0.0,
-                attention_probs_dropout_prob=0.0,
-                max_position_embeddings=cfg["max_pos"],
-                type_vocab_size=2,
-                initializer_range=0.02,
-            )
-        )
+        config = albert_config(cfg, cfg["layers"])
         backbone = AlbertBackbone.from_albert_config(config, dtype=policy)
         model = AlbertPretrainer(backbone, packed_rows=case == "ours_packed")
         if case == "ours_einsum":
@@ -168,6 +151,30 @@ def keras_model(case, cfg, policy):
     from albert_tf.pretraining.objective import pretraining_loss
 
     return model, pretraining_loss
+
+
+def albert_config(cfg, layers):
+    """The AlbertConfig of the shapes `cfg` (BASE or the smoke's), `layers` deep, dropout off."""
+    from albert_tf import AlbertConfig
+
+    return AlbertConfig.from_dict(
+        dict(
+            vocab_size=cfg["vocab"],
+            embedding_size=cfg["embed"],
+            hidden_size=cfg["hidden"],
+            num_hidden_layers=layers,
+            num_hidden_groups=1,
+            inner_group_num=1,
+            num_attention_heads=cfg["heads"],
+            intermediate_size=cfg["intermediate"],
+            hidden_act="gelu",
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            max_position_embeddings=cfg["max_pos"],
+            type_vocab_size=2,
+            initializer_range=0.02,
+        )
+    )
 
 
 def model_flops(cfg, batch, seq, predictions=20):

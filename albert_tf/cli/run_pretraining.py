@@ -14,6 +14,7 @@ end, `final/` holds the model and `saved_model/{backbone,pretrainer}/<step>/`
 the SavedModels (`--noexport` to skip them).
 """
 
+import functools
 import json
 import os
 
@@ -185,31 +186,23 @@ def main(argv):
     tokenizer = resolve_tokenizer(
         files=vocabulary_flag_values(), do_lower_case=data_input.data.do_lower_case, required=False
     )
+    run = functools.partial(
+        pretrain,
+        settings,
+        FLAGS.albert_config_file,
+        data_input,
+        eval_file=FLAGS.eval_file,
+        init_checkpoint=FLAGS.init_checkpoint,
+        tokenizer=tokenizer,
+        strategy=strategy,
+    )
     if FLAGS.dry_run:
-        plan = pretrain(
-            settings,
-            FLAGS.albert_config_file,
-            data_input,
-            eval_file=FLAGS.eval_file,
-            init_checkpoint=FLAGS.init_checkpoint,
-            tokenizer=tokenizer,
-            strategy=strategy,
-            dry_run=True,
-        )
-        print(json.dumps(plan, indent=2))
+        print(json.dumps(run(dry_run=True), indent=2))
         return
     # Written once pretrain() has checked its inputs and holds the lock; the vocabulary is the data's.
     record_settings(settings.output_dir, tokenizer_loader=lambda: data_tokenizer(data_input, tokenizer))
     with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75
-        summary = pretrain(
-            settings,
-            FLAGS.albert_config_file,
-            data_input,
-            eval_file=FLAGS.eval_file,
-            init_checkpoint=FLAGS.init_checkpoint,
-            tokenizer=tokenizer,
-            strategy=strategy,
-        )
+        summary = run()
         if FLAGS.export and summary["outputs"]:
             preemption.raise_if_requested("training finished and final/ is written; the SavedModels are not")
             # A signal from here on lets the export finish (it publishes whole directories only).
