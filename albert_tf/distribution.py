@@ -16,9 +16,35 @@ import os
 from typing import Optional
 
 from albert_tf.errors import AlbertError
+from albert_tf.options import option
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+
+
+def mixed_precision_option():
+    """The `--mixed_precision` field of pretraining's and fine-tuning's settings."""
+    return option(
+        "float32",
+        "Compute dtype policy: bfloat16/float16 matmuls, float32 weights, LayerNorm and softmax "
+        "(float16 with loss scaling).",
+        choices=sorted(PRECISIONS),
+    )
+
+
+def jit_compile_option():
+    """The `--jit_compile` field of pretraining's and fine-tuning's settings."""
+    return option(False, "XLA-compile the training step.")
+
+
+def strategy_option():
+    """The `--strategy` field of pretraining's and fine-tuning's settings."""
+    return option(STRATEGIES[0], "tf.distribute strategy (multi_worker reads TF_CONFIG).", choices=STRATEGIES)
+
+
+def tpu_option():
+    """The `--tpu` field of pretraining's and fine-tuning's settings."""
+    return option(None, "TPU name or address for --strategy=tpu.")
 
 
 class DistributionError(AlbertError, ValueError):

@@ -43,6 +43,7 @@ from typing import List, Optional, Sequence
 from albert_tf import preemption
 from albert_tf.errors import AlbertError
 from albert_tf.locking import OutputDirLock
+from albert_tf.options import option
 from albert_tf.publish import STAGING_PREFIX, remove_stale_staging
 from albert_tf.shard_set import METADATA_FILE, HashingWriter, is_shard_name, metadata_record, shard_name
 from albert_tf.tokenization import (
@@ -71,27 +72,37 @@ class DataPrepError(AlbertError, ValueError):
 class Settings:
     """Every flag that shapes the output (recorded in metadata.json)."""
 
-    input_file: str
-    output_dir: str
+    input_file: str = option(help="Comma-separated text files or globs.")
+    output_dir: str = option(help="Where the shards and metadata.json go.")
     # The vocabulary (any registered kind; its own `do_lower_case`), resolved by the command's flags.
     tokenizer: Optional[Tokenizer] = None
-    input_format: str = "bert"
-    max_seq_length: int = 512
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    ngram: int = 3
-    favor_shorter_ngram: bool = True
-    do_whole_word_mask: bool = True
-    random_next_sentence: bool = False
-    one_sentence_chunks: str = "split"
-    short_target_per_document: bool = False
-    short_seq_prob: float = 0.1
-    dupe_factor: int = 40
-    random_seed: int = 12345
-    num_shards: int = 10
-    negative_pool_documents: int = 256
-    max_instances_per_row: int = 1  # > 1: packed rows (data_prep.packing); 1: the original's layout
-    overwrite: bool = False
+    input_format: str = option("bert", "Layout of the input.", choices=documents_lib.FORMATS)
+    max_seq_length: int = option(512, "Tokens per sequence.")
+    max_predictions_per_seq: int = option(20, "Masked tokens cap.")
+    masked_lm_prob: float = option(0.15, "Fraction of tokens to mask.")
+    ngram: int = option(3, "Longest masked span, in words.")
+    favor_shorter_ngram: bool = option(True, "p(n) ∝ 1/n (else reversed).")
+    do_whole_word_mask: bool = option(True, "Mask whole words.")
+    random_next_sentence: bool = option(False, "NSP (B from a random document) instead of SOP, for the ablation.")
+    one_sentence_chunks: str = option(
+        "split",
+        "split: cut the sentence at a word start (SOP stays SOP); random_document: the "
+        "original's random-document negative.",
+        choices=ONE_SENTENCE_CHUNK_MODES,
+    )
+    short_target_per_document: bool = option(False, "Draw the short target length once per document, as the original.")
+    short_seq_prob: float = option(0.1, "Probability of a shorter target.")
+    dupe_factor: int = option(40, "Passes over the corpus (new masks each).")
+    random_seed: int = option(12345, "Seed of every random choice.")
+    num_shards: int = option(10, "Output TFRecord files.")
+    negative_pool_documents: int = option(256, "Documents a random B may come from (NSP / random_document only).")
+    # > 1: packed rows (data_prep.packing); 1: the original's layout
+    max_instances_per_row: int = option(
+        1,
+        "Pack up to this many whole instances into each max_seq_length row (1: one a row, the original's "
+        "layout; pretraining keeps packed instances apart).",
+    )
+    overwrite: bool = option(False, "Replace a dataset already in output_dir.")
 
     def instance_options(self) -> InstanceOptions:
         return InstanceOptions(

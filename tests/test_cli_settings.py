@@ -14,7 +14,7 @@ import pytest
 from command_helpers import command_flags, run_command
 from paths import CONFIGS, REPO
 
-# (CLI module, its settings dataclass, flags whose value the CLI transforms before it reaches the dataclass)
+# (CLI module, its settings dataclass, fields whose flag is the CLI's own: a value it transforms or finds)
 CLIS = [
     # run_pretraining's lengths default to the data's (metadata.json).
     (
@@ -22,29 +22,53 @@ CLIS = [
         "albert_tf.pretraining.settings:PretrainSettings",
         ("max_seq_length", "max_predictions_per_seq"),
     ),
-    ("albert_tf.cli.run_classifier", "albert_tf.cli.run_classifier:ClassifierSettings", ()),
-    ("albert_tf.cli.run_race", "albert_tf.cli.run_race:RaceSettings", ()),
-    # The task flags are generated from the Task's fields (`albert_tf.cli.flags.define_task_flags`).
-    ("albert_tf.cli.run_squad", "albert_tf.cli.run_squad:SquadSettings", ()),
+    # The vocabulary flags' --do_lower_case (`define_vocabulary_flags`): the model's own vocabulary's setting.
+    ("albert_tf.cli.run_classifier", "albert_tf.cli.run_classifier:ClassifierSettings", ("do_lower_case",)),
+    ("albert_tf.cli.run_race", "albert_tf.cli.run_race:RaceSettings", ("do_lower_case",)),
+    ("albert_tf.cli.run_squad", "albert_tf.cli.run_squad:SquadSettings", ("do_lower_case",)),
+    ("albert_tf.cli.create_pretraining_data", "data_prep.pipeline:Settings", ()),
+    ("albert_tf.cli.export_model", "albert_tf.export.targets:ExportSettings", ()),
+    ("albert_tf.cli.predict", "albert_tf.cli.predict:PredictSettings", ()),
+    ("albert_tf.cli.convert_checkpoint", "albert_tf.cli.convert_checkpoint:ConvertSettings", ("do_lower_case",)),
+    ("albert_tf.cli.train_sentencepiece", "albert_tf.cli.train_sentencepiece:SentencePieceSettings", ()),
+    ("albert_tf.cli.build_wordpiece_vocab", "albert_tf.cli.build_wordpiece_vocab:WordPieceSettings", ()),
+    ("albert_tf.cli.param_table", "albert_tf.cli.param_table:ParamTableSettings", ()),
+    ("albert_tf.cli.inspect", "albert_tf.cli.inspect:InspectSettings", ()),
 ]
 
 
-@pytest.mark.parametrize("cli,settings,transformed", CLIS, ids=[c[0].split(".")[-1] for c in CLIS])
-def test_flag_defaults_are_the_settings_defaults(cli, settings, transformed):
+@pytest.mark.parametrize("cli,settings,own", CLIS, ids=[c[0].split(".")[-1] for c in CLIS])
+def test_flags_are_generated_from_the_settings_fields(cli, settings, own):
+    """Each settings field a command has a flag for is an `option`: the flag has its default and its help,
+    so no hand DEFINE repeats (and can drift from) a dataclass default."""
+    from albert_tf.options import option_specs
+
     module, name = settings.split(":")
     cls = getattr(importlib.import_module(module), name)
-    defaults = cls(output_dir="")
-    drift = {}
+    specs = {spec.name: spec for spec in option_specs(cls)}
+    hand_made, drift = [], {}
     with command_flags() as flag_values:
         importlib.import_module(cli).define_flags()
         for field in dataclasses.fields(cls):
-            if field.name in flag_values and field.name not in transformed and field.name != "output_dir":
-                flag_default = flag_values[field.name].default
-                value = getattr(defaults, field.name)
-                value = list(value) if isinstance(value, tuple) else value
-                if flag_default != value and not (flag_default is None and value == ""):  # a required path
-                    drift[field.name] = [flag_default, value]
-    assert drift == {}, "flag default != dataclass default"
+            if (
+                field.name not in flag_values
+                or field.name in own
+                or field.name == "do_lower_case"
+                and cli.endswith("create_pretraining_data")
+            ):
+                continue
+            if field.name not in specs:
+                hand_made.append(field.name)
+                continue
+            flag, spec = flag_values[field.name], specs[field.name]
+            default = list(spec.default) if isinstance(spec.default, tuple) else spec.default
+            default = None if default == "" else default  # a required or optional path: no default flag value
+            # An enum flag's help starts with its choices (`<lamb|adamw>: ...`).
+            if flag.default != default or not flag.help.endswith(spec.help):
+                drift[field.name] = [(flag.default, flag.help), (default, spec.help)]
+    assert hand_made == [], "flags defined by hand for settings fields"
+    assert drift == {}, "flag default or help != its option's"
+    assert specs, f"{name} declares no option"
 
 
 def test_conversion_writes_settings_json_with_flags_version_and_input_hashes(tmp_path):

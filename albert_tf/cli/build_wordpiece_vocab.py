@@ -7,38 +7,49 @@ The file starts with `[PAD] [UNK] [CLS] [SEP] [MASK]` (ids 0-4, as ALBERT's
 SentencePiece ids); every character seen `--min_character_count` times is kept.
 """
 
+import dataclasses
 import sys
 
 from absl import flags
 
 from albert_tf.cli.app import run_cli
+from albert_tf.cli.flags import define_option_flags, settings_from_flags
+from albert_tf.options import option
 from data_prep.build_wordpiece_vocab import build_wordpiece_vocab, corpus_lines, write_vocab
 from data_prep.documents import FORMATS, expand_input_patterns
 
 
+@dataclasses.dataclass(frozen=True)
+class WordPieceSettings:
+    """What `python -m data_prep.build_wordpiece_vocab` is asked (its flags of the same names)."""
+
+    input: str = option(help="Comma-separated text files or globs.")
+    output_file: str = option(help="Where vocab.txt goes.")
+    input_format: str = option("bert", "Layout of the input files.", choices=FORMATS)
+    vocab_size: int = option(21128, "Tokens in vocab.txt (the Chinese models: 21128).")
+    do_lower_case: bool = option(True, "Lowercase and strip accents (False for Korean: keeps Hangul whole).")
+    min_character_count: int = option(1, "Characters seen this often are always in the vocabulary.")
+
+
 def define_flags():
-    flags.DEFINE_string("input", None, "Comma-separated text files or globs.", required=True)
-    flags.DEFINE_enum("input_format", "bert", FORMATS, "Layout of the input files.")
-    flags.DEFINE_string("output_file", None, "Where vocab.txt goes.", required=True)
-    flags.DEFINE_integer("vocab_size", 21128, "Tokens in vocab.txt (the Chinese models: 21128).")
-    flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents (False for Korean: keeps Hangul whole).")
-    flags.DEFINE_integer("min_character_count", 1, "Characters seen this often are always in the vocabulary.")
+    define_option_flags(WordPieceSettings)
+    flags.mark_flags_as_required(["input", "output_file"])
 
 
 def main(argv):
     del argv
-    FLAGS = flags.FLAGS
+    settings = settings_from_flags(WordPieceSettings)
     try:
-        paths = expand_input_patterns(FLAGS.input)
+        paths = expand_input_patterns(settings.input)
         tokens = build_wordpiece_vocab(
-            corpus_lines(paths, FLAGS.input_format, FLAGS.do_lower_case),
-            FLAGS.vocab_size,
-            min_character_count=FLAGS.min_character_count,
+            corpus_lines(paths, settings.input_format, settings.do_lower_case),
+            settings.vocab_size,
+            min_character_count=settings.min_character_count,
         )
-        write_vocab(tokens, FLAGS.output_file)
+        write_vocab(tokens, settings.output_file)
     except (OSError, ValueError) as error:
         sys.exit(f"error: {error}")
-    print(f"wrote {FLAGS.output_file} ({len(tokens)} tokens)")
+    print(f"wrote {settings.output_file} ({len(tokens)} tokens)")
 
 
 def cli():

@@ -16,33 +16,42 @@ is replaced only when every one of its files is (a mix would load as the old one
 What the output cannot hold, or the input lacked, is said as `note:` lines.
 """
 
+import dataclasses
 import os
+from typing import Optional
 
 from absl import flags
 
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer
+from albert_tf.cli.flags import define_option_flags, define_vocabulary_flags, given_tokenizer, settings_from_flags
 from albert_tf.cli.run_record import write_settings
 from albert_tf.config import AlbertConfig
 from albert_tf.locking import OutputDirLock
+from albert_tf.options import option
 from albert_tf.publish import staged_files
 from albert_tf.run_layout import SETTINGS_FILE
+from albert_tf.tokenization import Tokenizer
 
-FLAGS = flags.FLAGS
+
+@dataclasses.dataclass(frozen=True)
+class ConvertSettings:
+    """What `python -m albert_tf.convert_checkpoint` is asked (its flags of the same names)."""
+
+    input: str = option(help="What to convert: TF1 checkpoint, our model dir, HF dir or keras-hub preset.")
+    output_dir: str = option(help="Directory to write the converted model to.")
+    albert_config_file: Optional[str] = option(None, "albert_config.json of a TF1 checkpoint (default: beside it).")
+    # A string, not an enum of the formats' registry: reading the registry loads the models (seconds for --help).
+    output_format: Optional[str] = option(
+        None, "Format to write: a registered format's name: hf, keras_hub, original (default albert_tf)."
+    )
+    to_original: bool = option(False, "Same as --output_format=original.")
+    tokenizer: Optional[Tokenizer] = None  # to ship instead of the one found with the input
+    do_lower_case: Optional[bool] = None  # overrides the found tokenizer's setting
 
 
 def define_flags():
     """Defined only when run as a program, so importing never clashes."""
-    flags.DEFINE_string("input", None, "What to convert: TF1 checkpoint, our model dir, HF dir or keras-hub preset.")
-    flags.DEFINE_string("albert_config_file", None, "albert_config.json of a TF1 checkpoint (default: beside it).")
-    flags.DEFINE_string("output_dir", None, "Directory to write the converted model to.")
-    # A string, not an enum of the formats' registry: reading the registry loads the models (seconds for --help).
-    flags.DEFINE_string(
-        "output_format",
-        None,
-        "Format to write: a registered format's name: hf, keras_hub, original (default albert_tf).",
-    )
-    flags.DEFINE_bool("to_original", False, "Same as --output_format=original.")
+    define_option_flags(ConvertSettings)
     define_vocabulary_flags(" To ship instead of the one found with the input.")
     flags.mark_flags_as_required(["input", "output_dir"])
 
@@ -112,21 +121,21 @@ def refuse_to_mix(output_dir: str, new_names) -> None:
 def main(argv):
     del argv
     notes = []
-    tokenizer = given_tokenizer()
+    settings = settings_from_flags(ConvertSettings, tokenizer=given_tokenizer())
     # The record is written with the conversion, under the same hold of the lock: a refused one (another
     # model there) leaves the directory's earlier settings.json as it was.
-    with OutputDirLock(FLAGS.output_dir):
+    with OutputDirLock(settings.output_dir):
         written = convert(
-            FLAGS.input,
-            FLAGS.albert_config_file,
-            FLAGS.output_dir,
-            FLAGS.to_original,
-            FLAGS.output_format,
-            tokenizer,
+            settings.input,
+            settings.albert_config_file,
+            settings.output_dir,
+            settings.to_original,
+            settings.output_format,
+            settings.tokenizer,
             notes,
-            FLAGS.do_lower_case,
+            settings.do_lower_case,
         )
-        write_settings(FLAGS.output_dir)
+        write_settings(settings.output_dir)
     for note in notes:
         print(f"note: {note}")
     for path in written:

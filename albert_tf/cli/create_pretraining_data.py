@@ -13,60 +13,17 @@ are described in `data_prep.pipeline`.
 from absl import flags
 
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer, settings_from_flags
+from albert_tf.cli.flags import define_option_flags, define_vocabulary_flags, given_tokenizer, settings_from_flags
 from albert_tf.cli.run_record import write_settings
 from albert_tf.locking import OutputDirLock
-from data_prep import documents as documents_lib
-from data_prep.instances import ONE_SENTENCE_CHUNK_MODES
 from data_prep.pipeline import Settings, run, sentences_per_document_note
 
 
 def define_flags():
-    defaults = Settings("", "")
-    flags.DEFINE_string("input_file", None, "Comma-separated text files or globs.", required=True)
-    flags.DEFINE_string("output_dir", None, "Where the shards and metadata.json go.", required=True)
     define_vocabulary_flags(lower_case_flag=False)  # data_prep's default is its own: uncased
-    flags.DEFINE_enum("input_format", defaults.input_format, documents_lib.FORMATS, "Layout of the input.")
     flags.DEFINE_bool("do_lower_case", True, "Lowercase (uncased models).")
-    flags.DEFINE_integer("max_seq_length", defaults.max_seq_length, "Tokens per sequence.")
-    flags.DEFINE_integer("max_predictions_per_seq", defaults.max_predictions_per_seq, "Masked tokens cap.")
-    flags.DEFINE_float("masked_lm_prob", defaults.masked_lm_prob, "Fraction of tokens to mask.")
-    flags.DEFINE_integer("ngram", defaults.ngram, "Longest masked span, in words.")
-    flags.DEFINE_bool("favor_shorter_ngram", defaults.favor_shorter_ngram, "p(n) ∝ 1/n (else reversed).")
-    flags.DEFINE_bool("do_whole_word_mask", defaults.do_whole_word_mask, "Mask whole words.")
-    flags.DEFINE_bool(
-        "random_next_sentence",
-        defaults.random_next_sentence,
-        "NSP (B from a random document) instead of SOP, for the ablation.",
-    )
-    flags.DEFINE_enum(
-        "one_sentence_chunks",
-        defaults.one_sentence_chunks,
-        ONE_SENTENCE_CHUNK_MODES,
-        "split: cut the sentence at a word start (SOP stays SOP); random_document: the "
-        "original's random-document negative.",
-    )
-    flags.DEFINE_bool(
-        "short_target_per_document",
-        defaults.short_target_per_document,
-        "Draw the short target length once per document, as the original.",
-    )
-    flags.DEFINE_float("short_seq_prob", defaults.short_seq_prob, "Probability of a shorter target.")
-    flags.DEFINE_integer("dupe_factor", defaults.dupe_factor, "Passes over the corpus (new masks each).")
-    flags.DEFINE_integer("random_seed", defaults.random_seed, "Seed of every random choice.")
-    flags.DEFINE_integer("num_shards", defaults.num_shards, "Output TFRecord files.")
-    flags.DEFINE_integer(
-        "negative_pool_documents",
-        defaults.negative_pool_documents,
-        "Documents a random B may come from (NSP / random_document only).",
-    )
-    flags.DEFINE_integer(
-        "max_instances_per_row",
-        defaults.max_instances_per_row,
-        "Pack up to this many whole instances into each max_seq_length row (1: one a row, the original's "
-        "layout; pretraining keeps packed instances apart).",
-    )
-    flags.DEFINE_bool("overwrite", defaults.overwrite, "Replace a dataset already in output_dir.")
+    define_option_flags(Settings)
+    flags.mark_flags_as_required(["input_file", "output_dir"])
 
 
 def main(argv):

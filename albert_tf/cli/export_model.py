@@ -12,10 +12,8 @@ from absl import flags
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.backend import require_tensorflow
 from albert_tf.cli.calibration import calibration_from_flags
-from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer, settings_from_flags
+from albert_tf.cli.flags import define_option_flags, define_vocabulary_flags, given_tokenizer, settings_from_flags
 from albert_tf.cli.run_record import record_settings
-from albert_tf.export.common import QUANTIZATIONS
-from albert_tf.export.precision import PRECISIONS
 from albert_tf.export.representative import DEFAULT_SAMPLES
 from albert_tf.export.targets import TARGETS, ExportSettings
 
@@ -23,18 +21,11 @@ FLAGS = flags.FLAGS
 
 
 def define_flags():
-    defaults = ExportSettings(output_dir="")
     flags.DEFINE_string(
         "model_dir",
         None,
         "The model: our model dir, a run_pretraining output dir, a .keras "
         "file (or a dir with model.keras), or Google's TF1 checkpoint.",
-    )
-    flags.DEFINE_string(
-        "output_dir",
-        None,
-        "SavedModel: TF Serving's model base path (versions go under it). "
-        "TFLite: the directory for the .tflite file and its side files.",
     )
     flags.DEFINE_enum(
         "format",
@@ -42,12 +33,7 @@ def define_flags():
         list(TARGETS),
         "What to write: " + "; ".join(f"{name}: {target.help}" for name, target in TARGETS.items()) + ".",
     )
-    flags.DEFINE_enum(
-        "quantize",
-        defaults.quantize,
-        list(QUANTIZATIONS),
-        "TFLite: float32, float16 or int8 weights (dynamic_int8), or int8 weights and activations (full_int8).",
-    )
+    define_option_flags(ExportSettings)
     flags.DEFINE_string(
         "representative_data",
         None,
@@ -60,29 +46,8 @@ def define_flags():
         DEFAULT_SAMPLES,
         "full_int8: how many examples (from the top) to calibrate on.",
     )
-    flags.DEFINE_enum(
-        "precision",
-        defaults.precision,
-        list(PRECISIONS),
-        "SavedModel compute dtype: bfloat16 runs the matmuls in bf16 (float32 weights, LayerNorm, softmax, "
-        "logits); faster on CPUs with AVX512_BF16 or AMX.",
-    )
-    flags.DEFINE_integer(
-        "max_seq_length", defaults.max_seq_length, "Text signatures' truncation / TFLite input length."
-    )
-    flags.DEFINE_integer(
-        "max_predictions_per_seq", defaults.max_predictions_per_seq, "TFLite MLM model: masked positions input length."
-    )
-    flags.DEFINE_integer("version", defaults.version, "SavedModel version directory (default: next free number).")
     flags.DEFINE_string("albert_config_file", None, "Config for a TF1 checkpoint without albert_config.json.")
     define_vocabulary_flags(" Default: the one beside the weights.")
-    flags.DEFINE_integer("top_k", defaults.top_k, "MLM candidates returned by the SavedModel.")
-    flags.DEFINE_bool(
-        "jit_compile",
-        defaults.jit_compile,
-        "SavedModel: XLA-compile the model in serving_default (faster on "
-        "CPU; compiles once per input shape; the server needs XLA's CPU JIT).",
-    )
     flags.mark_flags_as_required(["model_dir", "output_dir"])
 
 

@@ -9,14 +9,15 @@ count, its class names (a classifier fine-tuned with them), its tokenizer, and, 
 directory, the command and flags that made it (its `settings.json`). Nothing is written.
 """
 
+import dataclasses
 import json
 import os
 from typing import Optional
 
-from absl import flags
-
 from albert_tf.cli.app import run_cli
+from albert_tf.cli.flags import define_option_flags, settings_from_flags
 from albert_tf.errors import AlbertError
+from albert_tf.options import option
 from albert_tf.run_layout import MODEL_SUBDIRS, SETTINGS_FILE
 
 CONFIG_FIELDS = (
@@ -37,8 +38,15 @@ class InspectError(AlbertError, ValueError):
     """A path that holds nothing this command can describe."""
 
 
+@dataclasses.dataclass(frozen=True)
+class InspectSettings:
+    """What `python -m albert_tf.inspect PATH` is asked besides the path (its flags of the same names)."""
+
+    weights: bool = option(True, "Load the model to count its parameters (--noweights: config and files only).")
+
+
 def define_flags():
-    flags.DEFINE_bool("weights", True, "Load the model to count its parameters (--noweights: config and files only).")
+    define_option_flags(InspectSettings)
 
 
 def describe(path: str, load_weights: bool = True) -> dict:
@@ -140,7 +148,8 @@ def _run_record(path: str) -> Optional[dict]:
 def main(argv):
     if len(argv) != 2:
         raise InspectError("give one path: python -m albert_tf.inspect PATH (a model, run, .tflite file or data dir)")
-    print(json.dumps(describe(argv[1], flags.FLAGS.weights), indent=2, ensure_ascii=False))
+    settings = settings_from_flags(InspectSettings)
+    print(json.dumps(describe(argv[1], settings.weights), indent=2, ensure_ascii=False))
 
 
 def cli():

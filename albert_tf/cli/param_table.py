@@ -12,27 +12,33 @@ value: the same layers and shapes, counted without materialising xxlarge's
 223M initialised parameters (about a second a config instead of up to 20 s).
 """
 
+import dataclasses
 import glob
 import json
 import os
-
-from absl import flags
+from typing import Optional
 
 from albert_tf.cli.app import run_cli
+from albert_tf.cli.flags import define_option_flags, settings_from_flags
 from albert_tf.config import AlbertConfig, ConfigError, shipped_configs_dir
+from albert_tf.options import option
 
-FLAGS = flags.FLAGS
 
+@dataclasses.dataclass(frozen=True)
+class ParamTableSettings:
+    """What `python -m albert_tf.param_table` is asked (its flags of the same names)."""
 
-def define_flags():
-    """Defined only when run as a program, so importing never clashes."""
-    flags.DEFINE_bool("json", False, "Print JSON instead of a table.")
-    flags.DEFINE_string(
-        "configs_dir",
+    json: bool = option(False, "Print JSON instead of a table.")
+    configs_dir: Optional[str] = option(
         None,
         "Directory of *.json model configs (default: the released configs, the checkout's configs/ or "
         "the installed package's share/albert_tf/configs).",
     )
+
+
+def define_flags():
+    """Defined only when run as a program, so importing never clashes."""
+    define_option_flags(ParamTableSettings)
 
 
 def count_parameters(config):
@@ -104,8 +110,9 @@ def format_table(rows):
 def main(argv):
     del argv
 
-    rows = table_rows(FLAGS.configs_dir or shipped_configs_dir())
-    print(json.dumps(rows, indent=2) if FLAGS.json else format_table(rows))
+    settings = settings_from_flags(ParamTableSettings)
+    rows = table_rows(settings.configs_dir or shipped_configs_dir())
+    print(json.dumps(rows, indent=2) if settings.json else format_table(rows))
     return 0
 
 

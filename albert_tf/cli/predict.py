@@ -31,22 +31,24 @@ The prediction itself is `albert_tf.inference.Predictor`'s; this module reads
 the flags and writes the answers.
 """
 
+import dataclasses
 import json
 import os
 import sys
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 from absl import flags
 
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_vocabulary_flags, given_tokenizer
+from albert_tf.cli.flags import define_option_flags, define_vocabulary_flags, given_tokenizer, settings_from_flags
 from albert_tf.file_safety import is_inside, same_file
+from albert_tf.options import option
 from albert_tf.publish import staged_file
 from albert_tf.request_checks import PredictError
 from albert_tf.run_layout import CONFIG_FILE
 from albert_tf.tflite_file import is_tflite_path
-from albert_tf.tokenization import TOKENIZER_FILE, TokenizerError, WordPieceTokenizer
+from albert_tf.tokenization import TOKENIZER_FILE, Tokenizer, TokenizerError, WordPieceTokenizer
 
 EMBEDDINGS_SUFFIX = ".npy"
 DEFAULT_MAX_SEQ_LENGTH = 128
@@ -155,64 +157,113 @@ def check_output_file(output_file: str, input_file: str, model_dir: str, patienc
         raise PredictError(f"--output_file {output_file}: --patience writes JSON lines; name a .jsonl file")
 
 
-def run(
-    model_dir,
-    text=None,
-    text_b=None,
-    input_file=None,
-    output_file=None,
-    top_k=5,
-    batch_size=32,
-    max_seq_length=None,
-    tokenizer=None,
-    albert_config_file=None,
-    do_lower_case=None,
-    progress=True,
-    patience=None,
-    threshold=None,
-) -> List[str]:
-    """Does what the flags ask; returns the lines to print (loading's notes go to stderr)."""
-    if (text is None) == (input_file is None):
+@dataclasses.dataclass(frozen=True)
+class PredictSettings:
+    """What `python -m albert_tf.predict` is asked (its flags of the same names)."""
+
+    model_dir: str = option(
+        help="Any model albert_tf.formats reads (ours, TF1, HF dir, keras-hub preset), or a .tflite file."
+    )
+    text: Optional[str] = option(None, "Text to predict on ([MASK] marks what an MLM model fills in).")
+    text_b: Optional[str] = option(None, "Second segment (sentence pairs).")
+    input_file: Optional[str] = option(
+        None, "Text file, one input per line: a classifier's answers, else pooled embeddings."
+    )
+    output_file: Optional[str] = option(
+        None, "Where --input_file's results go: .jsonl (JSON lines), or .npy for embeddings."
+    )
+    top_k: int = option(5, "Fillers printed per [MASK].")
+    batch_size: int = option(32, "Lines per batch for --input_file.")
+    max_seq_length: Optional[int] = option(
+        None,
+        f"Pieces per input, [CLS]/[SEP] included (longer is truncated). Default: {DEFAULT_MAX_SEQ_LENGTH}; "
+        "a .tflite file's own.",
+    )
+    tokenizer: Optional[Tokenizer] = None  # a vocabulary given by flag; None: the one beside the weights
+    albert_config_file: Optional[str] = option(None, "Config of a TF1 checkpoint (default: beside it).")
+    do_lower_case: Optional[bool] = option(None, "Lowercase the text (default: the model's saved setting, else True).")
+    progress: bool = True  # a progress bar for --input_file
+    patience: Optional[int] = option(
+        None,
+        "Early exit (a classifier fine-tuned with --early_exit): stop a row once this many consecutive "
+        "internal classifiers agree (1..layers; layers = full depth). Default: full depth.",
+    )
+    threshold: Optional[float] = option(
+        None,
+        "With --patience on a regression model: the largest change between consecutive scores that "
+        "still counts as agreeing.",
+    )
+
+
+def run(model_dir, **options) -> List[str]:
+    """`predict` of `model_dir` with `options`, `PredictSettings`' other fields (`text=...`, `top_k=...`)."""
+    return predict(PredictSettings(model_dir, **options))
+
+
+def predict(settings: PredictSettings) -> List[str]:
+    """Does what the settings ask; returns the lines to print (loading's notes go to stderr)."""
+    if (settings.text is None) == (settings.input_file is None):
         raise PredictError("give exactly one of --text and --input_file")
-    if input_file is not None and not output_file:
+    if settings.input_file is not None and not settings.output_file:
         raise PredictError("--input_file needs --output_file (.npy, or .jsonl for JSON lines)")
-    if input_file is not None:
-        check_output_file(output_file, input_file, model_dir, patience)
-    if top_k < 1 or batch_size < 1 or (max_seq_length is not None and max_seq_length < 3):
+    if settings.input_file is not None:
+        check_output_file(settings.output_file, settings.input_file, settings.model_dir, settings.patience)
+    if (
+        settings.top_k < 1
+        or settings.batch_size < 1
+        or (settings.max_seq_length is not None and settings.max_seq_length < 3)
+    ):
         raise PredictError("--top_k and --batch_size must be ≥ 1, --max_seq_length ≥ 3")
     from albert_tf.inference import Predictor, TFLitePredictor, check_early_exit_request, is_classifier
 
-    if is_tflite_path(model_dir):
-        if patience is not None:
-            raise PredictError(f"--patience: {model_dir} answers at full depth; early exit runs on the model directory")
-        predictor = TFLitePredictor.load(model_dir, max_seq_length, tokenizer, do_lower_case)
-        return _predict_tflite(predictor, text, text_b, input_file, output_file)
-    max_seq_length = DEFAULT_MAX_SEQ_LENGTH if max_seq_length is None else max_seq_length
-    predictor = Predictor.load(model_dir, max_seq_length, tokenizer, albert_config_file, do_lower_case)
+    if is_tflite_path(settings.model_dir):
+        if settings.patience is not None:
+            raise PredictError(
+                f"--patience: {settings.model_dir} answers at full depth; early exit runs on the model directory"
+            )
+        predictor = TFLitePredictor.load(
+            settings.model_dir, settings.max_seq_length, settings.tokenizer, settings.do_lower_case
+        )
+        return _predict_tflite(predictor, settings.text, settings.text_b, settings.input_file, settings.output_file)
+    max_seq_length = DEFAULT_MAX_SEQ_LENGTH if settings.max_seq_length is None else settings.max_seq_length
+    predictor = Predictor.load(
+        settings.model_dir, max_seq_length, settings.tokenizer, settings.albert_config_file, settings.do_lower_case
+    )
     for note in predictor.notes:
         print(f"note: {note}", file=sys.stderr)
-    check_early_exit_request(predictor.model, patience, threshold)
-    if input_file is None:
+    check_early_exit_request(predictor.model, settings.patience, settings.threshold)
+    if settings.input_file is None:
         try:
-            return _predict_text(predictor, text, text_b, top_k, patience, threshold)
+            return _predict_text(
+                predictor, settings.text, settings.text_b, settings.top_k, settings.patience, settings.threshold
+            )
         except TokenizerError as error:
             raise PredictError(f"--text/--text_b: {error}") from None
-    texts = read_lines(input_file)
+    texts = read_lines(settings.input_file)
     if is_classifier(predictor.model):  # its answers, as for --text; an encoder's are embeddings
-        if output_file.endswith(EMBEDDINGS_SUFFIX):
-            raise PredictError(f"--output_file {output_file}: a classifier answers in JSON lines; name a .jsonl file")
+        if settings.output_file.endswith(EMBEDDINGS_SUFFIX):
+            raise PredictError(
+                f"--output_file {settings.output_file}: a classifier answers in JSON lines; name a .jsonl file"
+            )
         answers = predictor.predict(
-            texts, batch_size=batch_size, patience=patience, threshold=threshold, progress=progress, source=input_file
+            texts,
+            batch_size=settings.batch_size,
+            patience=settings.patience,
+            threshold=settings.threshold,
+            progress=settings.progress,
+            source=settings.input_file,
         )
         records = prediction_records(texts, answers)
-        _write_json_lines(output_file, records)
-        if patience is None:
-            return [f"wrote {output_file} ({len(records)} lines)"]
+        _write_json_lines(settings.output_file, records)
+        if settings.patience is None:
+            return [f"wrote {settings.output_file} ({len(records)} lines)"]
         average = sum(r["layers_used"] for r in records) / max(len(records), 1)
         exits = predictor.model.num_exits
-        return [f"wrote {output_file} ({len(records)} lines, {average:.2f} of {exits} layers on average)"]
-    vectors = predictor.embed(texts, batch_size=batch_size, progress=progress, source=input_file)
-    return [f"wrote {write_embeddings(output_file, texts, vectors)} ({len(texts)} × {vectors.shape[1]})"]
+        return [f"wrote {settings.output_file} ({len(records)} lines, {average:.2f} of {exits} layers on average)"]
+    vectors = predictor.embed(
+        texts, batch_size=settings.batch_size, progress=settings.progress, source=settings.input_file
+    )
+    return [f"wrote {write_embeddings(settings.output_file, texts, vectors)} ({len(texts)} × {vectors.shape[1]})"]
 
 
 def _predict_text(predictor, text, text_b, top_k, patience, threshold) -> List[str]:
@@ -269,62 +320,14 @@ def _predict_tflite(predictor, text, text_b, input_file, output_file) -> List[st
 
 
 def define_flags():
-    flags.DEFINE_string(
-        "model_dir", None, "Any model albert_tf.formats reads (ours, TF1, HF dir, keras-hub preset), or a .tflite file."
-    )
-    flags.DEFINE_string("text", None, "Text to predict on ([MASK] marks what an MLM model fills in).")
-    flags.DEFINE_string("text_b", None, "Second segment (sentence pairs).")
-    flags.DEFINE_string(
-        "input_file", None, "Text file, one input per line: a classifier's answers, else pooled embeddings."
-    )
-    flags.DEFINE_string(
-        "output_file", None, "Where --input_file's results go: .jsonl (JSON lines), or .npy for embeddings."
-    )
-    flags.DEFINE_integer("top_k", 5, "Fillers printed per [MASK].")
-    flags.DEFINE_integer("batch_size", 32, "Lines per batch for --input_file.")
-    flags.DEFINE_integer(
-        "max_seq_length",
-        None,
-        f"Pieces per input, [CLS]/[SEP] included (longer is truncated). Default: {DEFAULT_MAX_SEQ_LENGTH}; "
-        "a .tflite file's own.",
-    )
+    define_option_flags(PredictSettings)
     define_vocabulary_flags(" Default: the one beside the weights.", lower_case_flag=False)
-    flags.DEFINE_string("albert_config_file", None, "Config of a TF1 checkpoint (default: beside it).")
-    flags.DEFINE_bool("do_lower_case", None, "Lowercase the text (default: the model's saved setting, else True).")
-    flags.DEFINE_integer(
-        "patience",
-        None,
-        "Early exit (a classifier fine-tuned with --early_exit): stop a row once this many consecutive "
-        "internal classifiers agree (1..layers; layers = full depth). Default: full depth.",
-    )
-    flags.DEFINE_float(
-        "threshold",
-        None,
-        "With --patience on a regression model: the largest change between consecutive scores that "
-        "still counts as agreeing.",
-    )
     flags.mark_flag_as_required("model_dir")
 
 
 def main(argv):
     del argv
-    FLAGS = flags.FLAGS
-    lines = run(
-        FLAGS.model_dir,
-        FLAGS.text,
-        FLAGS.text_b,
-        FLAGS.input_file,
-        FLAGS.output_file,
-        FLAGS.top_k,
-        FLAGS.batch_size,
-        FLAGS.max_seq_length,
-        given_tokenizer(),
-        FLAGS.albert_config_file,
-        FLAGS.do_lower_case,
-        patience=FLAGS.patience,
-        threshold=FLAGS.threshold,
-    )
-    print("\n".join(lines))
+    print("\n".join(predict(settings_from_flags(PredictSettings, tokenizer=given_tokenizer()))))
 
 
 def cli():

@@ -31,9 +31,15 @@ from absl import flags
 
 from albert_tf import preemption
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_finetune_flags, define_task_flags, finetune_settings_from_flags, task_from_flags
+from albert_tf.cli.flags import (
+    define_finetune_flags,
+    define_option_flags,
+    finetune_settings_from_flags,
+    task_from_flags,
+)
 from albert_tf.cli.run_record import record_settings
-from albert_tf.finetuning.settings import FineTuneSettings
+from albert_tf.finetuning.settings import EPOCH_OPTIONS, FineTuneSettings
+from albert_tf.options import option
 from albert_tf.tasks import file_task, glue
 from albert_tf.tasks.file_task import FileOptions
 
@@ -42,12 +48,12 @@ from albert_tf.tasks.file_task import FileOptions
 class ClassifierSettings(FineTuneSettings):
     """run_classifier's flags."""
 
-    task_name: str = ""
-    data_dir: str = ""
+    task_name: str = option("", f"One of {', '.join(sorted(glue.TASKS))} (case-insensitive).")
+    data_dir: str = option("", "GLUE directory (with <TASK>/train.tsv ...) or the task's own.")
     # The original run_classifier's defaults: each step is asked for.
     do_train: bool = False
-    do_eval: bool = False
-    do_predict: bool = False
+    do_eval: bool = option(False, "Evaluate the best model on dev.")
+    do_predict: bool = option(False, "Write the GLUE submission file for test.tsv.")
     train_step: int = 1000
     warmup_step: int = 0
 
@@ -78,13 +84,8 @@ def classifier_task(settings: ClassifierSettings, files: FileOptions) -> glue.Ts
 
 
 def define_flags():
-    defaults = ClassifierSettings(output_dir="")
-    define_finetune_flags(defaults, early_exit=True)
-    flags.DEFINE_string("task_name", None, f"One of {', '.join(sorted(glue.TASKS))} (case-insensitive).")
-    flags.DEFINE_string("data_dir", None, "GLUE directory (with <TASK>/train.tsv ...) or the task's own.")
-    flags.DEFINE_bool("do_eval", defaults.do_eval, "Evaluate the best model on dev.")
-    flags.DEFINE_bool("do_predict", defaults.do_predict, "Write the GLUE submission file for test.tsv.")
-    define_task_flags(FileOptions)  # your own files instead of a GLUE task
+    define_finetune_flags(ClassifierSettings(output_dir=""), exclude=EPOCH_OPTIONS)
+    define_option_flags(FileOptions)  # your own files instead of a GLUE task
     flags.mark_flags_as_required(["output_dir"])
 
 

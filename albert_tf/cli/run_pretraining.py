@@ -22,10 +22,15 @@ from absl import flags
 
 from albert_tf import preemption
 from albert_tf.cli.app import our_flags, run_cli
-from albert_tf.cli.flags import define_speed_flags, define_vocabulary_flags, settings_from_flags, vocabulary_flag_values
+from albert_tf.cli.backend import define_backend_flag
+from albert_tf.cli.flags import (
+    define_option_flags,
+    define_vocabulary_flags,
+    settings_from_flags,
+    vocabulary_flag_values,
+)
 from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
-from albert_tf.pretraining.health import DIVERGENCE_ACTIONS, SENTENCE_TASKS
 from albert_tf.pretraining.settings import PretrainSettings
 from albert_tf.tokenization import resolve_tokenizer
 
@@ -33,7 +38,6 @@ FLAGS = flags.FLAGS
 
 
 def define_flags():
-    d = PretrainSettings(output_dir="")
     flags.DEFINE_string(
         "input_file",
         None,
@@ -41,59 +45,19 @@ def define_flags():
     )
     flags.DEFINE_string("eval_file", None, "Eval shards (default: --input_file, as the original).")
     flags.DEFINE_string("albert_config_file", None, "ALBERT config JSON.")
-    flags.DEFINE_string("output_dir", None, "Checkpoints, summaries, final model and SavedModels.")
     flags.DEFINE_string("init_checkpoint", None, "Warm start: Google's TF1 checkpoint or ours (weights only).")
     # Lowercasing is the data's (metadata.json), so there is no --do_lower_case here.
     define_vocabulary_flags(" Saved into final/ and the SavedModels.", lower_case_flag=False)
-    flags.DEFINE_integer("train_batch_size", d.train_batch_size, "Global batch (all replicas, all micro-steps).")
-    flags.DEFINE_integer("eval_batch_size", d.eval_batch_size, "Eval batch.")
+    define_option_flags(PretrainSettings)
     flags.DEFINE_integer("max_seq_length", None, "Must match the data (default: the data's metadata.json).")
     flags.DEFINE_integer("max_predictions_per_seq", None, "Must match the data (default: the data's).")
-    flags.DEFINE_integer("num_train_steps", d.num_train_steps, "Optimizer steps.")
-    flags.DEFINE_integer("num_warmup_steps", d.num_warmup_steps, "Linear warmup steps.")
-    flags.DEFINE_float("learning_rate", d.learning_rate, "Peak learning rate.")
-    flags.DEFINE_float("poly_power", d.poly_power, "Polynomial decay power.")
-    flags.DEFINE_integer(
-        "start_warmup_step", d.start_warmup_step, "The step warmup starts from (LR < 0 before it, as the original)."
-    )
-    flags.DEFINE_bool(
-        "init_from_group0",
-        d.init_from_group0,
-        "With --init_checkpoint: groups it lacks start from its group 0 (grow num_hidden_groups).",
-    )
-    flags.DEFINE_enum("optimizer", d.optimizer, ["lamb", "adamw"], "As the original (no bias correction).")
-    flags.DEFINE_integer("save_checkpoints_steps", d.save_checkpoints_steps, "Checkpoint every N steps.")
-    flags.DEFINE_integer("keep_checkpoint_max", d.keep_checkpoint_max, "Checkpoints kept.")
-    flags.DEFINE_bool("do_eval", d.do_eval, "Evaluate at each checkpoint and at the end; keep the best.")
     flags.DEFINE_bool(
         "do_train",
         True,
         "With --do_train=false: evaluate every checkpoint kept in --output_dir on --eval_file (default "
         "--input_file) and print one JSON line each; nothing is trained or written.",
     )
-    flags.DEFINE_integer("max_eval_steps", d.max_eval_steps, "Eval batches.")
-    flags.DEFINE_bool(
-        "length_grouping",
-        d.length_grouping,
-        "Cut each eval batch to its longest row (on a TPU: to the shortest of a few lengths that holds it); "
-        "same metrics, less padding. --nolength_grouping evaluates every row at --max_seq_length.",
-    )
-    define_speed_flags(d)
-    flags.DEFINE_float(
-        "worker_timeout_seconds",
-        d.worker_timeout_seconds,
-        "--strategy=multi_worker: end the run (naming the unreachable workers) when no training step has "
-        "finished for this long; more than the slowest step + checkpoint + eval. 0: off.",
-    )
-    flags.DEFINE_integer("grad_accum_steps", d.grad_accum_steps, "Micro-batches per optimizer step.")
-    flags.DEFINE_bool(
-        "remat",
-        d.remat,
-        "Recompute each layer application in the backward pass (less activation memory, more compute).",
-    )
-    flags.DEFINE_integer("seed", d.seed, "Seed of weights init and data order.")
-    flags.DEFINE_bool("deterministic", d.deterministic, "Deterministic TF ops (bit-reproducible on CPU).")
-    flags.DEFINE_integer("log_every_steps", d.log_every_steps, "Progress/TensorBoard interval.")
+    define_backend_flag()
     flags.DEFINE_bool("export", True, "Write SavedModels at the end.")
     flags.DEFINE_bool(
         "dry_run",
@@ -101,20 +65,6 @@ def define_flags():
         "Check the flags, data, config, vocabulary, memory and a resume's settings, print the plan (rows, "
         "epochs, batch per replica, memory) as JSON, and train and write nothing.",
     )
-    flags.DEFINE_enum(
-        "sentence_task",
-        d.sentence_task,
-        list(SENTENCE_TASKS),
-        "The sentence task the run means to learn; a warning at start when the data's metadata.json says the other.",
-    )
-    flags.DEFINE_enum(
-        "on_divergence",
-        d.on_divergence,
-        list(DIVERGENCE_ACTIONS),
-        "A loss spike or accuracy collapse: warn; stop; or rollback (restore the last good checkpoint and skip "
-        "the batches after it, at most 3 times, then stop).",
-    )
-    flags.DEFINE_bool("verify_data", d.verify_data, "Check every shard's sha256 against metadata.json first.")
     flags.DEFINE_float("demo_minutes", 3.0, "Demo only: minutes of training (about).")
     flags.DEFINE_string("demo_dir", "albert_tf_demo", "Demo only: where everything goes.")
 

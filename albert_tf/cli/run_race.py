@@ -17,10 +17,16 @@ from absl import flags
 
 from albert_tf import preemption
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_finetune_flags, define_task_flags, finetune_settings_from_flags, task_from_flags
+from albert_tf.cli.flags import (
+    define_finetune_flags,
+    define_option_flags,
+    finetune_settings_from_flags,
+    task_from_flags,
+)
 from albert_tf.cli.run_record import record_settings
 from albert_tf.errors import AlbertError
-from albert_tf.finetuning.settings import FineTuneSettings
+from albert_tf.finetuning.settings import EPOCH_OPTIONS, FineTuneSettings
+from albert_tf.options import option
 from albert_tf.tasks import race
 
 FLAGS = flags.FLAGS
@@ -32,12 +38,12 @@ class RaceSettings(FineTuneSettings):
 
     # The original run_race's defaults: it trains and evaluates unless told otherwise.
     do_train: bool = True
-    do_eval: bool = True
+    do_eval: bool = option(True, "Evaluate the best model on --eval_split (as the original).")
     learning_rate: float = 1e-5
     train_step: int = 12000
     warmup_step: int = 1000
     save_checkpoints_steps: int = 100
-    eval_split: str = "dev"
+    eval_split: str = option("dev", "Split evaluated (and used to pick the best).", choices=("dev", "test"))
 
 
 def run(task: race.RaceTask, settings: RaceSettings) -> dict:
@@ -48,14 +54,9 @@ def run(task: race.RaceTask, settings: RaceSettings) -> dict:
 
 
 def define_flags():
-    defaults = RaceSettings(output_dir="")
-    define_finetune_flags(defaults, early_exit=True)
-    define_task_flags(race.RaceTask)
+    define_finetune_flags(RaceSettings(output_dir=""), exclude=EPOCH_OPTIONS)
+    define_option_flags(race.RaceTask)
     flags.DEFINE_alias("dropout_prob", "dropout")  # the original run_race's name
-    flags.DEFINE_bool("do_eval", defaults.do_eval, "Evaluate the best model on --eval_split (as the original).")
-    flags.DEFINE_enum(
-        "eval_split", defaults.eval_split, ["dev", "test"], "Split evaluated (and used to pick the best)."
-    )
     flags.DEFINE_bool("high_only", False, "Only RACE-H.")
     flags.DEFINE_bool("middle_only", False, "Only RACE-M.")
     flags.mark_flags_as_required(["data_dir", "output_dir"])

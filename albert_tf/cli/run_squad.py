@@ -31,9 +31,15 @@ from absl import flags
 
 from albert_tf import preemption
 from albert_tf.cli.app import run_cli
-from albert_tf.cli.flags import define_finetune_flags, define_task_flags, finetune_settings_from_flags, task_from_flags
+from albert_tf.cli.flags import (
+    define_finetune_flags,
+    define_option_flags,
+    finetune_settings_from_flags,
+    task_from_flags,
+)
 from albert_tf.cli.run_record import record_settings
 from albert_tf.finetuning.settings import FineTuneSettings
+from albert_tf.options import option
 from albert_tf.tasks.squad import SquadTask
 
 FLAGS = flags.FLAGS
@@ -45,9 +51,10 @@ class SquadSettings(FineTuneSettings):
 
     # The original run_squad's defaults: each step is asked for; 3 epochs, 10 % warmup.
     do_train: bool = False
-    do_predict: bool = False
+    do_predict: bool = option(False, "Predict --predict_file with the best model.")
     max_seq_length: Optional[int] = 384
-    train_step: Optional[int] = None
+    train_step: Optional[int] = option(None, "Optimizer steps; given, wins over --num_train_epochs.")
+    warmup_step: Optional[int] = option(None, "Warmup steps (default: --warmup_proportion).")
     num_train_epochs: Optional[float] = 3.0
     warmup_proportion: float = 0.1
 
@@ -63,9 +70,9 @@ def run(task: SquadTask, settings: SquadSettings) -> dict:
 
 
 def define_flags():
-    define_finetune_flags(SquadSettings(output_dir=""), head_dropout=False, epochs=True)
-    define_task_flags(SquadTask)
-    flags.DEFINE_bool("do_predict", SquadSettings.do_predict, "Predict --predict_file with the best model.")
+    # The span heads have no dropout, and SQuAD's early exit is not built.
+    define_finetune_flags(SquadSettings(output_dir=""), exclude=("dropout", "early_exit"))
+    define_option_flags(SquadTask)
     flags.mark_flags_as_required(["output_dir"])
 
 

@@ -8,47 +8,59 @@ A unigram model with ALBERT's ids (`<pad>`=0, `<unk>`=1, `[CLS]`=2, `[SEP]`=3,
 the tokenizer's own `preprocess_text`, streamed (memory does not grow with the corpus).
 """
 
+import dataclasses
 import sys
+from typing import Tuple
 
 from absl import flags
 
 from albert_tf.cli.app import run_cli
+from albert_tf.cli.flags import define_option_flags, settings_from_flags
+from albert_tf.options import option
 from albert_tf.tokenization import ALBERT_USER_DEFINED_SYMBOLS
 from data_prep.documents import FORMATS, expand_input_patterns
 from data_prep.train_sentencepiece import corpus_sentences, train_sentencepiece
 
 
-def define_flags():
-    flags.DEFINE_string("input", None, "Comma-separated text files or globs.", required=True)
-    flags.DEFINE_enum("input_format", "bert", FORMATS, "Layout of the input files.")
-    flags.DEFINE_string("model_prefix", None, "Writes <prefix>.model and <prefix>.vocab.", required=True)
-    flags.DEFINE_integer("vocab_size", 30000, "Pieces in the vocabulary (ALBERT: 30000).")
-    flags.DEFINE_bool("cased", False, "Keep case (the released English models are uncased).")
-    flags.DEFINE_integer("input_sentence_size", 10_000_000, "Sentences sampled for training.")
-    flags.DEFINE_float("character_coverage", 0.99995, "As the ALBERT README.")
-    flags.DEFINE_list(
-        "user_defined_symbols", list(ALBERT_USER_DEFINED_SYMBOLS), "Pieces always kept whole (ids 5, 6, ...)."
+@dataclasses.dataclass(frozen=True)
+class SentencePieceSettings:
+    """What `python -m data_prep.train_sentencepiece` is asked (its flags of the same names)."""
+
+    input: str = option(help="Comma-separated text files or globs.")
+    model_prefix: str = option(help="Writes <prefix>.model and <prefix>.vocab.")
+    input_format: str = option("bert", "Layout of the input files.", choices=FORMATS)
+    vocab_size: int = option(30000, "Pieces in the vocabulary (ALBERT: 30000).")
+    cased: bool = option(False, "Keep case (the released English models are uncased).")
+    input_sentence_size: int = option(10_000_000, "Sentences sampled for training.")
+    character_coverage: float = option(0.99995, "As the ALBERT README.")
+    user_defined_symbols: Tuple[str, ...] = option(
+        ALBERT_USER_DEFINED_SYMBOLS, "Pieces always kept whole (ids 5, 6, ...)."
     )
+
+
+def define_flags():
+    define_option_flags(SentencePieceSettings)
+    flags.mark_flags_as_required(["input", "model_prefix"])
 
 
 def main(argv):
     del argv
-    FLAGS = flags.FLAGS
+    settings = settings_from_flags(SentencePieceSettings)
     try:
-        paths = expand_input_patterns(FLAGS.input)
+        paths = expand_input_patterns(settings.input)
         model_file = train_sentencepiece(
-            corpus_sentences(paths, FLAGS.input_format, lower=not FLAGS.cased),
-            FLAGS.model_prefix,
-            vocab_size=FLAGS.vocab_size,
-            input_sentence_size=FLAGS.input_sentence_size,
-            character_coverage=FLAGS.character_coverage,
-            user_defined_symbols=FLAGS.user_defined_symbols,
+            corpus_sentences(paths, settings.input_format, lower=not settings.cased),
+            settings.model_prefix,
+            vocab_size=settings.vocab_size,
+            input_sentence_size=settings.input_sentence_size,
+            character_coverage=settings.character_coverage,
+            user_defined_symbols=list(settings.user_defined_symbols),
         )
     except (OSError, ValueError) as error:  # bad input: a message, not a traceback
         sys.exit(f"error: {error}")
     print(
-        f"wrote {model_file} and {FLAGS.model_prefix}.vocab "
-        f"({FLAGS.vocab_size} pieces, {'cased' if FLAGS.cased else 'uncased'})"
+        f"wrote {model_file} and {settings.model_prefix}.vocab "
+        f"({settings.vocab_size} pieces, {'cased' if settings.cased else 'uncased'})"
     )
 
 

@@ -19,21 +19,39 @@ import abc
 import dataclasses
 from typing import Dict, Optional, Tuple
 
-from albert_tf.export.common import ExportError
+from albert_tf.export.common import QUANTIZATIONS, ExportError
+from albert_tf.export.precision import PRECISIONS
+from albert_tf.options import option
 
 
 @dataclasses.dataclass(frozen=True)
 class ExportSettings:
     """Every setting that shapes an export (the `albert_tf.export` flags of the same names)."""
 
-    output_dir: str
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20  # TFLite MLM model: the masked positions input's length
-    version: Optional[int] = None  # SavedModel: the version directory (default: the next free number)
-    top_k: int = 5  # SavedModel MLM model: candidates returned
-    jit_compile: bool = False  # SavedModel: XLA-compile serving_default
-    precision: str = "float32"  # SavedModel compute dtype
-    quantize: str = "none"  # TFLite weights (and activations: full_int8)
+    output_dir: str = option(
+        help="SavedModel: TF Serving's model base path (versions go under it). "
+        "TFLite: the directory for the .tflite file and its side files."
+    )
+    max_seq_length: int = option(128, "Text signatures' truncation / TFLite input length.")
+    max_predictions_per_seq: int = option(20, "TFLite MLM model: masked positions input length.")
+    version: Optional[int] = option(None, "SavedModel version directory (default: next free number).")
+    top_k: int = option(5, "MLM candidates returned by the SavedModel.")
+    jit_compile: bool = option(
+        False,
+        "SavedModel: XLA-compile the model in serving_default (faster on "
+        "CPU; compiles once per input shape; the server needs XLA's CPU JIT).",
+    )
+    precision: str = option(
+        "float32",
+        "SavedModel compute dtype: bfloat16 runs the matmuls in bf16 (float32 weights, LayerNorm, softmax, "
+        "logits); faster on CPUs with AVX512_BF16 or AMX.",
+        choices=PRECISIONS,
+    )
+    quantize: str = option(
+        "none",
+        "TFLite: float32, float16 or int8 weights (dynamic_int8), or int8 weights and activations (full_int8).",
+        choices=QUANTIZATIONS,
+    )
     # full_int8: the (text_a, text_b) pairs to calibrate on (the command reads --representative_data)
     calibration_texts: Optional[Tuple[Tuple[str, Optional[str]], ...]] = None
 

@@ -16,9 +16,9 @@ official score and files. Every step is one method, in the order
 
 A GLUE-style TSV task needs no subclass: see `albert_tf.tasks.glue.TsvTask`.
 
-A task's own options are its dataclass fields; those with a `help` in their
-metadata (`option(default, help)`) become its CLI's flags, generated
-(`albert_tf.cli.flags.define_task_flags`).
+A task's own options are its dataclass fields; those declared with
+`albert_tf.options.option(default, help)` become its CLI's flags, generated
+(`albert_tf.cli.flags.define_option_flags`).
 """
 
 import abc
@@ -31,11 +31,6 @@ from albert_tf.finetuning.settings import FineTuneError
 
 if TYPE_CHECKING:  # annotations only: the commands read their flags without importing Keras
     import keras
-
-
-def option(default, help: str, **metadata):
-    """A task field that is also a flag of its CLI (same name, this default and help)."""
-    return dataclasses.field(default=default, metadata={"help": help, **metadata})
 
 
 @dataclasses.dataclass

@@ -19,11 +19,20 @@ Example:
 import dataclasses
 from typing import Optional, Tuple
 
-from albert_tf.distribution import PRECISIONS, STRATEGIES
+from albert_tf.distribution import (
+    PRECISIONS,
+    STRATEGIES,
+    jit_compile_option,
+    mixed_precision_option,
+    strategy_option,
+    tpu_option,
+)
 from albert_tf.errors import AlbertError
+from albert_tf.options import option
 from albert_tf.range_checks import check_ranges, check_seed
 from albert_tf.tokenization.base import Tokenizer
 
+EPOCH_OPTIONS = ("num_train_epochs", "warmup_proportion")  # options only the runners that schedule by epochs take
 MULTI_WORKER = "multi_worker"  # pretraining's; Keras `fit` cannot run it on our inputs
 
 
@@ -35,38 +44,67 @@ class FineTuneError(AlbertError, RuntimeError):
 class FineTuneSettings:
     """What every fine-tuning runner shares; a runner's own options live on its `Task`."""
 
-    output_dir: str
-    albert_config_file: Optional[str] = None
-    init_checkpoint: Optional[str] = None
+    output_dir: str = option(help="Where results and the best model go.")
+    albert_config_file: Optional[str] = option(None, "ALBERT config (default: the one beside --init_checkpoint).")
+    init_checkpoint: Optional[str] = option(None, "Google's TF1 checkpoint, our model dir, run dir or .keras.")
     # A vocabulary given by flag, resolved at the command's edge (`resolve_tokenizer`); None: the model's own.
     tokenizer: Optional[Tokenizer] = None
     do_lower_case: Optional[bool] = None  # for the model's own vocabulary; None: its saved setting
-    do_train: bool = True
+    do_train: bool = option(True, "Fine-tune.")
     # None (the commands, when the flag is not given): this class's default, lowered to the model's
     # max_position_embeddings where that is smaller (`with_max_seq_length_for`).
-    max_seq_length: Optional[int] = 512
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    learning_rate: float = 5e-5
-    train_step: Optional[int] = None  # None: from num_train_epochs
-    warmup_step: Optional[int] = None  # None: warmup_proportion of the steps
-    num_train_epochs: Optional[float] = None
-    warmup_proportion: float = 0.0
-    save_checkpoints_steps: int = 1000
-    optimizer: str = "adamw"
-    dropout: float = 0.1
-    seed: int = 12345
-    grad_accum_steps: int = 1  # micro-batches per optimizer step (their gradients averaged)
-    remat: bool = False  # recompute each layer application in the backward pass (activation memory)
-    early_exit: bool = False  # a classifier per layer application (PABEE; the task's `with_early_exit`)
-    metric: Optional[str] = None  # the metric that picks best/ (None: the task's); any key its score returns
-    early_stopping_patience: int = 0  # stop after this many evaluations without a better metric (0: never)
-    length_grouping: bool = True  # similar lengths batched, cut to their longest row (False: all at max_seq_length)
-    mixed_precision: str = "float32"  # compute policy (PRECISIONS); best/ is saved in float32
-    strategy: str = "default"  # tf.distribute strategy (STRATEGIES but multi_worker: refused, see __post_init__)
-    tpu: Optional[str] = None  # TPU name or address for strategy "tpu"
-    jit_compile: bool = False  # XLA-compile the training step
-    dry_run: bool = False  # every check, each split read and encoded, then the plan instead of the run
+    max_seq_length: Optional[int] = option(
+        512, "Tokens per example (not given: this default, or the model's max_position_embeddings where smaller)."
+    )
+    train_batch_size: int = option(32, "Training batch.")
+    eval_batch_size: int = option(8, "Eval/predict batch.")
+    learning_rate: float = option(5e-5, "Peak learning rate.")
+    train_step: Optional[int] = option(None, "Optimizer steps.")  # None: from num_train_epochs
+    warmup_step: Optional[int] = option(None, "Linear warmup steps.")  # None: warmup_proportion of the steps
+    # Flags of the runners that schedule by epochs (run_squad); the others exclude them (EPOCH_OPTIONS).
+    num_train_epochs: Optional[float] = option(None, "Epochs over the training examples (the original's count).")
+    warmup_proportion: float = option(0.0, "Fraction of the steps with linear warmup.")
+    save_checkpoints_steps: int = option(1000, "Evaluate (and keep the best) every N steps.")
+    optimizer: str = option("adamw", "As the original.", choices=("adamw", "lamb"))
+    dropout: float = option(0.1, "Head dropout (0.1 in the original; the README's v2 RACE: 0).")
+    seed: int = option(12345, "Seed of head init and data order.")
+    grad_accum_steps: int = option(
+        1,
+        "Micro-batches per optimizer step (their gradients averaged: the same update as one --train_batch_size "
+        "batch, less memory).",
+    )
+    remat: bool = option(
+        False,
+        "Recompute each layer application in the backward pass: much less activation memory for some extra "
+        "compute (large models on small GPUs).",
+    )
+    early_exit: bool = option(
+        False, "Train a classifier after every layer (PABEE): served with a patience, it stops early (README)."
+    )
+    metric: Optional[str] = option(
+        None,
+        "The dev metric that picks best/: any the task computes (classification: accuracy, macro_f1, "
+        "matthews_corr, f1 of label 1 for two classes; regression: pearson, spearman, mse, lower better). "
+        "Default: the task's.",
+    )
+    early_stopping_patience: int = option(
+        0, "Stop after this many evaluations without a better --metric (0: train all steps); best/ is kept."
+    )
+    length_grouping: bool = option(
+        True,
+        "Batch rows of similar length and cut each batch to its longest row (training under --jit_compile "
+        "or a TPU: to the shortest of a few lengths that holds it); same outputs, much less padding. "
+        "--nolength_grouping pads every row to --max_seq_length.",
+    )
+    mixed_precision: str = mixed_precision_option()  # best/ is saved in float32
+    strategy: str = strategy_option()  # multi_worker is refused (see __post_init__)
+    tpu: Optional[str] = tpu_option()
+    jit_compile: bool = jit_compile_option()
+    dry_run: bool = option(
+        False,
+        "Check the flags, the model, every file (read and tokenized as the run reads them), memory and a "
+        "resume's settings; print the plan (examples, steps, epochs, memory, warnings) as JSON; train nothing.",
+    )
     verbose: bool = True
 
     def __post_init__(self):

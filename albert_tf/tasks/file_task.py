@@ -35,7 +35,8 @@ import math
 import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from albert_tf.finetuning.base import ReadReport, option
+from albert_tf.finetuning.base import ReadReport
+from albert_tf.options import option
 from albert_tf.tasks.glue import Columns, Example, GlueDataError, TsvTask
 from albert_tf.tasks.text_files import ReplacedLines
 

@@ -24,8 +24,9 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 from albert_tf.errors import AlbertError
-from albert_tf.finetuning.base import Encoded, ReadReport, Task, option
+from albert_tf.finetuning.base import Encoded, ReadReport, Task
 from albert_tf.finetuning.losses import classification_loss
+from albert_tf.options import option
 from albert_tf.range_checks import check_ranges
 from albert_tf.tasks.early_exit import EarlyExitTask
 from albert_tf.tasks.text_files import ReplacedLines, decode_replacing

@@ -18,9 +18,10 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from albert_tf.finetuning.base import Baseline, Encoded, ReadReport, Task, option
+from albert_tf.finetuning.base import Baseline, Encoded, ReadReport, Task
 from albert_tf.finetuning.losses import binary_loss, classification_loss
 from albert_tf.finetuning.settings import FineTuneError
+from albert_tf.options import option
 from albert_tf.range_checks import check_ranges
 from albert_tf.tasks.squad.decoding import apply_threshold, decode, decode_v2
 from albert_tf.tasks.squad.evaluation import best_threshold, evaluate
