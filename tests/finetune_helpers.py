@@ -1,9 +1,12 @@
-"""What the fine-tuning tests share: slices of real GLUE data, TensorBoard scalars, runs killed midway."""
+"""What the fine-tuning tests share: slices of real GLUE data, TensorBoard scalars, runs killed midway, and a
+task whose dev scores a test scripts."""
 
 import contextlib
 import os
 import time
+from typing import Callable, Iterable, Optional
 
+from albert_tf.finetuning.base import Baseline, Encoded, Task
 from albert_tf.locking import LOCK_FILE
 
 from pretraining_helpers import latest_checkpoint_step
@@ -67,3 +70,48 @@ def scalars(directory) -> dict:
                 number = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
                 found.setdefault(value.tag, []).append((event.step, number))
     return found
+
+
+class ScriptedTask(Task):
+    """A classification task for driving the engine's loop (`training.train`) on features a test made.
+
+    Its score at each evaluation is `score(predictions)` (the runner's `predict` gives them), or the
+    next of `scores`; the reading and writing steps are the runner's and are never called here.
+    """
+
+    name = "scripted"
+    metric = "accuracy"
+
+    def __init__(
+        self,
+        scores: Optional[Iterable[dict]] = None,
+        score: Optional[Callable[[object], dict]] = None,
+        baseline: Optional[Baseline] = None,
+    ):
+        given = iter(scores) if scores is not None else None
+        self.scripted_score = score or (lambda predictions: next(given))
+        self.given_baseline = baseline
+
+    def losses(self):
+        from albert_tf.finetuning.losses import classification_loss
+
+        return {"logits": classification_loss}
+
+    def score(self, data, predictions):
+        return self.scripted_score(predictions)
+
+    def baseline(self, data):
+        return self.given_baseline
+
+    def never_called(self, *args, **kwargs):
+        raise AssertionError("the loop reads, builds and writes nothing of the task's")
+
+    inputs = read = encode = build_model = postprocess = write = never_called
+
+
+NO_DEV = Encoded("dev", [], {})
+
+
+def no_predictions(model, data):
+    """The runner's `predict` for a `ScriptedTask` whose scores are scripted: nothing to predict."""
+    return None

@@ -431,12 +431,13 @@ def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
     """A run killed after writing best/ but before its first checkpoint starts again from step 0."""
     import shutil
 
-    from albert_tf.finetuning import losses, training
+    from albert_tf.finetuning import training
     from albert_tf.finetuning.datasets import train_dataset
     from albert_tf.finetuning.settings import FineTuneSettings
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.classifier import AlbertClassifier
 
+    from finetune_helpers import NO_DEV, ScriptedTask, no_predictions
     from paths import CONFIGS
     from toy_inputs import good_request
 
@@ -452,10 +453,8 @@ def test_a_restarted_finetuning_run_keeps_the_killed_runs_better_best(tmp_path):
         shutil.rmtree(tmp_path / "checkpoints", ignore_errors=True)  # killed before any checkpoint: step 0
         model = AlbertClassifier(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), 2)
         dataset = train_dataset(features, labels, 8, 0)
-        given = iter(scores)
-        return training.train(
-            model, dataset, settings, losses.classification_loss, lambda m: {"accuracy": next(given)}, "accuracy"
-        )
+        task = ScriptedTask([{"accuracy": score} for score in scores])
+        return training.train(task, model, dataset, settings, NO_DEV, no_predictions)
 
     train([0.9, 0.7])  # the run that was killed after its evaluations
     kept = (tmp_path / "best" / "model.keras").read_bytes()

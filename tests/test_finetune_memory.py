@@ -4,12 +4,13 @@ import keras
 import numpy as np
 import pytest
 
-from albert_tf.finetuning import losses, training
+from albert_tf.finetuning import training
 from albert_tf.finetuning.datasets import train_dataset
 from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
 
+from finetune_helpers import NO_DEV, ScriptedTask, no_predictions
 from paths import CONFIGS
 
 
@@ -30,7 +31,7 @@ def one_step(tmp_path, name, weights, features, labels, grad_accum_steps, remat)
         verbose=False,
     )
     dataset = train_dataset(features, labels, settings.micro_batch_size, seed=0)
-    training.train(model, dataset, settings, losses.classification_loss, lambda m: {"accuracy": 0.0}, "accuracy")
+    training.train(ScriptedTask(score=lambda _: {"accuracy": 0.0}), model, dataset, settings, NO_DEV, no_predictions)
     return [np.array(w) for w in model.get_weights()]
 
 
@@ -65,7 +66,7 @@ def test_batch_must_divide_into_micro_batches():
 @pytest.mark.parametrize("remat", [False, True])
 def test_a_batch_far_beyond_memory_is_refused_before_training(tmp_path, monkeypatch, remat):
     from albert_tf import memory_check
-    from albert_tf.finetuning import losses, training
+    from albert_tf.finetuning import training
     from albert_tf.finetuning.settings import FineTuneSettings
     from albert_tf.models.backbone import AlbertBackbone
     from albert_tf.models.classifier import AlbertClassifier
@@ -82,7 +83,7 @@ def test_a_batch_far_beyond_memory_is_refused_before_training(tmp_path, monkeypa
         output_dir=str(tmp_path / "out"), train_batch_size=batch, max_seq_length=128, verbose=False
     )
     with pytest.raises(memory_check.MemoryLimitError, match=f"^--train_batch_size: {batch} sequences of 128 per step"):
-        training.train(model, None, settings, losses.classification_loss, None, "accuracy")
+        training.train(ScriptedTask([]), model, None, settings, NO_DEV, no_predictions)
     assert not (tmp_path / "out").exists()
     # What fits is not refused: the lower bound of a real batch.
     memory_check.check_batch_fits(backbone.albert_config, model.count_params(), 8, 128, remat)

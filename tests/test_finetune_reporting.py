@@ -101,11 +101,12 @@ def _scripted_run(tmp_path, scores, metric="accuracy", baseline=None, patience=0
     import keras
 
     from albert_tf import AlbertBackbone
-    from albert_tf.finetuning import losses, training
+    from albert_tf.finetuning import training
     from albert_tf.finetuning.datasets import train_dataset
     from albert_tf.finetuning.settings import FineTuneSettings
     from albert_tf.models.classifier import AlbertClassifier
 
+    from finetune_helpers import NO_DEV, ScriptedTask, no_predictions
     from paths import CONFIGS
 
     keras.utils.set_random_seed(0)
@@ -125,16 +126,8 @@ def _scripted_run(tmp_path, scores, metric="accuracy", baseline=None, patience=0
         early_stopping_patience=patience,
         metric=metric,
     )
-    given = iter(scores)
-    return training.train(
-        model,
-        lambda: train_dataset(features, labels, 8, 0),
-        settings,
-        losses.classification_loss,
-        lambda m: {metric: next(given), "accuracy": 0.5},
-        "accuracy",
-        baseline=baseline,
-    )
+    task = ScriptedTask([{metric: score, "accuracy": 0.5} for score in scores], baseline=baseline)
+    return training.train(task, model, lambda: train_dataset(features, labels, 8, 0), settings, NO_DEV, no_predictions)
 
 
 def test_early_stopping_stops_after_the_patience_and_keeps_best(tmp_path, capsys):

@@ -265,8 +265,10 @@ def test_early_exit_and_mixed_precision_models_predict_as_with_fixed_padding(glu
 @pytest.mark.slow
 @pytest.mark.realdata
 def test_fine_tuning_trains_on_grouped_batches_with_remat_and_gradient_accumulation(glue_dev, tmp_path):
-    from albert_tf.finetuning import losses, training
+    from albert_tf.finetuning import training
     from albert_tf.finetuning.settings import FineTuneSettings
+
+    from finetune_helpers import NO_DEV, ScriptedTask
 
     features, labels = glue_dev["sst-2"]
     settings = FineTuneSettings(
@@ -283,15 +285,14 @@ def test_fine_tuning_trains_on_grouped_batches_with_remat_and_gradient_accumulat
     keras.utils.set_random_seed(3)
     model = AlbertClassifier(AlbertBackbone.from_albert_config(TINY, remat=True), num_classes=2)
     dataset = length_batching.train_dataset(features, labels, settings.micro_batch_size, seed=3, pool_batches=10)
+    task = ScriptedTask(score=lambda predicted: {"accuracy": float(np.mean(predicted == labels))})
     result = training.train(
+        task,
         model,
         dataset,
         settings,
-        losses.classification_loss,
-        lambda trained: {
-            "accuracy": float(np.mean(predict_in_order(trained, features, 64)["logits"].argmax(-1) == labels))
-        },
-        "accuracy",
+        NO_DEV,
+        lambda trained, dev: predict_in_order(trained, features, 64)["logits"].argmax(-1),
     )
     assert [h["global_step"] for h in result["history"]] == [3, 6]
     assert all(np.isfinite(h["train_loss"]) for h in result["history"])

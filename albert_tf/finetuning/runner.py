@@ -240,7 +240,8 @@ def _run(
             backbone = model_start.backbone(remat=settings.remat, dtype=PRECISIONS[settings.mixed_precision])
             model = task.build_model(backbone, settings.dropout)
             result = training.train(
-                task.training_model(model),
+                task,
+                model,
                 # A fresh dataset per call: its order is fixed by the seed, so a resumed run can skip what was used.
                 lambda: datasets.train_dataset(
                     train.features,
@@ -251,17 +252,10 @@ def _run(
                     compiled=settings.compiles_every_shape,
                 ),
                 settings,
-                task.losses(),
-                lambda trained: task.score(dev, predict(trained, dev)),
-                task.metric,
-                loss_weights=task.loss_weights(),
-                inference_model=model,
-                tokenizer=tokenizer,
-                task_binding=task.binding(),
+                dev,
+                predict,
+                tokenizer,
                 start_line=model_start.origin,
-                metric_names=task.metric_names(),
-                baseline=task.baseline(dev),
-                train_accuracy=task.train_accuracy(),
             )
         summary["history"] = result["history"]
         summary["best_step"] = result["best"]["global_step"] if result["best"] else None

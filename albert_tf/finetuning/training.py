@@ -21,14 +21,14 @@ import contextlib
 import math
 import os
 import time
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import keras
 import numpy as np
 
 from albert_tf import memory_check, optimization, preemption
 from albert_tf.finetuning import best_model, history
-from albert_tf.finetuning.base import Baseline
+from albert_tf.finetuning.base import Baseline, Encoded, Task
 from albert_tf.finetuning.checkpoints import FineTuneCheckpoints
 from albert_tf.finetuning.metrics import is_better
 from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
@@ -100,37 +100,31 @@ class _Progress(keras.callbacks.Callback):
 
 
 def train(
-    model,
+    task: Task,
+    model: keras.Model,
     dataset,
     settings: FineTuneSettings,
-    loss,
-    evaluate: Callable[[keras.Model], dict],
-    metric: str,
-    loss_weights: Optional[dict] = None,
-    inference_model: Optional[keras.Model] = None,
+    dev: Encoded,
+    predict: Callable[[keras.Model, Encoded], Any],
     tokenizer=None,
     *,
-    task_binding: Optional[dict] = None,
     start_line: Optional[str] = None,
-    metric_names: Optional[Sequence[str]] = None,
-    baseline: Optional[Baseline] = None,
-    train_accuracy: bool = False,
 ) -> dict:
-    """Trains `model`; every `save_checkpoints_steps` evaluates, keeps the best in `best/` and checkpoints.
+    """Trains `task`'s `model`; every `save_checkpoints_steps` evaluates on `dev`, keeps the best in `best/`
+    and checkpoints.
+
+    The task gives the rest: the model trained (`training_model`, when training wires it differently,
+    as SQuAD v2's answerability head), losses and their weights, the metric that picks `best/`
+    (`settings.metric` overrides it; checked against `metric_names` when the task knows them, else at
+    the first evaluation), the score, a trivial predictor's dev score (`baseline`, shown with every
+    evaluation and warned about if not beaten), whether the bar shows the training accuracy, and the
+    binding (`binding()`: name, labels, columns) under which a resume is accepted.
 
     `dataset` is a function returning the training batches (a fresh `tf.data.Dataset` whose order is
     fixed by the seed: a resumed run skips the batches already used), or a dataset itself.
-    `loss` is one function (for the `logits` output) or `{output: function}`.
-    `inference_model` (default `model`) is what is evaluated and saved, when
-    training uses a differently wired model on the same layers. `tokenizer`'s
-    vocabulary (`spm.model` or `vocab.txt`) is saved beside the best model.
-    `metric` picks `best/` (`settings.metric` overrides it; checked against `metric_names`, the
-    names `evaluate` returns, when given, else at the first evaluation). `baseline`: a trivial
-    predictor's dev score (`Task.baseline`), shown with every evaluation and warned about if not beaten.
+    `predict(model, dev)` is the runner's: the model's predictions on `dev`, which `task.score` scores.
+    `tokenizer`'s vocabulary (`spm.model` or `vocab.txt`) is saved beside the best model.
     `start_line` says what the weights start from (printed unless the run resumes).
-    `task_binding` (`Task.binding()`: the task's name, labels, columns) is bound to the checkpoints
-    with the settings: resuming under another is refused.
-    `train_accuracy`: the `logits` are class scores; the bar and TensorBoard show the window's accuracy.
 
     An earlier run's `best/` in `output_dir` is kept until an evaluation beats its
     score; each line of `eval_results.txt` names the `run` that wrote it.
@@ -138,21 +132,22 @@ def train(
     Returns `{"best": metrics of the best evaluation (maybe an earlier run's), "history": [...],
     "stopped_early": bool}`.
     """
-    task_model = inference_model or model
-    backbone = task_model.backbone
-    sequences_per_example = int(np.prod(model.input["input_ids"].shape[1:-1], dtype=int))  # RACE: 4 choices
+    training_model = task.training_model(model)
+    backbone = model.backbone
+    sequences_per_example = int(np.prod(training_model.input["input_ids"].shape[1:-1], dtype=int))  # RACE: 4 choices
     memory_check.check_batch_fits(
         backbone.albert_config,
-        task_model.count_params(),
+        model.count_params(),
         settings.micro_batch_size * sequences_per_example,
         settings.max_seq_length,
         backbone.remat,
     )
     if settings.train_step is None:
         raise FineTuneError("no --train_step: resolve the schedule first (FineTuneSettings.with_schedule)")
-    metric = settings.metric or metric
-    if metric_names is not None:
-        check_metric(metric, metric_names)
+    metric = settings.metric or task.metric
+    if task.metric_names() is not None:
+        check_metric(metric, task.metric_names())
+    baseline, train_accuracy = task.baseline(dev), task.train_accuracy()
     os.makedirs(settings.output_dir, exist_ok=True)
     say = print if settings.verbose else (lambda line: None)
     accum = settings.grad_accum_steps
@@ -168,16 +163,16 @@ def train(
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     accuracy = keras.metrics.SparseCategoricalAccuracy(name=TRAIN_ACCURACY)
     train_metrics = {"logits": [accuracy]} if train_accuracy else None
-    with unread_pooler_frozen(task_model):
-        model.compile(
+    with unread_pooler_frozen(model):
+        training_model.compile(
             optimizer=optimizer,
-            loss=loss if isinstance(loss, dict) else {"logits": loss},
-            loss_weights=loss_weights,
+            loss=task.losses(),
+            loss_weights=task.loss_weights(),
             metrics=train_metrics,
             jit_compile=settings.jit_compile,
         )
-        optimizer.build(model.trainable_variables)  # its slots must exist before a checkpoint restores them
-        checkpoints = FineTuneCheckpoints(settings, task_binding or {"task": ""}, model, optimizer)
+        optimizer.build(training_model.trainable_variables)  # its slots must exist before a checkpoint restores them
+        checkpoints = FineTuneCheckpoints(settings, task.binding(), training_model, optimizer)
         resumed = checkpoints.restore()
         # Optimizer updates: with accumulation Keras counts micro-batches and divides (`iterations`).
         step = int(keras.ops.convert_to_numpy(optimizer.iterations))
@@ -214,7 +209,7 @@ def train(
             batches = dataset() if callable(dataset) else dataset
             progress = _Progress(bar, train_writer, step, target, accum, window, optimizer)
             # `dataset` yields micro-batches: `accum` of them make one optimizer step.
-            fit = model.fit(
+            fit = training_model.fit(
                 batches.skip(step * accum),  # the ones an earlier (killed) run of this output_dir used
                 steps_per_epoch=(target - step) * accum,
                 epochs=1,
@@ -229,7 +224,7 @@ def train(
             loss_value = float(fit.history["loss"][-1])
             if not math.isfinite(loss_value):
                 raise FineTuneError(f"loss became {loss_value} at step {step}; lower --learning_rate")
-            metrics = {**evaluate(task_model), "global_step": step, "train_loss": loss_value}
+            metrics = {**task.score(dev, predict(model, dev)), "global_step": step, "train_loss": loss_value}
             if not evaluations and metric not in numeric_keys(metrics):
                 saved = checkpoints.save(step)  # the steps trained are kept: the same command with a metric resumes
                 check_metric(metric, numeric_keys(metrics), f"; checkpoint of step {step} saved ({saved})")
@@ -240,7 +235,7 @@ def train(
             write_scalars(eval_writer, step, metrics)
             if best is None or is_better(metrics[metric], best[metric], metric):
                 best = metrics
-                best_model.save(task_model, settings.output_dir, metrics, tokenizer)
+                best_model.save(model, settings.output_dir, metrics, tokenizer)
                 checkpoints.stale_evaluations.assign(0)
             else:
                 checkpoints.stale_evaluations.assign_add(1)
