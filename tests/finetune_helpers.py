@@ -76,7 +76,8 @@ class ScriptedTask(Task):
     """A classification task for driving the engine's loop (`training.train`) on features a test made.
 
     Its score at each evaluation is `score(predictions)` (the runner's `predict` gives them), or the
-    next of `scores`; the reading and writing steps are the runner's and are never called here.
+    next of `scores`; its loss is `loss` (default: the classifiers'). The reading and writing steps are
+    the runner's and are never called here.
     """
 
     name = "scripted"
@@ -87,15 +88,17 @@ class ScriptedTask(Task):
         scores: Optional[Iterable[dict]] = None,
         score: Optional[Callable[[object], dict]] = None,
         baseline: Optional[Baseline] = None,
+        loss: Optional[Callable] = None,
     ):
         given = iter(scores) if scores is not None else None
+        self.loss = loss
         self.scripted_score = score or (lambda predictions: next(given))
         self.given_baseline = baseline
 
     def losses(self):
         from albert_tf.finetuning.losses import classification_loss
 
-        return {"logits": classification_loss}
+        return {"logits": self.loss or classification_loss}
 
     def score(self, data, predictions):
         return self.scripted_score(predictions)

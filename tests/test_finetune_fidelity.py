@@ -20,6 +20,7 @@ from albert_tf.optimization import AdamWeightDecay, create_optimizer
 from albert_tf.tokenization import SentencePieceTokenizer
 
 from command_helpers import command_flags
+from finetune_helpers import NO_DEV, ScriptedTask, no_predictions
 from paths import CONFIGS
 
 
@@ -105,7 +106,8 @@ def test_fine_tuning_clips_every_update(tmp_path):
         save_checkpoints_steps=1,
     )
     dataset = train_dataset(features, labels, 8, seed=0)
-    training.train(model, dataset, settings, huge_loss, lambda m: {"accuracy": 0.0}, "accuracy")
+    task = ScriptedTask(score=lambda _: {"accuracy": 0.0}, loss=huge_loss)
+    training.train(task, model, dataset, settings, NO_DEV, no_predictions)
     assert model.optimizer.global_clipnorm == training.CLIP_NORM == 1.0
     for got, want in zip(model.get_weights(), expected):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
@@ -703,7 +705,7 @@ def test_a_stop_signal_says_the_rerun_trains_from_step_0_and_a_finished_run_is_n
     def run(name, signal_at_evaluation):
         evaluations = []
 
-        def evaluate(trained):
+        def evaluate(predictions):
             evaluations.append(1)
             if len(evaluations) == signal_at_evaluation:
                 os.kill(os.getpid(), signal.SIGTERM)  # deferred by stop_signals, like a preemption
@@ -714,7 +716,7 @@ def test_a_stop_signal_says_the_rerun_trains_from_step_0_and_a_finished_run_is_n
         )
         with preemption.stop_signals():
             dataset = train_dataset(features, labels, 8, seed=0)
-            return training.train(model, dataset, settings, losses.classification_loss, evaluate, "accuracy")
+            return training.train(ScriptedTask(score=evaluate), model, dataset, settings, NO_DEV, no_predictions)
 
     with pytest.raises(preemption.Preempted) as stopped:
         run("stopped", signal_at_evaluation=1)
