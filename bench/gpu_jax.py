@@ -22,7 +22,8 @@ Cases:
 - `hf_compile`: transformers `AlbertForPreTraining` submodules on CUDA, torch.compile,
   bf16 autocast, fused AdamW (run with `--torch_python`).
 
-`--smoke` runs every case on CPU with a tiny shape (checks the script, not speed; the suite runs it).
+`--smoke` runs every case on CPU with a tiny shape, all in this process (checks the script's cases, not
+speed, so it skips the fresh process per case that timings need; the suite runs it).
 """
 
 import argparse
@@ -325,6 +326,16 @@ def run_hf(args):
     return dict(device=device, loss=value, step_s=statistics.median(times))
 
 
+def run_case(args, case, batch, seq) -> dict:
+    """One case's result: from a fresh process (timings), or in this one for the smoke."""
+    if args.smoke:
+        worker_args = argparse.Namespace(**{**vars(args), "case": case, "batch": batch, "seq": seq})
+        return run_hf(worker_args) if case == "hf_compile" else run_keras(worker_args)
+    done = subprocess.run(worker_command(args, case, batch, seq), capture_output=True, text=True, cwd=REPO)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    return json.loads(lines[-1][7:]) if lines else {"error": (done.stdout + done.stderr)[-1500:]}
+
+
 def worker_command(args, case, batch, seq):
     python = args.torch_python if case == "hf_compile" else sys.executable
     cmd = [python, os.path.abspath(__file__), "--case", case, "--batch", str(batch), "--seq", str(seq)]
@@ -383,9 +394,7 @@ def main():
         order = cases[round_index % len(cases) :] + cases[: round_index % len(cases)]
         for shape in shapes:
             for case in order:
-                done = subprocess.run(worker_command(args, case, *shape), capture_output=True, text=True, cwd=REPO)
-                lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-                result = json.loads(lines[-1][7:]) if lines else {"error": (done.stdout + done.stderr)[-1500:]}
+                result = run_case(args, case, *shape)
                 print(f"[round {round_index}] {case} {shape}: {json.dumps(result)}", file=sys.stderr, flush=True)
                 runs[(case, shape)].append(result)
     report = {}
