@@ -12,6 +12,7 @@ Example:
 """
 
 import contextlib
+import dataclasses
 import os
 from typing import Optional
 
@@ -45,6 +46,15 @@ def strategy_option():
 def tpu_option():
     """The `--tpu` field of pretraining's and fine-tuning's settings."""
     return option(None, "TPU name or address for --strategy=tpu.")
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributionSettings:
+    """`--strategy` and `--tpu` where a command makes the distribution itself, before its other settings
+    (pretraining: before any TensorFlow op, for multi-worker collectives)."""
+
+    strategy: str = strategy_option()
+    tpu: Optional[str] = tpu_option()
 
 
 class DistributionError(AlbertError, ValueError):

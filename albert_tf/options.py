@@ -24,6 +24,7 @@ Example:
 """
 
 import dataclasses
+import types
 import typing
 from typing import Any, Iterable, List, NamedTuple, Optional, Tuple
 
@@ -59,7 +60,10 @@ def option_specs(settings, exclude: Iterable[str] = ()) -> List[OptionSpec]:
         if declared is None or field.name in exclude:
             continue
         if isinstance(settings, type):
-            default = None if field.default is dataclasses.MISSING else field.default  # required: no default
+            default = field.default
+            if default is dataclasses.MISSING:
+                missing_factory = field.default_factory is dataclasses.MISSING
+                default = None if missing_factory else field.default_factory()  # required: no default
         else:
             default = getattr(settings, field.name)
         specs.append(
@@ -78,13 +82,13 @@ def _declared_metadata(cls, name: str) -> Optional[dict]:
 
 
 def _flag_kind(hint) -> type:
-    """bool/int/float/str from a field's annotation (`Optional[X]` is X); tuple for `Tuple[str, ...]`."""
-    kinds = (
-        [t for t in typing.get_args(hint) if t is not type(None)] if typing.get_origin(hint) is typing.Union else [hint]
-    )
-    kind = typing.get_origin(kinds[0]) or kinds[0]
-    if kind in (tuple, list):
+    """bool/int/float/str from a field's annotation (`Optional[X]` and `X | None` are X); tuple for
+    `Tuple[str, ...]` (a comma-separated list flag)."""
+    kinds = [hint]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        kinds = [t for t in typing.get_args(hint) if t is not type(None)]
+    if len(kinds) == 1 and kinds[0] in (bool, int, float, str):
+        return kinds[0]
+    if len(kinds) == 1 and typing.get_origin(kinds[0]) is tuple and typing.get_args(kinds[0]) == (str, ...):
         return tuple
-    if kind not in (bool, int, float, str):
-        raise TypeError(f"an option's type must be bool, int, float, str or Tuple[str, ...], not {hint}")
-    return kind
+    raise TypeError(f"an option's type must be bool, int, float, str or Tuple[str, ...] (or Optional), not {hint}")

@@ -6,8 +6,9 @@ clipping, the original's AdamW or LAMB, the state written back), fed numpy batch
 feeds it. Its attention is what the layer picks (cuDNN's fused kernel under JAX on a GPU in
 bf16, else einsum); the script reads the compiled step and prints which ran.
 `ours_einsum` is the same step with the einsum attention forced. Every case runs in a fresh
-process, cases interleaved over rounds, at each shape; prints JSON with sequences/s, tokens/s,
-model FLOPs utilisation (against `--peak_tflops`, H100 SXM bf16 dense by default) and the ratios.
+process (`--smoke`: all in this one), cases interleaved over rounds, at each shape; prints JSON
+with sequences/s, tokens/s, model FLOPs utilisation (against `--peak_tflops`, H100 SXM bf16 dense
+by default) and the ratios.
 
     python bench/gpu_jax.py [--shapes 32x512,128x128] [--rounds 2] [--steps 10]
         [--cases ours,ours_einsum,keras_hub,hf_compile] [--torch_python /path/to/python]
@@ -22,8 +23,9 @@ Cases:
 - `hf_compile`: transformers `AlbertForPreTraining` submodules on CUDA, torch.compile,
   bf16 autocast, fused AdamW (run with `--torch_python`).
 
-`--smoke` runs every case on CPU with a tiny shape, all in this process (checks the script's cases, not
-speed, so it skips the fresh process per case that timings need; the suite runs it).
+`--smoke` runs every case on CPU with a tiny shape, all in this process and this Python (checks the
+script's cases, not speed, so it skips the fresh process per case that timings need, and
+`--torch_python`; the suite runs it).
 """
 
 import argparse
@@ -33,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 
 from _common import REPO
 
@@ -330,7 +333,10 @@ def run_case(args, case, batch, seq) -> dict:
     """One case's result: from a fresh process (timings), or in this one for the smoke."""
     if args.smoke:
         worker_args = argparse.Namespace(**{**vars(args), "case": case, "batch": batch, "seq": seq})
-        return run_hf(worker_args) if case == "hf_compile" else run_keras(worker_args)
+        try:
+            return run_hf(worker_args) if case == "hf_compile" else run_keras(worker_args)
+        except Exception:  # noqa: BLE001  (recorded as a case's failure, as a worker's would be)
+            return {"error": traceback.format_exc()[-1500:]}
     done = subprocess.run(worker_command(args, case, batch, seq), capture_output=True, text=True, cwd=REPO)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     return json.loads(lines[-1][7:]) if lines else {"error": (done.stdout + done.stderr)[-1500:]}
@@ -381,6 +387,7 @@ def main():
     args.cfg = dict(BASE)
     shapes = [tuple(int(n) for n in shape.split("x")) for shape in args.shapes.split(",")]
     if args.smoke:
+        os.environ["KERAS_BACKEND"] = "jax"  # every case in this process: before any case imports Keras
         args.cfg.update(vocab=300, hidden=32, layers=2, heads=4, intermediate=64, max_pos=64)
         shapes, args.warmup, args.steps = [(2, 32)], 1, 1
     if args.case:  # worker

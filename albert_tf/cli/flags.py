@@ -14,6 +14,8 @@ from albert_tf.options import option_specs
 
 FLAGS = flags.FLAGS
 Settings = TypeVar("Settings")
+# The flags these helpers define belong to the command that calls them (its --help shows them as its own).
+flags.disclaim_key_flags()
 
 
 def define_vocabulary_flags(default_help: str = "", lower_case_flag: bool = True) -> None:

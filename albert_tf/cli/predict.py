@@ -195,9 +195,9 @@ class PredictSettings:
     )
 
 
-def run(model_dir, **options) -> List[str]:
-    """`predict` of `model_dir` with `options`, `PredictSettings`' other fields (`text=...`, `top_k=...`)."""
-    return predict(PredictSettings(model_dir, **options))
+def run(model_dir, *args, **options) -> List[str]:
+    """`predict` of `model_dir` with `PredictSettings`' other fields, in their order or by name (`text=...`)."""
+    return predict(PredictSettings(model_dir, *args, **options))
 
 
 def predict(settings: PredictSettings) -> List[str]:

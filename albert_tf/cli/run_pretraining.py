@@ -30,6 +30,7 @@ from albert_tf.cli.flags import (
     vocabulary_flag_values,
 )
 from albert_tf.cli.run_record import record_settings
+from albert_tf.distribution import DistributionSettings
 from albert_tf.errors import AlbertError
 from albert_tf.pretraining.settings import PretrainSettings
 from albert_tf.tokenization import resolve_tokenizer
@@ -49,6 +50,7 @@ def define_flags():
     # Lowercasing is the data's (metadata.json), so there is no --do_lower_case here.
     define_vocabulary_flags(" Saved into final/ and the SavedModels.", lower_case_flag=False)
     define_option_flags(PretrainSettings)
+    define_option_flags(DistributionSettings)
     flags.DEFINE_integer("max_seq_length", None, "Must match the data (default: the data's metadata.json).")
     flags.DEFINE_integer("max_predictions_per_seq", None, "Must match the data (default: the data's).")
     flags.DEFINE_bool(
@@ -114,7 +116,8 @@ def main(argv):
     if not FLAGS.do_train and not (FLAGS.eval_file or FLAGS.input_file):
         raise AlbertError("--nodo_train needs --eval_file (the data to evaluate the checkpoints on)")
 
-    strategy = make_strategy(FLAGS.strategy, FLAGS.tpu)  # before any TF op (multi-worker collectives)
+    distribution = settings_from_flags(DistributionSettings)
+    strategy = make_strategy(distribution.strategy, distribution.tpu)  # before any TF op (multi-worker collectives)
     # Read once; its lengths are the defaults. Evaluating only: the eval data are the data.
     if FLAGS.do_train:
         data_input = resolve_input(FLAGS.input_file)

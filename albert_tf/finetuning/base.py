@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from albert_tf.finetuning.settings import FineTuneError
+from albert_tf.options import option  # noqa: F401  (a task's own options: task authors import it here)
 
 if TYPE_CHECKING:  # annotations only: the commands read their flags without importing Keras
     import keras

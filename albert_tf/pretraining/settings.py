@@ -1,9 +1,8 @@
 """The pretraining settings (the original's flag names and defaults where it has them)."""
 
 import dataclasses
-from typing import Optional
 
-from albert_tf.distribution import jit_compile_option, mixed_precision_option, strategy_option, tpu_option
+from albert_tf.distribution import jit_compile_option, mixed_precision_option
 from albert_tf.errors import AlbertError
 from albert_tf.options import option
 from albert_tf.pretraining.health import DIVERGENCE_ACTIONS, SENTENCE_TASKS, HealthSettings
@@ -48,8 +47,6 @@ class PretrainSettings:
     )
     mixed_precision: str = mixed_precision_option()
     jit_compile: bool = jit_compile_option()
-    strategy: str = strategy_option()  # made by the command before any TensorFlow op (multi-worker collectives)
-    tpu: Optional[str] = tpu_option()
     seed: int = option(12345, "Seed of weights init and data order.")
     deterministic: bool = option(False, "Deterministic TF ops (bit-reproducible on CPU).")
     log_every_steps: int = option(10, "Progress/TensorBoard interval.")
