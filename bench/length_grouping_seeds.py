@@ -70,7 +70,6 @@ def pretrained_tiny(work: pathlib.Path, data: pathlib.Path) -> dict:
         save_checkpoints_steps=1000,
         do_eval=False,
         log_every_steps=100,
-        jit_compile=True,
         verbose=False,
     )
     pretrain(settings, str(work / "albert_config.json"), str(work / "data"), tokenizer=load_tokenizer(spm))

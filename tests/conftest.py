@@ -141,8 +141,6 @@ def pretrained_tiny(tmp_path_factory, pretraining_data):
     step 800 and [CLS] varies across sentences, and SST-2 fine-tuning learns on every seed tried
     (1-4, 12345: dev 0.70-0.725). The older recipe (300 steps at lr 0.002) ended in the collapse
     ([CLS] the same to 0.2% for every sentence) and fine-tuning escaped it on 1 seed in 4.
-    Those figures were measured without XLA; under it (now, for time) the losses agree to ~1e-7
-    after 200 steps and the same fine-tuning tests pass.
     """
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import PretrainSettings
@@ -159,7 +157,6 @@ def pretrained_tiny(tmp_path_factory, pretraining_data):
             save_checkpoints_steps=1000,
             do_eval=False,
             log_every_steps=100,
-            jit_compile=True,  # the same steps in about 60 % of the time on a CPU
             verbose=False,
         )
         tokenizer = SentencePieceTokenizer(pretraining_data["spm"])
