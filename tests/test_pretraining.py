@@ -3,13 +3,15 @@
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 
 from command_helpers import run_command
-from paths import CONFIGS
+from paths import CONFIGS, REPO
 from pretraining_helpers import cli, common_args, final_weights, latest_checkpoint_step
 
 pytestmark = pytest.mark.realdata
@@ -359,3 +361,24 @@ def test_running_a_finished_run_again_says_it_is_complete_and_exits_0(pretrainin
     assert summary["already_complete"] and summary["end_step"] == 2
     assert summary["outputs"] == exported  # the SavedModels of step 2, found rather than exported again
     assert sorted(os.listdir(output_dir / "saved_model" / "backbone")) == ["2"]
+
+
+@pytest.mark.slow
+def test_an_xla_run_prints_no_tensorflow_log_lines_unless_asked(pretraining_data, tmp_path):
+    """XLA logs through TensorFlow's absl, which TF_CPP_MIN_LOG_LEVEL does not reach: the CLI quiets it too."""
+    chatter = ("absl::InitializeLog", "Compiled cluster using XLA")
+    outputs = {}
+    for name, extra in (("quiet", []), ("verbose", ["-v", "1"])):
+        args = common_args(pretraining_data, str(tmp_path / name), 2, jit_compile=True) + extra
+        env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # as a newcomer has it
+        process = subprocess.run(
+            [sys.executable, "-m", "albert_tf.run_pretraining", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+        )
+        outputs[name] = process.stderr
+        assert process.returncode == 0, outputs[name][-3000:]
+    assert [line for line in outputs["quiet"].splitlines() if any(c in line for c in chatter)] == []
+    assert all(c in outputs["verbose"] for c in chatter)  # the lines exist: -v 1 shows them

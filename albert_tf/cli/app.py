@@ -12,6 +12,8 @@
   `ALBERT_TF_TRACEBACK=1`) shows the traceback instead.
 """
 
+import ctypes
+import importlib.util
 import logging
 import os
 import signal
@@ -40,6 +42,25 @@ class _LibraryChatterFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno >= logging.ERROR or not any(p in record.pathname for p in LIBRARY_PATHS)
+
+
+# TensorFlow 2.20's XLA logs INFO lines through the absl inside libtensorflow_framework ("Compiled cluster
+# using XLA!" after "All log messages before absl::InitializeLog() ..." on every --jit_compile run), which
+# TF_CPP_MIN_LOG_LEVEL does not reach; that library exports absl::SetMinLogLevel (this version's name).
+ABSL_SET_MIN_LOG_LEVEL = "_ZN4absl12lts_2025012714SetMinLogLevelENS0_18LogSeverityAtLeastE"
+
+
+def quiet_tensorflow_absl_log() -> None:
+    """TensorFlow's absl logs from `TF_CPP_MIN_LOG_LEVEL` up, as its own logging (nothing if it cannot)."""
+    spec = importlib.util.find_spec("tensorflow")  # finds, does not import
+    if spec is None or spec.origin is None:
+        return
+    try:
+        level = min(max(int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0")), 0), 3)  # absl: INFO 0 .. FATAL 3
+        library = ctypes.CDLL(os.path.join(os.path.dirname(spec.origin), "libtensorflow_framework.so.2"))
+        getattr(library, ABSL_SET_MIN_LOG_LEVEL)(ctypes.c_int(level))
+    except (OSError, AttributeError, ValueError):  # another build or platform, or a malformed level: as it was
+        return
 
 
 def quiet_libraries(verbosity: int) -> None:
@@ -123,6 +144,8 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
 
     def guarded(argv):
         quiet_libraries(verbosity)  # again: absl's flag parsing reset the levels and added its handler
+        if verbosity < 1:
+            quiet_tensorflow_absl_log()
         show_trace = verbosity >= 1 or os.environ.get(TRACEBACK_ENV) == "1"
         # SIGTERM unwinds (locks released, staging removed) unless a training loop defers it to save first.
         signal.signal(signal.SIGTERM, preemption.raise_terminated)
