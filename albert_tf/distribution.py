@@ -88,9 +88,19 @@ def make_strategy(name: str, tpu: Optional[str] = None):
             raise DistributionError("--strategy=multi_worker needs TF_CONFIG (cluster spec and this task)")
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
+        try:
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
+        except ValueError as error:  # no --tpu and not on a TPU VM: TensorFlow's "Please provide a TPU Name"
+            shown = f"--tpu {tpu}" if tpu else "no --tpu given and this machine is no TPU VM"
+            raise DistributionError(f"--strategy tpu: {shown}: {error}") from None
+        try:
+            tf.config.experimental_connect_to_cluster(resolver)
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+        except tf.errors.OpError as error:  # an address where no TPU answers
+            first_line = (error.message or type(error).__name__).splitlines()[0]
+            raise DistributionError(
+                f"--strategy tpu: cannot reach the TPU {tpu or '(this VM)'}: {first_line}"
+            ) from None
         return tf.distribute.TPUStrategy(resolver)
     raise DistributionError(f"--strategy must be one of {STRATEGIES}, got {name!r}")
 

@@ -135,6 +135,16 @@ def test_grouped_training_through_the_runner_with_accumulation_and_remat(
 
 
 # ---- --mixed_precision, --strategy, --jit_compile (issue 40) -----------------------------------------
+
+
+def test_a_tpu_strategy_with_no_tpu_to_reach_is_one_line_naming_the_flag():
+    """TensorFlow's own ValueError ("Please provide a TPU Name") came out as a traceback."""
+    from albert_tf.distribution import DistributionError, make_strategy
+
+    with pytest.raises(DistributionError, match="^--strategy tpu: no --tpu given and this machine is no TPU VM: "):
+        make_strategy("tpu")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "speed",
