@@ -31,6 +31,8 @@ from typing import Any, Iterable, List, NamedTuple, Optional, Tuple
 
 def option(default=dataclasses.MISSING, help: str = "", *, choices: Optional[Iterable[str]] = None, **field_args):
     """A dataclass field that is also a flag (same name, this default and help; an enum flag with `choices`)."""
+    if not help:  # a flag without help would be listed blank in --help
+        raise TypeError("option() needs the flag's help")
     metadata = {"help": help}
     if choices is not None:
         metadata["choices"] = tuple(choices)

@@ -145,8 +145,9 @@ def train(
     if settings.train_step is None:
         raise FineTuneError("no --train_step: resolve the schedule first (FineTuneSettings.with_schedule)")
     metric = settings.metric or task.metric
-    if task.metric_names() is not None:
-        check_metric(metric, task.metric_names())
+    metric_names = task.metric_names()
+    if metric_names is not None:
+        check_metric(metric, metric_names)
     baseline, train_accuracy = task.baseline(dev), task.train_accuracy()
     os.makedirs(settings.output_dir, exist_ok=True)
     say = print if settings.verbose else (lambda line: None)
