@@ -137,9 +137,12 @@ def test_grouped_training_through_the_runner_with_accumulation_and_remat(
 # ---- --mixed_precision, --strategy, --jit_compile (issue 40) -----------------------------------------
 
 
-def test_a_tpu_strategy_with_no_tpu_to_reach_is_one_line_naming_the_flag():
+def test_a_tpu_strategy_with_no_tpu_to_reach_is_one_line_naming_the_flag(monkeypatch):
     """TensorFlow's own ValueError ("Please provide a TPU Name") came out as a traceback."""
     from albert_tf.distribution import DistributionError, make_strategy
+
+    for name in ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG"):  # where TensorFlow looks for one
+        monkeypatch.delenv(name, raising=False)
 
     with pytest.raises(DistributionError, match="^--strategy tpu: no --tpu given and this machine is no TPU VM: "):
         make_strategy("tpu")
