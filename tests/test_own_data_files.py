@@ -131,3 +131,128 @@ def test_without_max_seq_length_the_run_takes_the_models_own_limit(real_data, pr
     refused = run_command("albert_tf.run_classifier", [*args, f"--output_dir={tmp_path / 'x'}", "--max_seq_length=512"])
     assert refused.returncode == 1 and not (tmp_path / "x").exists()
     assert "--max_seq_length 512 exceeds max_position_embeddings = 128" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        ("empty.csv", "", r"empty.csv: the file is empty"),
+        ("blank.jsonl", "\n\n", r"blank.jsonl: the file is empty"),
+        ("header.csv", "text,label\n", r"header.csv: a header \(line 1\) and no rows"),
+        ("header.tsv", "text\tlabel\n\n", r"header.tsv: a header \(line 1\) and no rows"),
+    ],
+)
+def test_an_empty_or_header_only_file_is_called_empty(tmp_path, name, text, message):
+    path = write(tmp_path, name, text)
+    with pytest.raises(DataFileError, match=message):
+        read_train(path)  # reading the labels from it
+    with pytest.raises(DataFileError, match=message):
+        read_train(path, labels=("neg", "pos"))  # reading its rows
+
+
+@pytest.mark.parametrize(
+    "encoding, named",
+    [("utf-16", "UTF-16"), ("utf-16-be", "UTF-16"), ("utf-32", "UTF-32")],
+)
+def test_a_utf16_or_utf32_file_is_refused_naming_its_encoding(tmp_path, encoding, named):
+    path = tmp_path / "wide.csv"
+    # Python's utf-16/utf-32 write a byte-order mark; utf-16-be writes none (NUL bytes show it).
+    path.write_bytes("text,label\na,pos\nb,neg\n".encode(encoding))
+    with pytest.raises(DataFileError, match=rf"wide.csv: .*{named}.*, not UTF-8: (convert|save) it"):
+        read_train(str(path))
+    # UTF-8 with a byte-order mark (Excel's "CSV UTF-8") is UTF-8: read, the mark not part of the first name.
+    path.write_bytes("text,label\na,pos\nb,neg\n".encode("utf-8-sig"))
+    task, examples, _ = read_train(str(path))
+    assert task.labels == ("neg", "pos") and [e.text_a for e in examples] == ["a", "b"]
+
+
+def test_json_labels_are_normalised_and_mixed_types_refused(tmp_path):
+    # 1 and 1.0 are one number: one class, named as JSON writes the integer.
+    numbers = write(
+        tmp_path, "numbers.jsonl", '{"text": "a", "label": 1}\n{"text": "b", "label": 1.0}\n{"text": "c", "label": 0}\n'
+    )
+    task, examples, _ = read_train(numbers)
+    assert task.labels == ("0", "1") and [e.label for e in examples] == [1, 1, 0]
+    # true/false are named as JSON spells them, not as Python prints them.
+    booleans = write(tmp_path, "booleans.jsonl", '{"text": "a", "label": true}\n{"text": "b", "label": false}\n')
+    task, examples, _ = read_train(booleans)
+    assert task.labels == ("false", "true") and [e.label for e in examples] == [1, 0]
+    # A column of numbers stays regression-capable: 0.5 is still 0.5.
+    scores = write(tmp_path, "scores.jsonl", '{"text": "a", "label": 0.5}\n{"text": "b", "label": 2}\n')
+    task, examples, _ = read_train(scores)
+    assert task.is_regression and [e.label for e in examples] == [0.5, 2.0]
+    # A number and a string (or a boolean) in one label column: which class would "1" be? Refused.
+    for second in ('"1"', "true"):
+        mixed = write(tmp_path, "mixed.jsonl", f'{{"text": "a", "label": 1}}\n{{"text": "b", "label": {second}}}\n')
+        with pytest.raises(DataFileError, match=r"mixed.jsonl:2: label .* is a (string|boolean), line 1's a number"):
+            read_train(mixed)
+
+
+def test_a_json_key_given_twice_in_one_object_is_refused(tmp_path):
+    path = write(tmp_path, "twice.jsonl", '{"text": "a", "label": "x"}\n{"text": "b", "label": "x", "label": "y"}\n')
+    with pytest.raises(DataFileError, match=r"twice.jsonl:2: the key 'label' is given twice"):
+        read_train(path)
+
+
+def test_a_json_array_of_objects_is_read_with_each_objects_line(tmp_path):
+    path = write(
+        tmp_path,
+        "pretty.json",
+        '[\n  {\n    "text": "a",\n    "label": "pos"\n  },\n  {"text": "b", "label": "neg"}\n]\n',
+    )
+    task, examples, _ = read_train(path)
+    assert task.labels == ("neg", "pos") and [(e.guid, e.text_a) for e in examples] == [
+        ("train-2", "a"),
+        ("train-6", "b"),
+    ]
+    bad = write(tmp_path, "bad.json", '[\n  {"text": "a", "label": "pos"},\n  {"text": "b", "label": }\n]\n')
+    with pytest.raises(DataFileError, match=r"bad.json:3: not JSON"):
+        read_train(bad)
+    one_line = write(tmp_path, "one_line.json", '[{"text": "a", "label": "pos"}, {"text": "b", "label": "neg"}]')
+    _, examples, _ = read_train(one_line)
+    assert [e.guid for e in examples] == ["train-1", "train-1.1"]  # ids stay distinct (test_predictions.tsv)
+    # Only a file that starts with an array is one: a list on a later line of JSON lines is refused.
+    later = write(tmp_path, "later.jsonl", '{"text": "a", "label": "pos"}\n[{"text": "b", "label": "neg"}]\n')
+    with pytest.raises(DataFileError, match=r"later.jsonl:2: a JSON list, expected an object per line"):
+        read_train(later)
+    items = write(tmp_path, "items.json", '[\n  {"text": "a", "label": "pos"},\n  "b"\n]\n')
+    with pytest.raises(DataFileError, match=r"items.json:3: a JSON str, expected an object"):
+        read_train(items)
+
+
+def test_column_numbers_on_a_file_with_a_header_are_refused(tmp_path):
+    path = write(tmp_path, "header.tsv", "sentence\tlabel\na\tpos\nb\tneg\nc\tpos\n")
+    by_number = {"text_column": "0", "label_column": "1"}
+    with pytest.raises(DataFileError, match=r"header.tsv:1: label 'label' is on line 1 only: a header\?"):
+        read_train(path, **by_number)
+    # With the labels given (or a dev file), the header row's label is unknown: said the same way.
+    with pytest.raises(DataFileError, match=r"header.tsv:1: unknown label 'label' .*: a header\?"):
+        read_train(path, labels=("neg", "pos"), **by_number)
+    scores = write(tmp_path, "scores.tsv", "sentence\tscore\na\t0.5\nb\t1.5\n")
+    with pytest.raises(DataFileError, match=r"scores.tsv:1: label 'score' is not a finite number.*: a header\?"):
+        read_train(scores, task_type="regression", **by_number)
+    # A file without a header reads as before.
+    plain = write(tmp_path, "plain.tsv", "a\tpos\nb\tneg\nc\tpos\n")
+    task, examples, _ = read_train(plain, **by_number)
+    assert task.labels == ("neg", "pos") and len(examples) == 3
+
+
+@pytest.mark.parametrize("flags", [{"label_column": "text"}, {"text_b_column": "text"}, {"text_b_column": "label"}])
+def test_one_column_for_two_roles_is_refused(tmp_path, flags):
+    path = write(tmp_path, "same.csv", "text,label\na,pos\nb,neg\n")
+    with pytest.raises(DataFileError, match=r"--\w+_column \w+: the same column as --\w+_column"):
+        read_train(path, **flags)
+
+
+def test_an_own_pair_task_needs_the_same_max_seq_length_as_a_glue_pair(tmp_path):
+    from albert_tf.finetuning import runner
+    from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
+    from albert_tf.tasks import glue
+
+    path = write(tmp_path, "pairs.csv", "a,b,label\nx,y,pos\nz,w,neg\n")
+    task = file_task(train_file=path, text_column="a", text_b_column="b", label_column="label")
+    assert task.min_seq_length() == glue.task("mrpc", str(tmp_path)).min_seq_length()
+    settings = FineTuneSettings(output_dir=str(tmp_path / "out"), max_seq_length=4, do_train=True, verbose=False)
+    with pytest.raises(FineTuneError, match=r"^--max_seq_length 4: pairs needs at least 5 \(\[CLS\] text_a"):
+        runner.run(task, settings)
+    assert not (tmp_path / "out").exists()

@@ -4,10 +4,15 @@ A `FileTask` is a `TsvTask` (same encoding, model, losses, metrics and
 prediction files) whose rows come from files you name, with columns you name:
 
 - the format is the file's extension: `.tsv`, `.csv`, `.jsonl` / `.json` /
-  `.ndjson` (one object a line); anything else is an error naming the file;
+  `.ndjson` (one object a line, or one JSON array of objects); anything else
+  is an error naming the file. Text is UTF-8 (with or without its byte-order
+  mark); UTF-16 or UTF-32 is refused naming the encoding;
 - columns are header names (TSV/CSV: the first row is the header) or JSON
   keys; 0-based column numbers for a TSV/CSV without a header (all three
-  column flags numbers);
+  column flags numbers); one column cannot be two of them;
+- JSON labels are read as JSON writes them: `true`/`false`, and a whole number
+  without its `.0` (`1` and `1.0` are one class); one label column holding
+  two JSON types (`1` and `"1"`) is refused naming the line;
 - the labels are `labels` when given, else the label values of the training
   file (the dev file if no training file), sorted: the class order is then
   the same on every run. A label not among them is an error naming `file:line`;
@@ -33,17 +38,23 @@ import dataclasses
 import json
 import math
 import os
+import re
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from albert_tf.finetuning.base import ReadReport
 from albert_tf.options import option
 from albert_tf.tasks.glue import Columns, Example, GlueDataError, TsvTask
-from albert_tf.tasks.text_files import ReplacedLines
+from albert_tf.tasks.text_files import ReplacedLines, not_utf8
 
 TASK_TYPES = ("auto", "classification", "regression")
 DELIMITERS = {".tsv": "\t", ".csv": ","}
 JSON_LINES = (".jsonl", ".json", ".ndjson")
 SPLIT_FLAGS = {"train": "--train_file", "dev": "--dev_file", "test": "--test_file"}
+# Column numbers read every line as data: a header line's label then looks like one no other line has.
+HEADER_HINT = (
+    "a header? With column numbers every line is data: name the columns by the header's names instead "
+    "(--text_column <name> --label_column <name>)"
+)
 
 
 class DataFileError(GlueDataError):
@@ -71,6 +82,10 @@ class FileTask(TsvTask):
     files: Tuple[Tuple[str, str], ...] = ()
     columns: ColumnNames = ColumnNames("text")
 
+    @property
+    def pairs(self) -> bool:
+        return self.columns.text_b is not None
+
     def binding(self) -> dict:
         return {**super().binding(), "columns": [self.columns.text, self.columns.text_b, self.columns.label]}
 
@@ -88,14 +103,22 @@ class FileTask(TsvTask):
         report = ReadReport(path)
         examples = []
         with_label = split != "test"
+        previous, on_line = None, 0
         for line, row in records(path, self.columns):
             report.rows += 1
+            on_line = on_line + 1 if line == previous else 0  # the objects of a one-line JSON array
+            previous = line
             text_a = field(row, self.columns.text, path, line)
             text_b = field(row, self.columns.text_b, path, line) if self.columns.text_b is not None else None
             label = None
             if with_label:
-                label = label_value(self, field(row, self.columns.label, path, line), path, line)
-            examples.append(Example(f"{split}-{line}", text_a, text_b, label))
+                try:
+                    label = label_value(self, field(row, self.columns.label, path, line), path, line)
+                except DataFileError as error:
+                    if self.columns.by_number and report.rows == 1:
+                        raise DataFileError(f"{error}: {HEADER_HINT}") from None
+                    raise
+            examples.append(Example(f"{split}-{line}" + (f".{on_line}" if on_line else ""), text_a, text_b, label))
         if not examples:
             raise DataFileError(f"{path}: no examples")
         return examples, report
@@ -164,6 +187,13 @@ def file_task(
     files = tuple((split, path) for split, path in splits if path)
     if not files:
         raise DataFileError("--train_file, --dev_file or --test_file: give the files to read")
+    roles = [("--text_column", columns.text), ("--text_b_column", columns.text_b)]
+    if train_file or dev_file:  # a test file's label column is never read
+        roles.append(("--label_column", columns.label))
+    for i, (flag, column) in enumerate(roles):
+        other = next((other for other, name in roles[:i] if column is not None and name == column), None)
+        if other:
+            raise DataFileError(f"{flag} {column}: the same column as {other}; each role needs a column of its own")
     for _, path in files:
         data_format(path)  # an unknown extension fails before any work
     labels = tuple(str(label) for label in labels)
@@ -180,6 +210,11 @@ def file_task(
         # Stripped as `label_value` strips them: `positive ` is the class `positive`, not another.
         found = [(line, field(row, columns.label, source, line).strip()) for line, row in records(source, columns)]
         values = [value for _, value in found]
+        if columns.by_number and len(found) > 2 and values[0] not in values[1:]:
+            raise DataFileError(
+                f"{source}:{found[0][0]}: label {values[0]!r} is on line {found[0][0]} only: {HEADER_HINT}; "
+                "or give --labels if that line is data"
+            )
         if task_type == "auto" and values and all(_is_number(v) for v in values):
             line, value = next(((line, v) for line, v in found if not _is_finite_number(v)), (None, None))
             if line is not None:
@@ -242,28 +277,119 @@ def records(path: str, columns: ColumnNames) -> Iterator[Tuple[int, Dict]]:
     """(line number, row) of a data file; a row maps a column name/number (as a string) to its text."""
     kind = data_format(path)
     try:
+        encoding = not_utf8(path)
+        # UTF-8's byte-order mark (Excel's "CSV UTF-8") is read past, not taken into the first column's name.
         handle = open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")
     except OSError as error:
         raise DataFileError(f"{path}: cannot read ({error.strerror})") from None
     with handle:
+        if encoding:
+            raise DataFileError(f"{path}: {encoding}")
         lines = ReplacedLines(handle, path)
         if kind == "jsonl":
-            yield from _json_records(lines, path)
+            rows = _json_records(lines, path, columns.label)
         else:
-            yield from _table_records(lines, path, DELIMITERS["." + kind], columns)
+            rows = _table_records(lines, path, DELIMITERS["." + kind], columns)
+        empty = True
+        for row in rows:
+            empty = False
+            yield row
+    if empty:
+        raise DataFileError(f"{path}: the file is empty (no rows)")
 
 
-def _json_records(lines, path) -> Iterator[Tuple[int, Dict]]:
+class _KeyTwice(Exception):
+    """A JSON object naming one key twice (`json` would keep the last value silently)."""
+
+
+def _object(pairs) -> dict:
+    keys = [key for key, _ in pairs]
+    twice = next((key for key in keys if keys.count(key) > 1), None)
+    if twice is not None:
+        raise _KeyTwice(twice)
+    return dict(pairs)
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_object)
+_SPACE = re.compile(r"[ \t\n\r]*")
+JSON_TYPES = {str: "string", bool: "boolean", int: "number", float: "number"}
+
+
+def _decode(text: str, position: int, path: str, first_line: int, line: int):
+    """(value, end) of the JSON value starting at `position` on `line` of `text` (which starts on `first_line`)."""
+    try:
+        return _DECODER.raw_decode(text, position)
+    except json.JSONDecodeError as error:
+        raise DataFileError(f"{path}:{first_line + error.lineno - 1}: not JSON ({error.msg})") from None
+    except _KeyTwice as error:
+        raise DataFileError(f"{path}:{line}: the key {error.args[0]!r} is given twice in one object") from None
+
+
+def _json_values(lines, path) -> Iterator[Tuple[int, object, str]]:
+    """(line, value, what was expected) of each object: one a line, or the items of one JSON array."""
+    lines, read = iter(lines), False
     for line, text in enumerate(lines, start=1):
         if not text.strip():
             continue
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise DataFileError(f"{path}:{line}: not JSON ({error.msg})") from None
+        if read or not text.lstrip().startswith("["):
+            read = True
+            value, end = _decode(text, _SPACE.match(text).end(), path, line, line)
+            if text[end:].strip():
+                raise DataFileError(f"{path}:{line}: not JSON (extra data after the value: one object a line)")
+            yield line, value, "an object per line"
+            continue
+        # A JSON array (a pretty-printed file): each item's line is where the item starts.
+        text += "".join(lines)
+        start, position, counted, first = line, text.index("[") + 1, 0, True
+        while True:
+            position = _SPACE.match(text, position).end()
+            line, counted = line + text.count("\n", counted, position), position
+            if first and text.startswith("]", position):
+                position += 1
+                break
+            value, position = _decode(text, position, path, start, line)
+            yield line, value, "an object in the array"
+            position = _SPACE.match(text, position).end()
+            first = False
+            if text.startswith(",", position):
+                position += 1
+            elif text.startswith("]", position):
+                position += 1
+                break
+            else:
+                line += text.count("\n", counted, position)
+                raise DataFileError(f"{path}:{line}: not JSON (expected ',' or ']' after an item of the array)")
+        position = _SPACE.match(text, position).end()
+        if position < len(text):
+            line += text.count("\n", counted, position)
+            raise DataFileError(f"{path}:{line}: not JSON (more after the array's closing ']')")
+        return
+
+
+def _json_records(lines, path, label: str) -> Iterator[Tuple[int, Dict]]:
+    first = None  # (line, JSON type) of the first label: one column holds one type
+    for line, value, expected in _json_values(lines, path):
         if not isinstance(value, dict):
-            raise DataFileError(f"{path}:{line}: a JSON {type(value).__name__}, expected an object per line")
+            raise DataFileError(f"{path}:{line}: a JSON {type(value).__name__}, expected {expected}")
+        kind = JSON_TYPES.get(type(value.get(label)))
+        if kind:
+            first = first or (line, kind)
+            if kind != first[1]:
+                raise DataFileError(
+                    f"{path}:{line}: label {json.dumps(value[label])} is a {kind}, line {first[0]}'s a {first[1]}; "
+                    "one label column holds one JSON type"
+                )
+            value[label] = _label_text(value[label])
         yield line, value
+
+
+def _label_text(value):
+    """A JSON label as JSON writes it: `true`/`false` (not Python's True), a whole number without `.0`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return value
 
 
 def _table_records(lines, path, delimiter, columns: ColumnNames) -> Iterator[Tuple[int, Dict]]:
@@ -272,12 +398,15 @@ def _table_records(lines, path, delimiter, columns: ColumnNames) -> Iterator[Tup
     quoting = csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE
     reader = csv.reader(lines, delimiter=delimiter, quoting=quoting, strict=True)
     read = {c for c in (columns.text, columns.text_b, columns.label) if c is not None}
-    header = None
+    header = header_line = None
+    rows = 0
     while True:
         first_line = reader.line_num + 1
         try:
             row = next(reader)
         except StopIteration:
+            if header is not None and not rows:
+                raise DataFileError(f"{path}: a header (line {header_line}) and no rows") from None
             return
         except csv.Error as error:
             unclosed = quoted and "end of data" in str(error)
@@ -293,6 +422,7 @@ def _table_records(lines, path, delimiter, columns: ColumnNames) -> Iterator[Tup
                 "breaks: JSON lines)"
             )
         if columns.by_number:
+            rows += 1
             yield reader.line_num, {str(i): value for i, value in enumerate(row)}
         elif header is None:
             # A column the task reads, named twice, would be read from its last place: refused. Others
@@ -300,10 +430,11 @@ def _table_records(lines, path, delimiter, columns: ColumnNames) -> Iterator[Tup
             twice = sorted({name for name in row if row.count(name) > 1} & read)
             if twice:
                 raise DataFileError(f"{path}:{reader.line_num}: the header names {', '.join(map(repr, twice))} twice")
-            header = row
+            header, header_line = row, reader.line_num
         else:
             if len(row) != len(header):
                 raise DataFileError(f"{path}:{reader.line_num}: {len(row)} fields, the header has {len(header)}")
+            rows += 1
             yield reader.line_num, dict(zip(header, row))
 
 

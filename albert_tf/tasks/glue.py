@@ -119,8 +119,13 @@ class TsvTask(Task):
     def read(self, split: str) -> Tuple[List["Example"], ReadReport]:
         return read_examples(self, split_file(self, self.data_dir, split), split)
 
+    @property
+    def pairs(self) -> bool:
+        """Whether an example is two texts (`[CLS] text_a [SEP] text_b [SEP]`)."""
+        return self.train.text_b is not None
+
     def min_seq_length(self):
-        if self.train.text_b is None:
+        if not self.pairs:
             return super().min_seq_length()
         return 5, "[CLS] text_a [SEP] text_b [SEP]"
 
