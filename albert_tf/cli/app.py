@@ -18,7 +18,7 @@ import logging
 import os
 import signal
 import sys
-from typing import Callable
+from typing import Callable, Optional
 
 from absl import app, flags
 
@@ -127,10 +127,16 @@ def help_text(description) -> str:
     return "\n\n".join(s for s in sections if s)
 
 
-def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: bool = False) -> None:
+def run_cli(
+    main: Callable,
+    define_flags: Callable[[], None],
+    known_flags_only: bool = False,
+    check_flags: Optional[Callable[[], None]] = None,
+) -> None:
     """Defines the flags, parses them, runs `main(argv)` inside the error boundary.
 
-    `known_flags_only` leaves unknown flags in `argv` (data_prep passes them to Beam).
+    `known_flags_only` leaves unknown flags in `argv` (data_prep passes them to Beam). `check_flags`: the
+    command's checks of its flags alone, run before the backend check imports Keras (and TensorFlow).
     """
     verbosity = verbosity_from_argv(sys.argv)
     quiet_libraries(verbosity)
@@ -150,6 +156,8 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
         # SIGTERM unwinds (locks released, staging removed) unless a training loop defers it to save first.
         signal.signal(signal.SIGTERM, preemption.raise_terminated)
         try:
+            if check_flags is not None:
+                check_flags()
             if "backend" in flags.FLAGS:  # the commands that train or run a model: Keras must run on it
                 check_backend(flags.FLAGS.backend)
             result = main(argv)

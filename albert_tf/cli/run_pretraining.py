@@ -93,6 +93,22 @@ def exported_versions(run_dir: str, step: int, max_seq_length: int) -> dict:
     return export_pretraining_run(run_dir, version=step, max_seq_length=max_seq_length)
 
 
+def check_flags():
+    """What the flags alone say is missing: said before Keras and TensorFlow load (seconds)."""
+    if runs_the_demo():
+        return
+    if FLAGS.do_train and not FLAGS.input_file:
+        raise AlbertError("--input_file required (data_prep's output); run without any flag for the demo")
+    missing = [name for name in ("albert_config_file", "output_dir") if not FLAGS[name].value]
+    if missing:
+        mode = "--input_file" if FLAGS.do_train else "--nodo_train"
+        raise AlbertError(", ".join(f"--{m}" for m in missing) + f" required with {mode}")
+    if FLAGS.dry_run and not FLAGS.do_train:
+        raise AlbertError("--dry_run plans a training run; drop --nodo_train")
+    if not FLAGS.do_train and not (FLAGS.eval_file or FLAGS.input_file):
+        raise AlbertError("--nodo_train needs --eval_file (the data to evaluate the checkpoints on)")
+
+
 def main(argv):
     del argv
     # Imported once the flags are read (TensorFlow and Keras take seconds): --help and flag mistakes are fast.
@@ -105,16 +121,6 @@ def main(argv):
         with preemption.stop_signals():  # the demo's training stops as a run's does (run it again to resume)
             demo.run_demo(FLAGS.demo_dir, minutes=FLAGS.demo_minutes)
         return
-    if FLAGS.do_train and not FLAGS.input_file:
-        raise AlbertError("--input_file required (data_prep's output); run without any flag for the demo")
-    missing = [name for name in ("albert_config_file", "output_dir") if not FLAGS[name].value]
-    if missing:
-        mode = "--input_file" if FLAGS.do_train else "--nodo_train"
-        raise AlbertError(", ".join(f"--{m}" for m in missing) + f" required with {mode}")
-    if FLAGS.dry_run and not FLAGS.do_train:
-        raise AlbertError("--dry_run plans a training run; drop --nodo_train")
-    if not FLAGS.do_train and not (FLAGS.eval_file or FLAGS.input_file):
-        raise AlbertError("--nodo_train needs --eval_file (the data to evaluate the checkpoints on)")
 
     distribution = settings_from_flags(DistributionSettings)
     strategy = make_strategy(distribution.strategy, distribution.tpu)  # before any TF op (multi-worker collectives)
@@ -167,7 +173,7 @@ def main(argv):
 
 def cli():
     """The console-script entry point (`python -m` runs the same)."""
-    run_cli(main, define_flags)
+    run_cli(main, define_flags, check_flags=check_flags)
 
 
 if __name__ == "__main__":
