@@ -2,11 +2,15 @@
 
 import ast
 import importlib.metadata
+import json
+import os
 import re
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 from paths import REPO
@@ -75,6 +79,21 @@ def test_every_imported_distribution_is_a_declared_dependency():
     for module in sorted(_third_party_imports()):
         providers = {normalize(d) for d in distributions.get(module, [])}
         assert providers & declared, f"`import {module}` (from {sorted(providers)}) is not in pyproject's dependencies"
+
+
+def test_the_venv_holds_the_package_editable_with_its_console_scripts(tmp_path):
+    """tools/venv.sh installed the dependencies only: `python -m albert_tf.<command>` worked from the clone's root
+    alone, and no console script was in .venv/bin. A process of its own: one started outside the checkout."""
+    if not (Path(sys.prefix) / ".installed").is_file():
+        pytest.skip(f"{sys.prefix} is not made by tools/venv.sh")
+    installed = importlib.metadata.distribution("albert_tf")
+    assert json.loads(installed.read_text("direct_url.json"))["dir_info"].get("editable")
+    bin_dir = Path(sys.executable).parent
+    assert [name for name in pyproject()["project"]["scripts"] if not (bin_dir / name).is_file()] == []
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    code = "import albert_tf, data_prep, albert_tf.cli.param_table"
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def known_module(name):
