@@ -23,6 +23,15 @@ def test_readme_is_short_and_its_test_command_is_what_ci_runs():
     assert "bash tools/venv.sh && .venv/bin/python -m albert_tf.run_pretraining" in readme  # the demo
 
 
+def test_readme_names_every_flag_that_runs_the_demo():
+    """It said only the bare command runs the demo, yet `--demo_minutes`/`--demo_dir` (and `--backend`) do too."""
+    from albert_tf.cli.run_pretraining import DEMO_FLAGS
+
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    [sentence] = [s for s in re.split(r"(?<=[.;])\s", readme) if "runs the demo" in s]
+    assert all(f"`--{flag}`" in sentence for flag in DEMO_FLAGS), sentence
+
+
 def test_readme_links_every_manual_page():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for page in sorted((REPO / "docs").glob("*.md")):

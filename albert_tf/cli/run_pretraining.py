@@ -16,7 +16,6 @@ the SavedModels (`--noexport` to skip them).
 
 import functools
 import json
-import os
 
 from absl import flags
 
@@ -79,20 +78,6 @@ def runs_the_demo() -> bool:
     return not any(flag.present for flag in our_flags() if flag.name not in DEMO_FLAGS)
 
 
-def exported_versions(run_dir: str, step: int, max_seq_length: int) -> dict:
-    """The SavedModels of `step`: exported now, or found from an earlier run of the same command."""
-    from albert_tf.export import export_pretraining_run
-    from albert_tf.export.from_run import SAVED_MODEL_DIR
-
-    existing = {
-        f"saved_model_{kind}": os.path.join(run_dir, SAVED_MODEL_DIR, kind, str(step))
-        for kind in ("backbone", "pretrainer")
-    }
-    if all(os.path.isdir(path) for path in existing.values()):
-        return existing
-    return export_pretraining_run(run_dir, version=step, max_seq_length=max_seq_length)
-
-
 def check_flags():
     """What the flags alone say is missing: said before Keras and TensorFlow load (seconds)."""
     if runs_the_demo():
@@ -114,6 +99,7 @@ def main(argv):
     # Imported once the flags are read (TensorFlow and Keras take seconds): --help and flag mistakes are fast.
     from albert_tf.cli import demo
     from albert_tf.distribution import make_strategy
+    from albert_tf.export import exported_versions
     from albert_tf.inputs.shard_reader import resolve_input
     from albert_tf.pretraining.job import data_tokenizer, evaluate_checkpoints, pretrain
 

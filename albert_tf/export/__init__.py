@@ -23,6 +23,7 @@ import importlib.util
 _LAZY = {
     "ExportError": "common",
     "export_pretraining_run": "from_run",
+    "exported_versions": "from_run",
     "export_saved_model": "saved_model",
     "next_version": "saved_model",
     "QUANTIZATIONS": "tflite",

@@ -45,6 +45,18 @@ def export_pretraining_run(
     return outputs
 
 
+def exported_versions(run_dir: str, step: int, max_seq_length: int) -> Dict[str, str]:
+    """The SavedModels of `step`: found from an earlier run of the same command (run again after it ended),
+    else exported now."""
+    existing = {
+        f"saved_model_{kind}": os.path.join(run_dir, SAVED_MODEL_DIR, kind, str(step))
+        for kind in ("backbone", "pretrainer")
+    }
+    if all(os.path.isdir(path) for path in existing.values()):
+        return existing
+    return export_pretraining_run(run_dir, version=step, max_seq_length=max_seq_length)
+
+
 EXPORT_SCRIPT = (
     "import json, sys; from albert_tf.export.from_run import export_pretraining_run as export; "
     "print(json.dumps(export(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] or None)))"
