@@ -110,25 +110,38 @@ def is_classifier(model) -> bool:
 
 def check_early_exit_request(model, patience: Optional[int], threshold: Optional[float]) -> None:
     """`patience`/`threshold` fit `model` (the export's `serve_early_exit` semantics), or a `PredictError`."""
+    early_exit = isinstance(model, AlbertEarlyExitClassifier)
+    check_patience_request(
+        patience,
+        threshold,
+        model.num_exits if early_exit else None,
+        early_exit and model.is_regression,
+        f"the model ({type(model).__name__}) has no internal classifiers; "
+        "fine-tune it with run_classifier --early_exit to exit early",
+    )
+
+
+def check_patience_request(
+    patience: Optional[int], threshold: Optional[float], num_exits: Optional[int], is_regression: bool, cannot: str
+) -> None:
+    """`patience`/`threshold` fit a model (or file) of `num_exits` exits (None: it cannot exit early, `cannot`
+    says why), a regression model's when `is_regression`; else a `PredictError`."""
     if patience is None:
         if threshold is not None:
             raise PredictError("--threshold needs --patience (it is the regression rule of early exit)")
         return
-    if not isinstance(model, AlbertEarlyExitClassifier):
+    if num_exits is None:
+        raise PredictError(f"--patience: {cannot}")
+    if not 1 <= patience <= num_exits:
         raise PredictError(
-            f"--patience: the model ({type(model).__name__}) has no internal classifiers; "
-            "fine-tune it with run_classifier --early_exit to exit early"
+            f"--patience {patience}: must be in [1, {num_exits}] "
+            f"(the model's {num_exits} layer applications; {num_exits} is full depth)"
         )
-    if not 1 <= patience <= model.num_exits:
-        raise PredictError(
-            f"--patience {patience}: must be in [1, {model.num_exits}] "
-            f"(the model's {model.num_exits} layer applications; {model.num_exits} is full depth)"
-        )
-    if not model.is_regression and threshold is not None:
+    if not is_regression and threshold is not None:
         raise PredictError(
             "--threshold: the model classifies (agreement is the same label); the threshold is for regression"
         )
-    if model.is_regression:
+    if is_regression:
         if threshold is None:
             raise PredictError(
                 "--patience on a regression model needs --threshold (the largest change between "
@@ -257,7 +270,8 @@ class TFLitePredictor:
     """A .tflite file (`albert_tf.export.export_tflite`) and its tokenizer, one text at a time at its own length.
 
     What a phone runs: batch 1, no padding. A classifier answers as `Predictor.predict`
-    (class names from the file's metadata); an encoder's `embed` gives its pooled
+    (class names from the file's metadata; an early-exit file, `--format early_exit_tflite`,
+    at full depth unless `patience` is given); an encoder's `embed` gives its pooled
     output. The config and the tokenizer are the ones exported beside the file.
     `num_threads`: LiteRT's threads (default: every CPU this process may use).
     """
@@ -296,20 +310,54 @@ class TFLitePredictor:
             )
         return cls(model_file, tokenizer, max_seq_length, num_threads)
 
-    def _outputs(self, texts, texts_b, source):
+    @property
+    def num_exits(self) -> Optional[int]:
+        """An early-exit file's layer applications (its full depth); None for a file that cannot exit early."""
+        return self.runner.num_exits
+
+    def _outputs(self, texts, texts_b, source, patience=None, threshold=None):
         if texts_b is not None and len(texts_b) != len(texts):
             raise PredictError(f"{len(texts)} texts but {len(texts_b)} second segments")
         for _, _, rows in packed_chunks(self.tokenizer, texts, texts_b, 1, self.max_seq_length, source):
-            yield self.runner(pad_batch(rows))
+            if self.runner.early_exit:
+                yield self.runner(pad_batch(rows), patience, threshold or 0.0)
+            else:
+                yield self.runner(pad_batch(rows))
 
-    def predict(self, texts: Sequence[str], texts_b: Optional[Sequence[str]] = None, source: str = "line") -> Dict:
-        """As `Predictor.predict` without early exit: `logits`, `probabilities`, `labels` (`label_names`)."""
+    def _check_patience(self, patience, threshold) -> None:
+        from albert_tf.tflite_file import EARLY_EXIT_TFLITE_NAME
+
+        model_file = self.runner.model_file
+        beside = os.path.join(os.path.dirname(model_file), EARLY_EXIT_TFLITE_NAME)
+        cannot = f"{model_file} answers at full depth; " + (
+            f"its early-exit file {beside} takes --patience"
+            if os.path.isfile(beside)
+            else "export a model fine-tuned with --early_exit with --format early_exit_tflite for a file that does"
+        )
+        regression = self.runner.early_exit and file_output_size(self.runner, "logits") == 1
+        check_patience_request(patience, threshold, self.num_exits, regression, cannot)
+
+    def predict(
+        self,
+        texts: Sequence[str],
+        texts_b: Optional[Sequence[str]] = None,
+        source: str = "line",
+        patience: Optional[int] = None,
+        threshold: Optional[float] = None,
+    ) -> Dict:
+        """As `Predictor.predict`: `logits`, `probabilities`, `labels` (`label_names`); an early-exit
+        file with `patience` also `layers_used`."""
         if not self.is_classifier:
             raise PredictError(
                 f"{self.runner.model_file}: not a classifier (outputs {', '.join(self.runner.output_names)})"
             )
-        rows = [np.asarray(out["logits"], np.float32)[0] for out in self._outputs(list(texts), texts_b, source)]
-        return answers(np.stack(rows) if rows else np.zeros((0, 0), np.float32), self.labels)
+        self._check_patience(patience, threshold)
+        outputs = list(self._outputs(list(texts), texts_b, source, patience, threshold))
+        rows = [np.asarray(out["logits"], np.float32)[0] for out in outputs]
+        result = answers(np.stack(rows) if rows else np.zeros((0, 0), np.float32), self.labels)
+        if patience is not None:
+            result["layers_used"] = np.array([int(np.asarray(out["layers_used"]).reshape(-1)[0]) for out in outputs])
+        return result
 
     def embed(self, texts: Sequence[str], texts_b: Optional[Sequence[str]] = None, source: str = "line") -> np.ndarray:
         """The pooled outputs `[len(texts), hidden]` of an encoder's file."""
@@ -321,6 +369,11 @@ class TFLitePredictor:
         hidden = self.runner.config.hidden_size
         rows = [np.asarray(out["pooled_output"], np.float32)[0] for out in self._outputs(list(texts), texts_b, source)]
         return np.stack(rows) if rows else np.zeros((0, hidden), np.float32)
+
+
+def file_output_size(runner, name: str) -> int:
+    """The last dimension of a file's output `name` (a classifier's classes; 1: regression)."""
+    return int(runner.runner.get_output_details()[name]["shape_signature"][-1])
 
 
 def predict(path: str, texts: Sequence[str], texts_b: Optional[Sequence[str]] = None, **options) -> Dict:

@@ -46,7 +46,11 @@ def read_json(path: str) -> Any:
     A missing or unreadable file stays an `OSError` (which names the file too).
     """
     with open(path, "rb") as f:
-        data = f.read()
+        return parse_json(f.read(), path)
+
+
+def parse_json(data: bytes, path: str) -> Any:
+    """The JSON value in `data`, read from `path` (a remote file, say); errors as `read_json`'s."""
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as error:

@@ -23,11 +23,11 @@ Example:
 import dataclasses
 import fnmatch
 import hashlib
-import json
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from albert_tf.errors import AlbertError
+from albert_tf.json_records import UnreadableJsonError, parse_json, read_json
 
 FORMAT_VERSION = 1
 METADATA_FILE = "metadata.json"
@@ -43,6 +43,21 @@ LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 PACKED_MODEL_INPUTS = MODEL_INPUTS + ("cls_positions",)
 PACKED_LABELS = LABELS + ("next_sentence_weights",)
 REQUIRED_METADATA = ("format_version", "shards", "max_seq_length", "max_predictions_per_seq")
+# The sizes a reader shapes its tensors by: whole numbers of at least 1 (a `0` or `"3"` once reached
+# tf.data as a broadcasting traceback). The others only describe the data.
+SIZE_FIELDS = ("max_seq_length", "max_predictions_per_seq", "max_instances_per_row", "max_predictions_per_row")
+OPTIONAL_FIELDS = {
+    "num_instances": int,
+    "vocab_size": int,
+    "vocab_sha256": str,
+    "vocab_type": str,
+    "task": str,
+    "settings": dict,
+    "counts": dict,
+    "shard_files": dict,
+    "features": dict,
+    "input_files": list,
+}
 
 
 class DataError(AlbertError, ValueError):
@@ -115,14 +130,62 @@ def labels(packed: bool):
     return PACKED_LABELS if packed else LABELS
 
 
-def _read_text(path: str) -> str:
-    if "://" in path:  # gs://, hdfs://: through Beam's file systems, as data_prep wrote them
-        from apache_beam.io.filesystems import FileSystems  # Beam only for remote paths
+def _read_bytes(path: str) -> bytes:
+    """A gs://, hdfs://, ... file, through Beam's file systems, as data_prep wrote it."""
+    from apache_beam.io.filesystems import FileSystems  # Beam only for remote paths
 
-        with FileSystems.open(path) as f:
-            return f.read().decode("utf-8")
-    with open(path, encoding="utf-8") as f:
+    with FileSystems.open(path) as f:
         return f.read()
+
+
+def _json_type(value) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _field_problem(value, kind, minimum=None) -> Optional[str]:
+    """Why `value` is not a JSON value of `kind` (≥ `minimum`); None when it is. A boolean is no number."""
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        wanted = {int: "a whole number", str: "a string", dict: "an object", list: "a list"}[kind]
+        return f"{value!r} is {_json_type(value)}, expected {wanted}" + (
+            f" of at least {minimum}" if minimum is not None else ""
+        )
+    if minimum is not None and value < minimum:
+        return f"{value!r}, must be at least {minimum}"
+    return None
+
+
+def check_metadata_fields(path: str, metadata: dict) -> None:
+    """Every field readers rely on has its type and a possible value; `DataError` naming the field.
+
+    The sizes (`SIZE_FIELDS`) are whole numbers ≥ 1, `shards` maps shard names to record counts;
+    an optional field may be absent (data of older versions) or null.
+    """
+    for name in SIZE_FIELDS:
+        if name in metadata or name in REQUIRED_METADATA:
+            problem = _field_problem(metadata[name], int, 1)
+            if problem:
+                raise DataError(f"{path}: field '{name}': {problem}")
+    for name, kind in OPTIONAL_FIELDS.items():
+        value = metadata.get(name)
+        problem = None if value is None else _field_problem(value, kind, 0 if kind is int else None)
+        if problem:
+            raise DataError(f"{path}: field '{name}': {problem}")
+    shards = metadata["shards"]
+    problem = _field_problem(shards, dict)
+    if problem:
+        raise DataError(f"{path}: field 'shards': {problem}")
+    for name, entry in (metadata.get("shard_files") or {}).items():
+        problem = _field_problem(entry, dict)
+        problem = problem or _field_problem(entry.get("bytes"), int, 0) or _field_problem(entry.get("sha256"), str)
+        if problem:
+            raise DataError(f"{path}: field 'shard_files': {name}: {problem}")
+    for name, records in shards.items():
+        if os.path.basename(name) != name or not is_shard_name(name):  # a path would read outside the data
+            raise DataError(f"{path}: field 'shards': {name!r} is not a shard name ({SHARD_PATTERN})")
+        problem = _field_problem(records, int, 0)
+        if problem:
+            raise DataError(f"{path}: field 'shards': {name}: {problem}")
 
 
 def _join(directory: str, name: str) -> str:
@@ -151,19 +214,17 @@ class PretrainingData:
         """
         path = _join(directory, METADATA_FILE)
         try:
-            text = _read_text(path)
+            metadata = parse_json(_read_bytes(path), path) if "://" in path else read_json(path)
         except FileNotFoundError:
             raise DataError(
                 f"{path} not found: {directory} is not a finished data_prep output (metadata.json is written last)"
             ) from None
-        except (OSError, UnicodeDecodeError) as error:
-            raise DataError(f"{path}: cannot be read ({error})") from None
-        try:
-            metadata = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise DataError(f"{path}: line {error.lineno}: not JSON ({error.msg})") from None
+        except UnreadableJsonError as error:
+            raise DataError(str(error)) from None
+        except OSError as error:
+            raise DataError(f"{path}: cannot be read ({error.strerror or error})") from None
         if not isinstance(metadata, dict):
-            raise DataError(f"{path}: expected a JSON object")
+            raise DataError(f"{path}: expected a JSON object, got {_json_type(metadata)}")
         missing = [key for key in REQUIRED_METADATA if key not in metadata]
         if missing:
             raise DataError(f"{path}: missing field(s) {', '.join(missing)}")
@@ -174,6 +235,7 @@ class PretrainingData:
                 f"{FORMAT_VERSION}; recreate the data with this version's data_prep "
                 "(or use the albert_tf that wrote it)"
             )
+        check_metadata_fields(path, metadata)
         return cls(directory, metadata)
 
     @property
@@ -243,6 +305,42 @@ class PretrainingData:
             for name, path in zip(self.shard_names, self.shard_paths())
             if name in self.shard_files and file_sha256(path) != self.shard_files[name]["sha256"]
         ]
+
+    def field_of(self, feature: str) -> str:
+        """The metadata field that sets `feature`'s length."""
+        if feature in SEQUENCE_FEATURES:
+            return "max_seq_length"
+        if feature in PREDICTION_FEATURES:
+            return (
+                "max_predictions_per_row" if "max_predictions_per_row" in self.metadata else "max_predictions_per_seq"
+            )
+        return "max_instances_per_row"
+
+    def check_record(self, path: str, features: Dict[str, Tuple[str, int]]) -> None:
+        """A shard's record (`{feature: (dtype, length)}`, its first) has the shapes `metadata.json` says.
+
+        Raises:
+            DataError: naming the shard and the field whose value the record contradicts (a feature
+                the layout lacks or has in surplus: `max_instances_per_row`, which sets the layout).
+        """
+        metadata = _join(self.directory, METADATA_FILE)
+        spec = feature_spec(self.max_seq_length, self.predictions_per_row, self.max_instances_per_row)
+        wrong = {}
+        for name, (dtype, length) in features.items():
+            field = self.field_of(name)
+            if name in spec and spec[name]["length"] != length and field not in wrong:
+                wrong[field] = f"{field} {length} (metadata.json says {self.metadata.get(field, 1)})"
+            elif name in spec and spec[name]["dtype"] != dtype:
+                wrong[name] = f"{name} is {dtype} (the format's is {spec[name]['dtype']})"
+        missing, surplus = sorted(set(spec) - set(features)), sorted(set(features) - set(spec))
+        if (missing or surplus) and "max_instances_per_row" not in wrong:
+            parts = [f"lack {', '.join(missing)}"] * bool(missing) + [f"hold {', '.join(surplus)}"] * bool(surplus)
+            wrong["features"] = (
+                f"the records {' and '.join(parts)} (metadata.json says max_instances_per_row "
+                f"{self.max_instances_per_row})"
+            )
+        if wrong:
+            raise DataError(f"{path}: its records do not match {metadata}: " + "; ".join(wrong.values()))
 
     def check_fits(self, max_seq_length: int, max_predictions_per_seq: int, vocab_size: int) -> None:
         """Refuses data that does not fit the flags or the model (names both sides)."""

@@ -1,8 +1,11 @@
 """Reading a .tflite file we exported: its metadata (`max_seq_length`, class names) and a runner of its inputs.
 
-The reading side of `albert_tf.export.tflite` (which writes the files), apart so that fine-tuning
-(`--init_checkpoint x.tflite`), `predict` and the export's own verification all read a file the same
-way without importing the writer. LiteRT loads only when a file is run.
+The reading side of `albert_tf.export.tflite` and `albert_tf.export.early_exit` (which write the
+files), apart so that fine-tuning (`--init_checkpoint x.tflite`), `predict` and the export's own
+verification all read a file the same way without importing the writer. LiteRT loads only when a
+file is run. A file answers through `serving_default`, or, an early-exit classifier's file,
+through `serve_early_exit` (its `patience` and `threshold` inputs given per request; full depth
+unless asked).
 """
 
 import json
@@ -13,12 +16,16 @@ import numpy as np
 
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import AlbertError
-from albert_tf.request_checks import check_tflite_inputs
+from albert_tf.request_checks import ServingInputError, check_patience, check_tflite_inputs
 from albert_tf.run_layout import CONFIG_FILE
 
 TFLITE_SUFFIX = ".tflite"  # what `predict --model_dir` and `--init_checkpoint` take for a TFLite file
 MAX_SEQ_LENGTH_METADATA = "albert_tf.max_seq_length"
 LABELS_METADATA = "albert_tf.labels"  # a JSON list of the class names
+SERVING_SIGNATURE = "serving_default"
+EARLY_EXIT_SIGNATURE = "serve_early_exit"  # the early-exit file's one signature (`albert_tf.export.early_exit`)
+EARLY_EXIT_TFLITE_NAME = "albert_early_exit_float32.tflite"
+EARLY_EXIT_INPUTS = ("patience", "threshold")  # the early-exit signature's inputs besides the ids
 
 
 class TFLiteFileError(AlbertError, ValueError):
@@ -64,10 +71,12 @@ def file_input_shapes(runner) -> Dict[str, Tuple[int, ...]]:
 
 
 class TFLiteRunner:
-    """A .tflite file's `serving_default` signature, loaded once, run on checked inputs of any length.
+    """A .tflite file's `serving_default` (or `serve_early_exit`) signature, loaded once, run on checked inputs
+    of any length.
 
     The inputs are checked first (`check_tflite_inputs`: names, shapes, value
-    ranges, a length up to the file's `max_seq_length`), against `config` or the
+    ranges, a length up to the file's `max_seq_length`; an early-exit file's
+    `patience` in [1, L]), against `config` or the
     `albert_config.json` beside the file: the file itself refuses bad values only
     with GATHER's "index out of bounds". LiteRT's signature runner resizes the
     inputs to the request's shape and allocates the tensors on every call
@@ -87,23 +96,52 @@ class TFLiteRunner:
         self.num_threads = num_threads or usable_cpus()
         try:
             interpreter = Interpreter(model_path=model_file, num_threads=self.num_threads)
-            self.runner = interpreter.get_signature_runner("serving_default")
+            signatures = interpreter.get_signature_list()
         except ValueError as error:  # LiteRT's one error type for a missing, unreadable or foreign file
             raise TFLiteFileError(
                 f"{model_file}: not a TFLite file with a serving_default signature ({error})"
             ) from None
+        self.signature = next((s for s in (SERVING_SIGNATURE, EARLY_EXIT_SIGNATURE) if s in signatures), None)
+        if self.signature is None:
+            raise TFLiteFileError(
+                f"{model_file}: has no {SERVING_SIGNATURE} or {EARLY_EXIT_SIGNATURE} signature "
+                f"(it has {', '.join(signatures) or 'none'}); not a file albert_tf exported"
+            )
+        self.runner = interpreter.get_signature_runner(self.signature)
         self.config = config or AlbertConfig.from_json_file(
             os.path.join(os.path.dirname(os.path.abspath(model_file)), CONFIG_FILE)
         )
-        self.input_shapes = file_input_shapes(self.runner)
+        shapes = file_input_shapes(self.runner)
+        self.input_shapes = {name: shape for name, shape in shapes.items() if name not in EARLY_EXIT_INPUTS}
         records = file_metadata(model_file)
         self.max_seq_length = max_seq_length_of(model_file, records)
         self.labels = labels_of(model_file, records)
         self.output_names = sorted(self.runner.get_output_details())
 
-    def __call__(self, inputs: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    @property
+    def early_exit(self) -> bool:
+        """Whether the file exits early (`serve_early_exit`: `patience` and `threshold` per request)."""
+        return self.signature == EARLY_EXIT_SIGNATURE
+
+    @property
+    def num_exits(self) -> Optional[int]:
+        """An early-exit file's layer applications (the largest patience, full depth); None for another file."""
+        return self.config.num_hidden_layers * self.config.inner_group_num if self.early_exit else None
+
+    def __call__(
+        self, inputs: Dict[str, np.ndarray], patience: Optional[int] = None, threshold: float = 0.0
+    ) -> Dict[str, np.ndarray]:
+        """The file's outputs; an early-exit file's at `patience` (default: full depth), with `layers_used`."""
         check_tflite_inputs(inputs, self.config, self.input_shapes, self.max_seq_length)
-        return self.runner(**inputs)
+        if not self.early_exit:
+            if patience is not None:
+                raise ServingInputError(f"patience: {self.model_file} has no {EARLY_EXIT_SIGNATURE}: full depth only")
+            return self.runner(**inputs)
+        patience = self.num_exits if patience is None else patience
+        check_patience(patience, self.num_exits)
+        if np.ndim(threshold) != 0:
+            raise ServingInputError(f"threshold: must be a scalar, got {np.asarray(threshold).tolist()!r}")
+        return self.runner(**inputs, patience=np.array(patience, "int32"), threshold=np.array(threshold, "float32"))
 
 
 def usable_cpus() -> int:
@@ -112,5 +150,5 @@ def usable_cpus() -> int:
 
 
 def run_tflite(model_file: str, inputs: Dict[str, np.ndarray], config=None) -> Dict[str, np.ndarray]:
-    """Runs a .tflite file's `serving_default` signature once (`TFLiteRunner`) at the inputs' length."""
+    """Runs a .tflite file's signature once (`TFLiteRunner`; an early-exit file at full depth) at the inputs' length."""
     return TFLiteRunner(model_file, config)(inputs)

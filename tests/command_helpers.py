@@ -55,6 +55,7 @@ def run_command(module: str, argv) -> Completed:
             contextlib.redirect_stdout(stdout),
             contextlib.redirect_stderr(stderr),
         ):
+            defined_before = set(flags.FLAGS)
             entry = imported_cli(module)
             try:
                 entry()
@@ -65,6 +66,8 @@ def run_command(module: str, argv) -> Completed:
             except Exception:  # noqa: BLE001  (what escapes the command: the interpreter prints it, exits 1)
                 traceback.print_exc()
                 returncode = 1
+            finally:
+                remember_library_flags(module, defined_before)
     finally:
         sys.argv = saved_argv
         for sig, handler in handlers.items():
@@ -73,9 +76,21 @@ def run_command(module: str, argv) -> Completed:
 
 
 # module -> [(flag, the module that defined it, its validators)]: the flags that importing a command's
-# module defines (TensorFlow's saved_model_cli defines --dir, --output_dir, ... at import), kept here
-# while they are removed between its runs, where they would clash with our commands' own flags.
+# module, or a library it imports while it runs, defines (TensorFlow's saved_model_cli defines --dir,
+# --output_dir, ... when imported), kept here while they are removed between its runs, where they would
+# clash with our commands' own flags.
 _IMPORT_FLAGS: dict = {}
+
+
+def remember_library_flags(module: str, defined_before) -> None:
+    """The flags a library defined while `module` ran (`albert_tf.saved_model_cli` imports TensorFlow's tool
+    only once its command line is checked): put back before its next run, as the library, imported once,
+    will not define them again. Without validators: those it has now are the run's own (required flags)."""
+    known = {flag.name for flag, _, _ in _IMPORT_FLAGS.setdefault(module, [])}
+    for name in set(flags.FLAGS) - set(defined_before) - known:
+        flag, defined_in = flags.FLAGS[name], flags.FLAGS.find_module_defining_flag(name)
+        if name == flag.name and defined_in and defined_in.startswith(LIBRARY_FLAG_MODULES):
+            _IMPORT_FLAGS[module].append((flag, defined_in, []))
 
 
 def imported_cli(module: str):

@@ -91,3 +91,29 @@ def read_dataset(directory):
     records = tf.data.TFRecordDataset(data.shard_paths()).batch(100000)
     batches = [decode_batch(b, spec) for b in records]
     return data.metadata, {k: np.concatenate([b[k].numpy() for b in batches]) for k in spec}
+
+
+def handmade_data(directory, rows_hold=3, seq=16, predictions=4, rows=2):
+    """A data directory as data_prep writes one (a shard of `rows` all-zero rows, its `metadata.json`), in
+    milliseconds: for tests of what a reader makes of its metadata, not of its text."""
+    import json
+
+    from albert_tf.shard_set import HashingWriter, feature_spec, metadata_record, shard_name
+    from data_prep.tfrecord import encode_example, write_record
+
+    os.makedirs(directory, exist_ok=True)
+    name = shard_name(0, 1)
+    spec = feature_spec(seq, predictions, rows_hold)
+    with open(os.path.join(directory, name), "wb") as f:
+        shard = HashingWriter(f)
+        for _ in range(rows):
+            write_record(shard, encode_example([(k, v["dtype"], [0] * v["length"]) for k, v in spec.items()]))
+    metadata = metadata_record(
+        num_instances=rows, shards={name: rows}, shard_files={name: shard.manifest_entry()}, max_seq_length=seq,
+        max_predictions_per_seq=predictions, max_instances_per_row=rows_hold, max_predictions_per_row=predictions,
+        vocab_size=30, vocab_type="sentencepiece", vocab_sha256="0" * 64, task="sop", settings={},
+        input_files=[], counts={"documents": 1, "instances": rows},
+    )  # fmt: skip
+    with open(os.path.join(directory, "metadata.json"), "w", encoding="utf-8") as f:
+        json.dump(metadata, f)
+    return str(directory)

@@ -355,19 +355,23 @@ def test_run_race_early_exit_trains_every_classifier(real_data, pretraining_data
 
 
 @pytest.mark.slow
-def test_text_signatures_and_warmup_requests_of_an_early_exit_export(tmp_path, wikitext_spm):
+def test_text_signatures_and_warmup_requests_of_an_early_exit_export(tmp_path, wikitext_spm, monkeypatch):
+    """The `saved_model` export target (the TFLite ones: tests/test_early_exit_predict.py), run as
+    docs/export.md says: its signatures loaded, TF Serving's warm-up requests, our saved_model_cli."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops for loading)
 
-    from albert_tf.export import WARMUP_FILE, export_saved_model
+    from albert_tf.export import WARMUP_FILE
     from albert_tf.export.early_exit import SIGNATURES, TEXT_PAIR_SIGNATURE, TEXT_SIGNATURE
+    from albert_tf.export.targets import TARGETS, ExportSettings
     from albert_tf.tokenization import SentencePieceTokenizer
     from albert_tf.tokenization.packing import pack_segments
 
+    from command_helpers import run_command
+
     model = build(num_classes=2, vocab_size=4000)
-    path = export_saved_model(
-        model, str(tmp_path / "serving"), version=1, tokenizer=SentencePieceTokenizer(wikitext_spm)
-    )
+    settings = ExportSettings(output_dir=str(tmp_path / "serving"), version=1)
+    path = TARGETS["saved_model"].write(model, SentencePieceTokenizer(wikitext_spm), settings)
     loaded = tf.saved_model.load(path)
     assert set(SIGNATURES) <= set(loaded.signatures)
     tokenizer = SentencePieceTokenizer(wikitext_spm)
@@ -416,6 +420,20 @@ def test_text_signatures_and_warmup_requests_of_an_early_exit_export(tmp_path, w
         loaded.signatures[request.model_spec.signature_name](**{k: tf.constant(v) for k, v in inputs.items()})
         replayed.add(request.model_spec.signature_name)
     assert set(SIGNATURES) <= replayed
+    # Our saved_model_cli runs the early-exit text signature (the plain tool has no tf-text ops).
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    request = f"text_a={texts_a!r};patience=2;threshold=0.0"
+    served = run_command(
+        "albert_tf.saved_model_cli",
+        ["run", "--dir", path, "--tag_set", "serve", "--signature_def", TEXT_SIGNATURE, "--input_exprs", request,
+         "--outdir", tmp_path / "served"],
+    )  # fmt: skip
+    assert served.returncode == 0, served.stderr[-2000:]
+    packed = loaded.signatures[TEXT_SIGNATURE](text_a=tf.constant(texts_a), patience=2, threshold=0.0)
+    ids = {name: packed[name].numpy() for name in ("input_ids", "input_mask", "segment_ids")}
+    expected = PatientInference(model)(ids, patience=2)
+    np.testing.assert_array_equal(np.load(tmp_path / "served" / "layers_used.npy"), expected["layers_used"])
+    np.testing.assert_allclose(np.load(tmp_path / "served" / "logits.npy"), expected["logits"], atol=1e-5)
 
 
 def test_the_loop_runs_only_until_the_last_row_has_exited(monkeypatch):

@@ -1,6 +1,7 @@
 """`python -m albert_tf.predict --patience`: early exit at prediction time (PABEE), on real SST-2 sentences."""
 
 import json
+import os
 
 import keras
 import numpy as np
@@ -45,11 +46,11 @@ def classifier_dir(tmp_path_factory, wikitext_spm, sentences):
     return model, save_ours(model, tmp_path_factory.mktemp("early_exit_classifier"), wikitext_spm)
 
 
-def exit_logits_of(model, tokenizer, texts, text_b=None):
+def exit_logits_of(model, tokenizer, texts, text_b=None, max_seq_length=128):
     """Every classifier's logits, each row alone (no padding): what the exit rule reads."""
     rows = []
     for text in texts:
-        batch = pad_batch([pack(tokenizer, text, text_b, 128)])
+        batch = pad_batch([pack(tokenizer, text, text_b, max_seq_length)])
         rows.append(keras.ops.convert_to_numpy(model(batch)["exit_logits"])[0])
     return np.array(rows)
 
@@ -152,3 +153,59 @@ def test_cli_patience_flag_and_its_one_line_error(classifier_dir, monkeypatch):
     result = predict("--patience=1")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "layers used: 1 of 4"
+
+
+@pytest.mark.slow
+def test_every_export_target_runs_as_documented_and_the_early_exit_file_through_predict(
+    wikitext_spm, sentences, tmp_path, monkeypatch
+):
+    """`predict --patience` refused the file `export --format early_exit_tflite` writes ("answers at full
+    depth"), whose directory lacked the tokenizer files the plain TFLite directory carries. The TFLite
+    targets, exported by the command, run through predict as docs/export.md and docs/early_exit.md say
+    (the saved_model target: test_early_exit.py::test_text_signatures_and_warmup_requests_of_an_early_exit_export).
+
+    The model is `build`'s, not `classifier_dir`'s: heads 100 times steeper amplify float32 rounding past
+    the export's own 1e-5 check."""
+    from albert_tf.export.early_exit import TFLITE_NAME as EARLY_EXIT_TFLITE_NAME
+    from albert_tf.export.targets import TARGETS
+
+    model = build(num_classes=2, vocab_size=4000)
+    directory = save_ours(model, tmp_path / "model", wikitext_spm)
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    assert sorted(TARGETS) == ["early_exit_tflite", "saved_model", "tflite"]  # a new target: run it here too
+    for target in ("tflite", "early_exit_tflite"):
+        flags = [f"--model_dir={directory}", f"--output_dir={tmp_path / target}", f"--format={target}"]
+        exported = run_command("albert_tf.export", flags + ["--max_seq_length=32"])
+        assert exported.returncode == 0, exported.stderr[-2000:]
+    texts = sentences[:8]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    tokenizer = SentencePieceTokenizer(wikitext_spm)
+    exit_logits = exit_logits_of(model, tokenizer, texts, max_seq_length=32)  # the files' length
+
+    # The early-exit file, written alone or beside the full-depth one, has the same files beside it.
+    beside = {"albert_config.json", "spm.model", "tokenizer.json", "tokenizer_test_vectors.json", "settings.json"}
+    assert set(os.listdir(tmp_path / "tflite")) == beside | {"albert_float32.tflite", EARLY_EXIT_TFLITE_NAME}
+    assert set(os.listdir(tmp_path / "early_exit_tflite")) == beside | {EARLY_EXIT_TFLITE_NAME}
+    for early in (
+        tmp_path / "tflite" / EARLY_EXIT_TFLITE_NAME,
+        tmp_path / "early_exit_tflite" / EARLY_EXIT_TFLITE_NAME,
+    ):
+        for patience in (1, 2, 4):
+            answers, layers = reference_exit(exit_logits, patience)
+            output = tmp_path / f"{early.parent.name}_{patience}.jsonl"
+            result = run_command(
+                "albert_tf.predict",
+                [f"--model_dir={early}", f"--input_file={tmp_path / 'in.txt'}", f"--output_file={output}",
+                 f"--patience={patience}"],
+            )  # fmt: skip
+            assert result.returncode == 0, result.stderr[-2000:]
+            records = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+            assert [r["layers_used"] for r in records] == layers.tolist()
+            np.testing.assert_allclose([r["probabilities"] for r in records], softmax(answers), atol=1e-4)
+        lines = run(str(early), text=texts[0], patience=2)
+        assert lines[-1] == f"layers used: {reference_exit(exit_logits[:1], 2)[1][0]} of 4"
+        full_depth = [float(line.split(": ")[1]) for line in run(str(early), text=texts[0])]
+        np.testing.assert_allclose(full_depth, softmax(exit_logits[0, -1]), atol=1e-4)
+    plain = tmp_path / "tflite" / "albert_float32.tflite"
+    with pytest.raises(PredictError, match=rf"--patience: {plain} answers at full depth; its early-exit file .* takes"):
+        run(str(plain), text=texts[0], patience=2)

@@ -385,6 +385,59 @@ def test_saved_model_cli_bad_expression_is_one_line(tmp_path, monkeypatch, exprs
     assert len(run.stderr.strip().splitlines()) == 1 and run.stderr.startswith(says), run.stderr
 
 
+def test_saved_model_cli_reads_its_command_line_before_tensorflow():
+    """It took 14-17 s and 860 MB (TensorFlow loaded with the module) before it read --help or a flag.
+    A subprocess: what a fresh process imports is under test."""
+    code = textwrap.dedent(
+        """
+        import contextlib, io, json, sys
+        from albert_tf.cli.saved_model_cli import cli
+        for argv in (["--help"], ["run", "--dri", "x"], ["run", "--dir", "x"], ["sow", "--dir", "x"]):
+            sys.argv, out, err, status = ["saved_model_cli", *argv], io.StringIO(), io.StringIO(), None
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    cli()
+                except SystemExit as exit_:
+                    status = exit_.code
+            print(json.dumps([status, out.getvalue(), err.getvalue()]))
+        print("tensorflow" in sys.modules)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    *answers, imported = result.stdout.splitlines()
+    (help_status, help_text, _), *errors = [json.loads(answer) for answer in answers]
+    assert help_status == 0 and "run              needs --dir, --tag_set, --signature_def" in help_text
+    assert [(status, out, err.splitlines()[0]) for status, out, err in errors] == [
+        (1, "", "FATAL Flags parsing error: Unknown command line flag 'dri'. Did you mean: dir ?"),
+        (1, "", "error: saved_model_cli run needs --tag_set, --signature_def"),
+        (1, "", "error: sow: not a command of saved_model_cli; one of show, run, scan, convert, freeze_model, "
+         "aot_compile_cpu"),
+    ]  # fmt: skip
+    assert imported == "False"
+
+
+def test_saved_model_cli_knows_tensorflows_commands_and_flags():
+    """What the wrapper checks before TensorFlow loads is what TensorFlow's tool defines (read from its source)."""
+    import ast
+    import importlib.util
+
+    from albert_tf.cli.saved_model_cli import COMMANDS, TOOL_FLAGS
+
+    package = importlib.util.find_spec("tensorflow").submodule_search_locations[0]  # finds, does not import
+    tree = ast.parse(open(os.path.join(package, "python", "tools", "saved_model_cli.py"), encoding="utf-8").read())
+    defined = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "").startswith("DEFINE_"):
+            keywords = {k.arg: k.value for k in node.keywords}
+            kind = node.func.attr.removeprefix("DEFINE_")
+            values = tuple(ast.literal_eval(keywords["enum_values"])) if kind == "enum" else kind
+            defined[ast.literal_eval(keywords["name"])] = values
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "command_required_flags":
+            required = {name: tuple(flags) for name, flags in ast.literal_eval(node.value).items()}
+    assert TOOL_FLAGS == defined and COMMANDS == required
+
+
 def test_one_dimensional_ids_are_named_not_blamed_on_the_positions():
     import tensorflow as tf
 

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 
 import pytest
 
@@ -80,3 +81,53 @@ def test_a_path_that_holds_nothing_is_one_line(tmp_path):
         result = run_command("albert_tf.inspect", argv)
         assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].startswith(message), result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_a_keras_hub_preset_is_described_as_one_and_a_stranger_is_not_ours(tmp_path):
+    """A preset's own metadata.json made it "pretraining data" with every field null (exit 0)."""
+    from albert_tf import formats
+
+    from interop_helpers import build
+
+    (tmp_path / "preset").mkdir()
+    formats.save(build("backbone"), str(tmp_path / "preset"), "keras_hub")
+    assert (tmp_path / "preset" / "metadata.json").is_file()
+    found = inspect(tmp_path / "preset", "--noweights")
+    assert found["format"] == "keras_hub" and found["model_class"] == "AlbertBackbone"
+    assert found["config"]["vocab_size"] == 80 and found["config"]["num_hidden_groups"] == 2
+    (tmp_path / "stranger").mkdir()
+    (tmp_path / "stranger" / "metadata.json").write_text('{"date_saved": "2025-01-01"}')
+    result = run_command("albert_tf.inspect", [str(tmp_path / "stranger")])
+    assert result.returncode == 1 and result.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'stranger'}: not ours: {tmp_path / 'stranger' / 'metadata.json'} has no "
+        "format_version (not data_prep's) and no registered model format (keras_hub, hf, albert_tf, original) "
+        "claims the directory"
+    ], result.stderr
+
+
+def test_a_fifo_and_a_data_directory_with_bad_or_cut_metadata_are_one_line(tmp_path):
+    """A FIFO named .tflite was "no such file"; wrong types printed nulls (exit 0); a cut file a traceback."""
+    from pretraining_helpers import handmade_data
+
+    directory = handmade_data(tmp_path / "data", rows_hold=3)
+    found = inspect(directory)
+    assert found["format"] == "pretraining data" and found["max_instances_per_row"] == 3 and found["shards"] == 1
+    assert inspect(tmp_path / "data" / "metadata.json") == found | {"path": directory}
+    metadata_file = tmp_path / "data" / "metadata.json"
+    metadata = json.loads(metadata_file.read_text())
+    os.mkfifo(tmp_path / "model.tflite")
+    os.mkfifo(tmp_path / "pipe")
+    cases = [
+        (tmp_path / "model.tflite", None, "a FIFO (named pipe), not a model, run, .tflite file or data directory"),
+        (tmp_path / "pipe", None, "a FIFO (named pipe), not a model, run, .tflite file or data directory"),
+        (directory, json.dumps({**metadata, "max_seq_length": "16"}), "field 'max_seq_length': '16' is a string"),
+        (directory, json.dumps({**metadata, "vocab_size": [30]}), "field 'vocab_size': [30] is a list"),
+        (directory, json.dumps(metadata)[:40], "not valid JSON (line 1, column 41"),
+    ]
+    for path, text, says in cases:
+        if text is not None:
+            metadata_file.write_text(text)
+        result = run_command("albert_tf.inspect", [str(path)])
+        named = metadata_file if text is not None else path
+        assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert result.stderr.startswith(f"error: {named}: {says}"), result.stderr

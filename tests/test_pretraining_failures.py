@@ -6,6 +6,9 @@ import shutil
 
 import pytest
 
+from command_helpers import run_command
+from paths import CONFIGS
+
 pytestmark = pytest.mark.realdata
 SEQ = 64
 
@@ -275,3 +278,71 @@ def test_resume_with_another_batch_size_is_one_clear_error(pretraining_data, tmp
         pretrain(settings(4, 4), pretraining_data["config"], pretraining_data["data"])
     assert sorted(os.listdir(tmp_path / "run" / "checkpoints")) == kept
     pretrain(settings(8, 4), pretraining_data["config"], pretraining_data["data"])  # the same flags resume
+
+
+@pytest.mark.parametrize(
+    "field,value,says",
+    [
+        ("max_instances_per_row", 0, "field 'max_instances_per_row': 0, must be at least 1"),
+        ("max_seq_length", "16", "field 'max_seq_length': '16' is a string, expected a whole number of at least 1"),
+        ("max_predictions_per_seq", True, "field 'max_predictions_per_seq': True is a boolean, expected a whole"),
+        ("num_instances", -2, "field 'num_instances': -2, must be at least 0"),
+        ("shards", ["part-00000-of-00001.tfrecord"], "field 'shards': .* is a list, expected an object"),
+        ("shards", {"../part-00000-of-00001.tfrecord": 2}, "field 'shards': '../part-00000-of-00001.tfrecord' is not"),
+        ("shard_files", {"part-00000-of-00001.tfrecord": 7}, "field 'shard_files': part-00000-of-00001.tfrecord: 7"),
+    ],
+)
+def test_metadata_with_a_field_of_the_wrong_type_or_value_is_refused_naming_it(tmp_path, field, value, says):
+    """`max_instances_per_row: 0` reached an 84-line broadcasting traceback in pretraining; a string or
+    a boolean size was read as a size."""
+    from albert_tf.inputs.shard_reader import resolve_input
+    from albert_tf.shard_set import DataError
+
+    from pretraining_helpers import handmade_data
+
+    directory = handmade_data(tmp_path / "data")
+    metadata = json.loads((tmp_path / "data" / "metadata.json").read_text())
+    (tmp_path / "data" / "metadata.json").write_text(json.dumps({**metadata, field: value}))
+    with pytest.raises(DataError, match=rf"^{tmp_path / 'data' / 'metadata.json'}: {says}"):
+        resolve_input(directory)
+
+
+def test_metadata_contradicting_the_records_or_cut_short_is_one_line_before_training(tmp_path):
+    from albert_tf.inputs.shard_reader import resolve_input
+    from albert_tf.shard_set import DataError
+
+    from pretraining_helpers import handmade_data
+
+    metadata_file = tmp_path / "packed" / "metadata.json"
+    directory = handmade_data(tmp_path / "packed", rows_hold=3)
+    shard = f"{directory}/part-00000-of-00001.tfrecord"
+    metadata = json.loads(metadata_file.read_text())
+    for hold in (1, 2):
+        metadata_file.write_text(json.dumps({**metadata, "max_instances_per_row": hold}))
+        with pytest.raises(
+            DataError,
+            match=rf"^{shard}: its records do not match .*: max_instances_per_row 3 \(metadata.json says {hold}\)$",
+        ):
+            resolve_input(directory)
+    metadata_file.write_text(json.dumps(metadata)[:-20])
+    with pytest.raises(DataError, match=rf"^{metadata_file}: not valid JSON \(line 1, column"):
+        resolve_input(directory)
+    one = handmade_data(tmp_path / "one", rows_hold=1)
+    metadata = json.loads((tmp_path / "one" / "metadata.json").read_text())
+    (tmp_path / "one" / "metadata.json").write_text(json.dumps({**metadata, "max_instances_per_row": 2}))
+    with pytest.raises(DataError, match=r"max_instances_per_row 1 \(metadata.json says 2\)$"):
+        resolve_input(one)
+    (tmp_path / "one" / "metadata.json").write_text(json.dumps({**metadata, "max_instances_per_row": 0}))
+    run = run_command(
+        "albert_tf.run_pretraining",
+        [
+            f"--input_file={one}",
+            f"--albert_config_file={CONFIGS / 'albert_tiny.json'}",
+            f"--output_dir={tmp_path / 'run'}",
+        ],
+    )
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'one' / 'metadata.json'}: field 'max_instances_per_row': 0, must be at least 1"
+    ]
+    assert not (tmp_path / "run").exists()

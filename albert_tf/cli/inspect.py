@@ -12,11 +12,13 @@ directory, the command and flags that made it (its `settings.json`). Nothing is 
 import dataclasses
 import json
 import os
+import stat
 from typing import Optional
 
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_option_flags, settings_from_flags
 from albert_tf.errors import AlbertError
+from albert_tf.json_records import read_json
 from albert_tf.options import option
 from albert_tf.run_layout import MODEL_SUBDIRS, SETTINGS_FILE
 
@@ -53,14 +55,41 @@ def describe(path: str, load_weights: bool = True) -> dict:
     """What `path` holds, as `python -m albert_tf.inspect` prints it."""
     if not os.path.exists(path):
         raise InspectError(f"{path}: no such file or directory")
+    if not (os.path.isfile(path) or os.path.isdir(path)):  # a FIFO would block the first read
+        raise InspectError(f"{path}: {_kind(path)}, not a model, run, .tflite file or data directory")
     from albert_tf.shard_set import METADATA_FILE
     from albert_tf.tflite_file import is_tflite_path
 
     if is_tflite_path(path):
         return _tflite(path)
-    if os.path.isdir(path) and os.path.isfile(os.path.join(path, METADATA_FILE)):
-        return _data(path)
+    directory = os.path.dirname(path) if os.path.basename(path) == METADATA_FILE else path  # its data directory
+    metadata = os.path.join(directory, METADATA_FILE)
+    # data_prep's metadata.json carries our format_version; a keras-hub preset's has fields of its own
+    if os.path.isfile(metadata) and "format_version" in _object_or_empty(read_json(metadata)):
+        return _data(directory)
+    from albert_tf import formats  # Keras loads here: a data directory is described without it
+
+    if formats.detect(path) is None and os.path.isfile(metadata):
+        raise InspectError(
+            f"{path}: not ours: {metadata} has no format_version (not data_prep's) and no registered model "
+            f"format ({', '.join(formats.names())}) claims the directory"
+        )
     return _model(path, load_weights)
+
+
+def _object_or_empty(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _kind(path: str) -> str:
+    mode = os.stat(path).st_mode
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file or directory")
 
 
 def _model(path: str, load_weights: bool) -> dict:
@@ -106,15 +135,14 @@ def _tflite(path: str) -> dict:
 
 
 def _data(path: str) -> dict:
-    from albert_tf.shard_set import METADATA_FILE
+    from albert_tf.shard_set import PretrainingData
 
-    with open(os.path.join(path, METADATA_FILE), encoding="utf-8") as f:
-        metadata = json.load(f)
-    if not isinstance(metadata, dict):
-        raise InspectError(f"{os.path.join(path, METADATA_FILE)}: expected a JSON object")
+    data = PretrainingData.load(path)  # every field checked: a wrong one is one line naming it
+    metadata = data.metadata
     keys = ("task", "num_instances", "max_seq_length", "max_instances_per_row", "vocab_type", "vocab_size")
     found = {"path": path, "format": "pretraining data", **{k: metadata.get(k) for k in keys}}
-    found["shards"] = len(metadata.get("shards") or ())
+    found["max_instances_per_row"] = data.max_instances_per_row  # 1 for data made before packing
+    found["shards"] = len(data.shard_names)
     counts = metadata.get("counts") or {}
     found["counts"] = {k: counts[k] for k in ("documents", "tokens", "instances") if k in counts}
     run = _run_record(path)
@@ -136,8 +164,7 @@ def _run_record(path: str) -> Optional[dict]:
             continue
         if os.path.isfile(settings):
             try:
-                with open(settings, encoding="utf-8") as f:
-                    record = json.load(f)
+                record = read_json(settings)
             except (OSError, ValueError) as error:
                 return {"settings": settings, "unreadable": str(error)}
             if isinstance(record, dict):

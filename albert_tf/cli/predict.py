@@ -18,10 +18,10 @@ or `.jsonl` (`{"text": ..., "embedding": [...]}`). Other extensions are refused,
 and so is a path among the model's own files.
 
 `--model_dir` may also be a `.tflite` file (`python -m albert_tf.export
---format tflite`): it runs as on a phone, one text at a time at its own length,
-with the tokenizer and config exported beside it. A classifier prints its
+--format tflite` or `early_exit_tflite`): it runs as on a phone, one text at a time at its own
+length, with the tokenizer and config exported beside it. A classifier prints its
 class probabilities (`--input_file`: JSON lines of answers); an encoder its
-pooled embedding.
+pooled embedding. The early-exit file takes `--patience` (and `--threshold`) as the model does.
 
 A classifier fine-tuned with `--early_exit` answers at full depth unless
 `--patience` is given (`albert_tf.inference` has the rule); the output says
@@ -217,14 +217,10 @@ def predict(settings: PredictSettings) -> List[str]:
     from albert_tf.inference import Predictor, TFLitePredictor, check_early_exit_request, is_classifier
 
     if is_tflite_path(settings.model_dir):
-        if settings.patience is not None:
-            raise PredictError(
-                f"--patience: {settings.model_dir} answers at full depth; early exit runs on the model directory"
-            )
         predictor = TFLitePredictor.load(
             settings.model_dir, settings.max_seq_length, settings.tokenizer, settings.do_lower_case
         )
-        return _predict_tflite(predictor, settings.text, settings.text_b, settings.input_file, settings.output_file)
+        return _predict_tflite(predictor, settings)
     max_seq_length = DEFAULT_MAX_SEQ_LENGTH if settings.max_seq_length is None else settings.max_seq_length
     predictor = Predictor.load(
         settings.model_dir, max_seq_length, settings.tokenizer, settings.albert_config_file, settings.do_lower_case
@@ -298,21 +294,30 @@ def _predict_text(predictor, text, text_b, top_k, patience, threshold) -> List[s
     )
 
 
-def _predict_tflite(predictor, text, text_b, input_file, output_file) -> List[str]:
-    """A classifier's answers (JSON lines for --input_file) or an encoder's pooled embeddings, one text at a time."""
+def _predict_tflite(predictor, settings: PredictSettings) -> List[str]:
+    """A classifier's answers (JSON lines for --input_file; an early-exit file's at --patience, with the layers
+    used) or an encoder's pooled embeddings, one text at a time."""
+    input_file, output_file, patience = settings.input_file, settings.output_file, settings.patience
     if input_file is None:
-        texts, texts_b, source = [text], None if text_b is None else [text_b], "--text"
+        texts, texts_b, source = [settings.text], None if settings.text_b is None else [settings.text_b], "--text"
     else:
         texts, texts_b, source = read_lines(input_file), None, input_file
     if predictor.is_classifier:
-        answers = predictor.predict(texts, texts_b, source)
+        answers = predictor.predict(texts, texts_b, source, patience, settings.threshold)
         if input_file is None:
             values = answers["logits"][0] if "scores" in answers else answers["probabilities"][0]
-            return _answer_lines(values, predictor.labels)
+            used = [f"layers used: {int(answers['layers_used'][0])} of {predictor.num_exits}"] if patience else []
+            return _answer_lines(values, predictor.labels) + used
         if output_file.endswith(EMBEDDINGS_SUFFIX):
             raise PredictError(f"--output_file {output_file}: a classifier answers in JSON lines; name a .jsonl file")
-        _write_json_lines(output_file, prediction_records(texts, answers))
-        return [f"wrote {output_file} ({len(texts)} lines)"]
+        records = prediction_records(texts, answers)
+        _write_json_lines(output_file, records)
+        if patience is None:
+            return [f"wrote {output_file} ({len(texts)} lines)"]
+        average = sum(r["layers_used"] for r in records) / max(len(records), 1)
+        return [f"wrote {output_file} ({len(records)} lines, {average:.2f} of {predictor.num_exits} layers on average)"]
+    if patience is not None:
+        raise PredictError(f"--patience: {settings.model_dir} is not a classifier's file")
     vectors = predictor.embed(texts, texts_b, source)
     if input_file is None:
         return [json.dumps([round(float(v), 6) for v in vectors[0]])]

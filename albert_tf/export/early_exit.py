@@ -23,8 +23,9 @@ full-depth answer.
 1, any sequence length up to `max_seq_length`, builtin ops only: the loop is
 TFLite's WHILE; layers that do not share one weight set gather theirs from
 stacked constants, GATHER), beside the full-depth file `albert_tf.export.tflite`
-writes. The file refuses bad ids, a length past `max_seq_length` and a
-patience outside [1, L] as the other TFLite files refuse bad ids (GATHER's
+writes, with the same side files (`albert_config.json`, the tokenizer and its
+test vectors), so `predict --model_dir <file> --patience N` runs it. The file refuses bad ids, a length
+past `max_seq_length` and a patience outside [1, L] as the other TFLite files refuse bad ids (GATHER's
 bounds check); `run_early_exit_tflite` names the input first.
 """
 
@@ -36,33 +37,24 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.config import AlbertConfig
-from albert_tf.export.common import ExportError, compare_outputs, random_inputs
-from albert_tf.export.input_checks import (
-    ServingInputError,
-    check_patience,
-    check_tflite_inputs,
-    serving_patience,
-    serving_tensors,
-    tflite_patience,
-    tflite_tensors,
-)
+from albert_tf.export.common import ExportError, check_tokenizer_fits, compare_outputs, random_inputs
+from albert_tf.export.input_checks import serving_patience, serving_tensors, tflite_patience, tflite_tensors
 from albert_tf.export.signatures import TOKEN_INPUTS, ServingEndpoints
-from albert_tf.export.tflite import finished_flatbuffer, tflite_input_signature, verify_lengths
+from albert_tf.export.tflite import finished_flatbuffer, tflite_input_signature, verify_lengths, write_side_files
 from albert_tf.export.verify import VERIFY_TEXTS, reference_text_inputs
 from albert_tf.formats.table import backbone_of
 from albert_tf.locking import OutputDirLock
 from albert_tf.models.early_exit import AlbertEarlyExitClassifier, AlbertEarlyExitMultipleChoice, PatientInference
 from albert_tf.models.task_base import label_names
 from albert_tf.publish import staged_files
-from albert_tf.tflite_file import file_input_shapes, max_seq_length_of
+from albert_tf.tflite_file import EARLY_EXIT_SIGNATURE, EARLY_EXIT_TFLITE_NAME, TFLiteRunner
 
-SIGNATURE = "serve_early_exit"
+SIGNATURE = EARLY_EXIT_SIGNATURE
 TEXT_SIGNATURE = "serve_early_exit_text"
 TEXT_PAIR_SIGNATURE = "serve_early_exit_text_pair"
 SIGNATURES = (SIGNATURE, TEXT_SIGNATURE, TEXT_PAIR_SIGNATURE)
 EARLY_EXIT_MODELS = (AlbertEarlyExitClassifier, AlbertEarlyExitMultipleChoice)
-TFLITE_NAME = "albert_early_exit_float32.tflite"
+TFLITE_NAME = EARLY_EXIT_TFLITE_NAME
 # Any shape in the SavedModel (its assertions refuse all but a scalar; a [] placeholder is not checked
 # at run time by a C++ server, so a vector would be taken); scalars in the TFLite file.
 PATIENCE_SPEC = tf.TensorSpec(None, tf.int32, name="patience")
@@ -182,15 +174,17 @@ def check_early_exit_model(model):
         )
 
 
-def export_early_exit_tflite(model, output_dir: str, max_seq_length: int = 128) -> str:
+def export_early_exit_tflite(model, output_dir: str, max_seq_length: int = 128, tokenizer=None) -> str:
     """Writes `output_dir/albert_early_exit_float32.tflite` (signature `serve_early_exit`); returns its path.
 
     Inputs `[1, S]` ids (any S up to `max_seq_length`), `patience` and
     `threshold`; checked against `PatientInference` on the Keras model at every
     patience and several lengths. `albert_config.json` goes beside it
-    (`run_early_exit_tflite` reads the value ranges there).
+    (`run_early_exit_tflite` reads the value ranges there), and so do the
+    `tokenizer`'s files and test vectors, as beside every TFLite file (`predict` reads them).
     """
     check_early_exit_model(model)
+    check_tokenizer_fits(model, tokenizer)
     config = backbone_of(model).albert_config
     if max_seq_length > config.max_position_embeddings or max_seq_length < 3:
         raise ExportError(
@@ -227,7 +221,7 @@ def export_early_exit_tflite(model, output_dir: str, max_seq_length: int = 128) 
         staged = os.path.join(staging, TFLITE_NAME)
         with open(staged, "wb") as f:
             f.write(flatbuffer)
-        config.to_json_file(os.path.join(staging, "albert_config.json"))
+        write_side_files(staging, config, tokenizer, max_seq_length)
         verify_tflite(model, staged, max_seq_length, config)
     return os.path.join(output_dir, TFLITE_NAME)
 
@@ -237,22 +231,12 @@ def run_early_exit_tflite(model_file: str, inputs: dict, patience: int, threshol
 
     Checked first as `albert_tf.export.run_tflite` checks (names, shapes, value
     ranges, the length, against `config` or the `albert_config.json` beside the
-    file) and `patience` a scalar in [1, L], naming the input.
+    file) and `patience` a scalar in [1, L], naming the input (`albert_tf.tflite_file.TFLiteRunner`).
     """
-    from ai_edge_litert.interpreter import Interpreter  # the runtime loads only to run a file
-
-    if config is None:
-        config = AlbertConfig.from_json_file(
-            os.path.join(os.path.dirname(os.path.abspath(model_file)), "albert_config.json")
-        )
-    runner = Interpreter(model_path=model_file).get_signature_runner(SIGNATURE)
-    shapes = {name: shape for name, shape in file_input_shapes(runner).items() if name in TOKEN_INPUTS}
-    request = {name: inputs[name] for name in TOKEN_INPUTS if name in inputs}
-    check_tflite_inputs(request, config, shapes, max_seq_length_of(model_file))
-    check_patience(patience, config.num_hidden_layers * config.inner_group_num)
-    if np.ndim(threshold) != 0:
-        raise ServingInputError(f"threshold: must be a scalar, got {np.asarray(threshold).tolist()!r}")
-    return runner(**request, patience=np.array(patience, "int32"), threshold=np.array(threshold, "float32"))
+    runner = TFLiteRunner(model_file, config)
+    if not runner.early_exit:
+        raise ExportError(f"{model_file}: has no {SIGNATURE} signature (not an early-exit file)")
+    return runner({name: inputs[name] for name in TOKEN_INPUTS if name in inputs}, patience, threshold)
 
 
 def verify_tflite(model, path: str, max_seq_length: int, config):

@@ -141,7 +141,7 @@ class TFLiteTarget(ExportTarget):
             calibration_texts=settings.calibration_texts,
         )
         if isinstance(model, EARLY_EXIT_MODELS):
-            export_early_exit_tflite(model, settings.output_dir, settings.max_seq_length)
+            export_early_exit_tflite(model, settings.output_dir, settings.max_seq_length, tokenizer)
         return path
 
 
@@ -164,4 +164,4 @@ class EarlyExitTFLiteTarget(ExportTarget):
     def write(self, model, tokenizer, settings):
         from albert_tf.export.early_exit import export_early_exit_tflite
 
-        return export_early_exit_tflite(model, settings.output_dir, settings.max_seq_length)
+        return export_early_exit_tflite(model, settings.output_dir, settings.max_seq_length, tokenizer)

@@ -34,6 +34,7 @@ from albert_tf.export.full_integer import quantize_full_integer
 from albert_tf.export.input_checks import MLM_POSITIONS, tflite_tensors
 from albert_tf.export.representative import check_calibration_texts, representative_samples
 from albert_tf.formats.table import backbone_of
+from albert_tf.json_records import write_json
 from albert_tf.locking import OutputDirLock
 from albert_tf.models.task_base import label_names
 from albert_tf.publish import remove_stale_staging, staged_files
@@ -231,19 +232,24 @@ def _write(model, output_dir, quantize, signature, max_seq_length, samples, toke
                 compare_outputs(model(inputs, training=False), got, 1e-4, f"{staged} at length {length}")
             elif not all(np.isfinite(v).all() for v in got.values()):
                 raise ExportError(f"{staged}: non-finite outputs at length {length}")
-        config.to_json_file(os.path.join(staging, "albert_config.json"))
-        if tokenizer is not None:
-            tokenizer.save(staging)
-            with open(os.path.join(staging, "tokenizer_test_vectors.json"), "w") as f:
-                json.dump(
-                    {
-                        "vocab_type": tokenizer.kind,
-                        "do_lower_case": tokenizer.do_lower_case,
-                        "max_seq_length": max_seq_length,
-                        "vectors": tokenizer_test_vectors(tokenizer, max_seq_length),
-                    },
-                    f,
-                    ensure_ascii=False,
-                    indent=1,
-                )
+        write_side_files(staging, config, tokenizer, max_seq_length)
     return os.path.join(output_dir, TFLITE_NAMES[quantize])
+
+
+def write_side_files(directory: str, config, tokenizer, max_seq_length: int) -> None:
+    """What goes beside every .tflite file: `albert_config.json` and, with a tokenizer, its files and
+    `tokenizer_test_vectors.json` (an app reproduces them; `predict` reads them)."""
+    config.to_json_file(os.path.join(directory, "albert_config.json"))
+    if tokenizer is not None:
+        tokenizer.save(directory)
+        write_json(
+            os.path.join(directory, "tokenizer_test_vectors.json"),
+            {
+                "vocab_type": tokenizer.kind,
+                "do_lower_case": tokenizer.do_lower_case,
+                "max_seq_length": max_seq_length,
+                "vectors": tokenizer_test_vectors(tokenizer, max_seq_length),
+            },
+            ensure_ascii=False,
+            indent=1,
+        )

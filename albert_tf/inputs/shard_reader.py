@@ -118,24 +118,15 @@ def check_same_layout(train: PretrainingInput, evaluation: PretrainingInput) -> 
 
 
 def _check_record_lengths(source: PretrainingInput) -> None:
-    """The first record's feature lengths are the metadata's (an edited metadata.json fails here, not at step 0)."""
-    data = source.data
+    """The first record has the shapes of the metadata (an edited metadata.json fails here, not at step 0)."""
     for path in source.files:
         for record in tf.data.TFRecordDataset(path).take(1):
-            feature = tf.train.Example.FromString(record.numpy()).features.feature
-            found = {
-                "max_seq_length": len(feature["input_ids"].int64_list.value) if "input_ids" in feature else None,
-                "max_predictions_per_seq": len(feature["masked_lm_positions"].int64_list.value)
-                if "masked_lm_positions" in feature
-                else None,
-            }
-            expected = {
-                "max_seq_length": data.max_seq_length,
-                "max_predictions_per_seq": data.predictions_per_row,
-            }
-            wrong = [f"{k} {found[k]} (metadata.json says {expected[k]})" for k in found if found[k] != expected[k]]
-            if wrong:
-                raise DataError(f"{path}: its records do not match {data.directory}/metadata.json: " + "; ".join(wrong))
+            found = {}
+            for name, feature in tf.train.Example.FromString(record.numpy()).features.feature.items():
+                kind = feature.WhichOneof("kind")
+                dtype = {"int64_list": "int64", "float_list": "float"}.get(kind, kind)
+                found[name] = (dtype, len(getattr(feature, kind).value) if kind else 0)
+            source.data.check_record(path, found)
             return
 
 
