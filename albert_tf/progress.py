@@ -15,6 +15,7 @@ Example:
 """
 
 import os
+import sys
 from typing import Dict, Iterable, Optional
 
 
@@ -54,10 +55,14 @@ class TrainingBar:
         self.windowed = tuple(windowed)
         self.verbose = verbose
         self.shown = False  # the bar holds the console's current line
+        # Not a terminal (a log file, a pipe): a plain line a logging window, without Keras' bar, whose
+        # colour codes and carriage returns only a terminal reads.
+        self.plain = verbose and not sys.stdout.isatty()
+        self.total, self.window_steps, self.printed = total, window_steps, None
         self.bar = keras.utils.Progbar(
             total,
             stateful_metrics=[k + self.label for k in self.windowed] + ["lr", "steps/s"],
-            verbose=1 if verbose else 0,
+            verbose=1 if verbose and not self.plain else 0,
         )
 
     def update(self, step: int, values: Optional[Dict[str, float]] = None) -> None:
@@ -66,6 +71,11 @@ class TrainingBar:
         for name, value in (values or {}).items():
             shown.append((name + self.label if name in self.windowed else name, value))
         global _line_holder
+        if self.plain:
+            if shown and step != self.printed and (step % self.window_steps == 0 or step == self.total):
+                print(f"step {step}/{self.total} - " + " - ".join(f"{k}: {v:.4g}" for k, v in shown), flush=True)
+                self.printed = step
+            return
         self.bar.update(step, shown)
         self.shown = self.verbose
         if self.shown:

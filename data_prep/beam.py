@@ -12,9 +12,9 @@ logging.disable(logging.WARNING)
 try:
     import apache_beam
     from apache_beam.io.filesystems import FileSystems
-    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
     from apache_beam.runners.runner import create_runner
 finally:
     logging.disable(logging.NOTSET)
 
-__all__ = ["FileSystems", "PipelineOptions", "apache_beam", "create_runner"]
+__all__ = ["DirectOptions", "FileSystems", "PipelineOptions", "apache_beam", "create_runner"]

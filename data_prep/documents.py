@@ -36,7 +36,7 @@ import os
 import re
 from typing import Iterator, List
 
-from albert_tf.errors import AlbertError
+from data_prep.errors import DataPrepError
 
 FORMATS = ("bert", "jsonl", "wikitext")
 MAX_SENTENCE_CHARS = 10_000  # ~4 characters a token: 2,500 tokens, 5× the longest max_seq_length
@@ -51,7 +51,7 @@ _WIKITEXT_MARKERS = ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."))
 WIKITEXT_UNKNOWN = "<unk>"  # WikiText's marker of a word outside its vocabulary
 
 
-class InputFormatError(AlbertError, ValueError):
+class InputFormatError(DataPrepError):
     """An input line that the chosen format cannot read (names file and line)."""
 
 
@@ -136,7 +136,7 @@ def read_documents(path: str, input_format: str, stats: ReadStats = None) -> Ite
             string `text` field (the message names the file and line).
     """
     if input_format not in FORMATS:
-        raise ValueError(f"input_format must be one of {FORMATS}, got {input_format!r}")
+        raise DataPrepError(f"input_format must be one of {FORMATS}, got {input_format!r}")
     stats = stats if stats is not None else ReadStats(path)
     reader = {"bert": _read_bert, "jsonl": _read_jsonl, "wikitext": _read_wikitext}[input_format]
     with _open_binary(path) as raw:

@@ -32,6 +32,7 @@ Example:
 import dataclasses
 from typing import List, Sequence
 
+from data_prep.errors import DataPrepError
 from data_prep.masking import NgramMasker
 
 ONE_SENTENCE_CHUNK_MODES = ("split", "random_document")
@@ -49,9 +50,9 @@ class InstanceOptions:
 
     def __post_init__(self):
         if self.max_seq_length < 5:
-            raise ValueError(f"max_seq_length must be at least 5, got {self.max_seq_length}")
+            raise DataPrepError(f"max_seq_length must be at least 5, got {self.max_seq_length}")
         if self.one_sentence_chunks not in ONE_SENTENCE_CHUNK_MODES:
-            raise ValueError(f"one_sentence_chunks must be one of {ONE_SENTENCE_CHUNK_MODES}")
+            raise DataPrepError(f"one_sentence_chunks must be one of {ONE_SENTENCE_CHUNK_MODES}")
 
     @property
     def needs_other_documents(self) -> bool:

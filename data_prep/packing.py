@@ -26,6 +26,20 @@ import heapq
 import math
 from typing import Dict, List, Sequence
 
+from data_prep.errors import DataPrepError
+
+# The shortest instance: [CLS] a [SEP] b [SEP], one token a segment (`instances.InstanceBuilder` makes no shorter).
+MIN_INSTANCE_TOKENS = 5
+
+
+def max_instances_in_row(max_seq_length: int) -> int:
+    """The most instances a row of `max_seq_length` tokens can hold.
+
+    >>> max_instances_in_row(64), max_instances_in_row(512)
+    (12, 102)
+    """
+    return max_seq_length // MIN_INSTANCE_TOKENS
+
 
 def prediction_slots(max_seq_length: int, max_predictions_per_seq: int, max_instances_per_row: int, prob: float) -> int:
     """Masked-position slots a row needs: the most its instances can hold together.
@@ -48,13 +62,13 @@ def pack_rows(lengths: Sequence[int], capacity: int, max_per_row: int) -> List[L
     """Indices of `lengths` grouped into rows of at most `capacity` tokens and `max_per_row` items.
 
     Raises:
-        ValueError: an item longer than `capacity`, or `max_per_row` < 1.
+        DataPrepError: an item longer than `capacity`, or `max_per_row` < 1.
     """
     if max_per_row < 1:
-        raise ValueError(f"max_per_row must be at least 1, got {max_per_row}")
+        raise DataPrepError(f"max_per_row must be at least 1, got {max_per_row}")
     too_long = [length for length in lengths if length > capacity]
     if too_long:
-        raise ValueError(f"an instance of {too_long[0]} tokens does not fit a row of {capacity}")
+        raise DataPrepError(f"an instance of {too_long[0]} tokens does not fit a row of {capacity}")
     rows: List[List[int]] = []
     room: List[int] = []
     open_rows: Dict[int, list] = {}  # room left -> heap of the open rows with that room

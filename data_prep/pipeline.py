@@ -27,6 +27,8 @@ Nothing half-written ever looks complete: shards are written under
 `metadata.json` is written last.
 """
 
+import argparse
+import asyncio
 import contextlib
 import dataclasses
 import errno
@@ -37,11 +39,11 @@ import logging
 import math
 import os
 import random
+import sys
 import uuid
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from albert_tf import preemption
-from albert_tf.errors import AlbertError
 from albert_tf.locking import OutputDirLock
 from albert_tf.options import option
 from albert_tf.publish import STAGING_PREFIX, remove_stale_staging
@@ -55,17 +57,16 @@ from albert_tf.tokenization import (
     vocabulary_flags,
 )
 from data_prep import documents as documents_lib
-from data_prep.beam import FileSystems, PipelineOptions, create_runner
+from data_prep.beam import DirectOptions, FileSystems, PipelineOptions, create_runner
 from data_prep.beam import apache_beam as beam
+from data_prep.errors import DataPrepError
 from data_prep.instances import ONE_SENTENCE_CHUNK_MODES, Instance, InstanceBuilder, InstanceOptions
 from data_prep.masking import MaskingOptions, NgramMasker
-from data_prep.packing import pack_rows, prediction_slots
+from data_prep.packing import MIN_INSTANCE_TOKENS, max_instances_in_row, pack_rows, prediction_slots
 from data_prep.records import compact_length, pack_instance, serialize_instance, serialize_row, unpack_instance
 from data_prep.tfrecord import write_record
 
-
-class DataPrepError(AlbertError, ValueError):
-    """Bad input or output for the pipeline; the message says what and where."""
+NOT_RECORDED = ("tokenizer", "dask_wait_seconds")  # the vocabulary is recorded as its flag's file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +104,12 @@ class Settings:
         "layout; pretraining keeps packed instances apart).",
     )
     overwrite: bool = option(False, "Replace a dataset already in output_dir.")
+    # How the job runs, not what it writes: not in metadata.json.
+    dask_wait_seconds: float = option(
+        60.0,
+        "With --runner DaskRunner and a scheduler's address or file: how long to wait for the scheduler to "
+        "answer and for its first worker before giving up.",
+    )
 
     def instance_options(self) -> InstanceOptions:
         return InstanceOptions(
@@ -130,7 +137,7 @@ class Settings:
 
     def record(self) -> dict:
         """The settings as metadata.json records them: the vocabulary as each kind's flag (its file or None)."""
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "tokenizer"}
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in NOT_RECORDED}
         for kind in kinds():
             values[kind.flag] = self.tokenizer.model_file if self.tokenizer.kind == kind.name else None
         return {**values, "do_lower_case": self.tokenizer.do_lower_case}
@@ -146,6 +153,13 @@ class Settings:
             (self.num_shards >= 1, "num_shards must be at least 1"),
             (self.negative_pool_documents >= 2, "negative_pool_documents must be at least 2"),
             (self.max_instances_per_row >= 1, "max_instances_per_row must be at least 1"),
+            (self.dask_wait_seconds > 0, "dask_wait_seconds must be above 0"),
+            (  # before any work: a row's slots are allocated per instance
+                self.max_instances_per_row <= max_instances_in_row(self.max_seq_length),
+                f"max_instances_per_row {self.max_instances_per_row}: a row of max_seq_length "
+                f"{self.max_seq_length} tokens holds at most {max_instances_in_row(self.max_seq_length)} "
+                f"instances (each at least [CLS] a [SEP] b [SEP], {MIN_INSTANCE_TOKENS} tokens)",
+            ),
             (self.input_format in documents_lib.FORMATS, f"input_format must be one of {documents_lib.FORMATS}"),
             (
                 self.one_sentence_chunks in ONE_SENTENCE_CHUNK_MODES,
@@ -387,6 +401,7 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
     except (OSError, ValueError) as error:
         raise DataPrepError(str(error)) from None
     tokenizer = settings.tokenizer
+    _wait_for_dask(_pipeline_options(pipeline_args or []), settings.dask_wait_seconds)
     with OutputDirLock(settings.output_dir):
         removed = remove_stale_staging(settings.output_dir)
         if removed:
@@ -587,17 +602,50 @@ def _joined(args: List[str]) -> List[str]:
     return joined
 
 
+def _load_runners(options: List[str]) -> None:
+    """Imports the runners `options` name (which registers their options, e.g. the DaskRunner's)."""
+    for runner in [a.split("=", 1)[1] for a in options if a.startswith("--runner=")]:
+        try:
+            create_runner(runner)
+        except ValueError:
+            raise DataPrepError(
+                f"--runner {runner}: no such Beam runner (names are case-sensitive: DirectRunner, DaskRunner, "
+                "FlinkRunner, SparkRunner, DataflowRunner, PortableRunner, or a runner class's full path)"
+            ) from None
+
+
+def beam_arguments(args: List[str]) -> Tuple[List[str], List[str]]:
+    """The arguments of `args` that no Beam option takes, and the names of Beam's options (the runner's too).
+
+    Beam itself drops an argument it does not know with a warning: a mistyped flag would change nothing.
+
+    Raises:
+        DataPrepError: an unknown runner, or a value an option cannot take (`--direct_num_workers abc`).
+    """
+    options = _pipeline_options(args)
+    _load_runners(options)
+    parsers = []
+
+    def keep_parser(parser):
+        parser.exit_on_error = False  # a bad value raises here rather than exiting with argparse's usage
+        parsers.append(parser)
+
+    try:
+        names = PipelineOptions(options).get_all_options(add_extra_args_fn=keep_parser)
+        _, unknown = parsers[0].parse_known_args(options)
+    except argparse.ArgumentError as error:
+        raise DataPrepError(str(error)) from None
+    return unknown, sorted(names)
+
+
 def _check_runner_supports(settings: Settings, options: List[str]) -> None:
     """Refuses what a runner is known to get wrong, or cannot start without, before any work."""
-    runners = [a.split("=", 1)[1] for a in options if a.startswith("--runner=")]
-    try:
-        for runner in runners:
-            create_runner(runner)
-    except ValueError:
-        raise DataPrepError(
-            f"--runner {runner}: no such Beam runner (names are case-sensitive: DirectRunner, DaskRunner, "
-            "FlinkRunner, SparkRunner, DataflowRunner, PortableRunner, or a runner class's full path)"
-        ) from None
+    unknown, _ = beam_arguments(options)
+    if unknown:
+        raise DataPrepError(f"{unknown[0]}: neither a flag of data_prep nor an option of Beam")
+    workers = PipelineOptions(options).view_as(DirectOptions).direct_num_workers
+    if workers < 0:
+        raise DataPrepError(f"--direct_num_workers {workers}: must be at least 0 (0: one worker a CPU core)")
     dask = f"--runner={DASK_RUNNER}" in options
     if dask and importlib.util.find_spec("distributed") is None:
         raise DataPrepError("--runner DaskRunner needs dask and distributed: pip install 'dask[bag]' distributed")
@@ -611,6 +659,57 @@ def _check_runner_supports(settings: Settings, options: List[str]) -> None:
             "the document count side input wrong; use the DirectRunner (--direct_num_workers N), Flink, "
             "Spark or Dataflow for it"
         )
+
+
+def _wait_for_dask(options: List[str], seconds: float) -> None:
+    """Waits at most `seconds` for the Dask scheduler the options name to answer and have a worker.
+
+    Beam's DaskRunner would wait for ever on an address that answers but is no scheduler (an HTTP
+    server, a wrong port) or on a scheduler without workers. Nothing to wait for without an address
+    or scheduler file: Beam then starts a local cluster.
+    """
+    if f"--runner={DASK_RUNNER}" not in options:
+        return
+    from apache_beam.runners.dask.dask_runner import DaskOptions  # imported with the runner
+    from distributed import Client  # only on a Dask run
+
+    dask = PipelineOptions(options).view_as(DaskOptions)
+    address, scheduler_file = dask.address, dask.scheduler_file
+    if not address and not scheduler_file:
+        return
+    where = f"--dask_client_address {address}" if address else f"--dask_scheduler_file {scheduler_file}"
+    print(
+        f"note: waiting up to {seconds:g} s (--dask_wait_seconds) for the Dask scheduler at {where} "
+        "to answer and have a worker",
+        file=sys.stderr,
+        flush=True,
+    )
+    answered = []
+
+    async def probe():
+        client = Client(address, scheduler_file=scheduler_file, asynchronous=True, timeout=seconds)
+        try:
+            await client
+            answered.append(True)
+            await client.wait_for_workers(1)
+        finally:  # also when cancelled at the deadline
+            await client.close(timeout=min(seconds, 5))
+
+    with _worker_tracebacks_unlogged():  # distributed logs each failed attempt
+        try:
+            asyncio.run(asyncio.wait_for(probe(), seconds))
+        except (OSError, ValueError, asyncio.TimeoutError) as error:  # (3.10: asyncio's is no OSError)
+            if answered:
+                raise DataPrepError(
+                    f"{where}: the Dask scheduler answered but has no worker after {seconds:g} s; start one "
+                    f"(dask worker {address or '--scheduler-file ' + scheduler_file}) or raise --dask_wait_seconds"
+                ) from None
+            if not isinstance(error, (TimeoutError, asyncio.TimeoutError)):
+                raise DataPrepError(f"{where}: cannot reach a Dask scheduler there ({error})") from None
+            raise DataPrepError(
+                f"{where}: no Dask scheduler answered in {seconds:g} s; is the address right and the "
+                "scheduler running? (--dask_wait_seconds to wait longer)"
+            ) from None
 
 
 def _pipeline_options(args: List[str]) -> List[str]:

@@ -7,6 +7,7 @@ import array
 import struct
 from typing import Sequence
 
+from data_prep.errors import DataPrepError
 from data_prep.instances import Instance
 from data_prep.tfrecord import encode_example
 
@@ -51,7 +52,7 @@ def serialize_row(
         mask += [number] * len(instance.input_ids)
     seq_pad = [0] * (max_seq_length - len(ids))
     if len(positions) > prediction_slots or len(ids) > max_seq_length:  # packing.prediction_slots is a bound
-        raise ValueError(f"a row of {len(ids)} tokens and {len(positions)} masked positions does not fit")
+        raise DataPrepError(f"a row of {len(ids)} tokens and {len(positions)} masked positions does not fit")
     pred_pad = [0] * (prediction_slots - len(positions))
     slot_pad = [0] * (max_instances_per_row - len(instances))
     return encode_example(

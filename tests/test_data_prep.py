@@ -1,6 +1,7 @@
 """data_prep building blocks: readers, masking, pairs, Example encoding, bad input."""
 
 import json
+import os
 import random
 
 import numpy as np
@@ -188,3 +189,111 @@ def test_data_prep_out_of_disk_is_one_line_and_keeps_the_old_dataset(fox_spm, tm
         pipeline.run(settings)
     after = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")}
     assert after == before and not [p for p in os.listdir(tmp_path / "out") if p.startswith(STAGING_PREFIX)]
+
+
+# ---- the data step's edge: one line for every flag mistake, one error base (hardening V) ----
+def toy_corpus(tmp_path):
+    from toy_inputs import TOY_LINES
+
+    path = tmp_path / "in.txt"
+    path.write_text("\n\n".join(" ".join(TOY_LINES[i : i + 5]) for i in range(0, 200, 5)))
+    return path
+
+
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (["--dupe_factor", "abc"], "FATAL Flags parsing error: flag --dupe_factor=abc: invalid literal for int()"),
+        (["--max_instance_per_row", "3"], "Unknown command line flag 'max_instance_per_row'. Did you mean: max_inst"),
+        (["--direct_num_worker=2"], "Unknown command line flag 'direct_num_worker'. Did you mean: direct_num_workers"),
+        (["--direct_num_workers", "abc"], "argument --direct_num_workers: invalid int value: 'abc'"),
+        (["--direct_num_workers", "-2"], "error: --direct_num_workers -2: must be at least 0"),
+        (["more.txt"], "unexpected argument 'more.txt'"),
+        (None, "flag --input_file=None: Flag --input_file must have a value"),  # no flag at all
+    ],
+    ids=["typed", "unknown", "unknown_beam", "beam_typed", "negative_workers", "positional", "none"],
+)
+def test_create_pretraining_data_flag_mistakes_are_one_line_before_any_work(fox_spm, tmp_path, extra, said):
+    from command_helpers import run_command
+
+    given = [f"--input_file={toy_corpus(tmp_path)}", f"--output_dir={tmp_path / 'out'}", f"--spm_model_file={fox_spm}"]
+    result = run_command("data_prep.create_pretraining_data", [] if extra is None else given + extra)
+    assert result.returncode == 1 and said in result.stderr, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_max_instances_per_row_is_bounded_by_what_a_row_holds(fox_spm, tmp_path):
+    from albert_tf.errors import AlbertError
+    from data_prep.pipeline import Settings
+
+    def settings(per_row):
+        return Settings(input_file="x", output_dir="y", max_seq_length=64, max_instances_per_row=per_row)
+
+    settings(12).validate()  # twelve [CLS] a [SEP] b [SEP] of 5 tokens fit 64
+    with pytest.raises(AlbertError, match=r"^max_instances_per_row 1000000000: a row of max_seq_length 64 tokens hold"):
+        settings(10**9).validate()  # was a row of 10⁹ slots allocated, and a MemoryError
+    with pytest.raises(AlbertError, match="holds at most 12 instances"):
+        settings(13).validate()
+
+
+def test_data_prep_errors_are_albert_errors():
+    from albert_tf.errors import AlbertError
+    from data_prep.instances import InstanceOptions
+    from data_prep.packing import pack_rows
+    from data_prep.records import serialize_row
+
+    with pytest.raises(AlbertError, match="max_seq_length must be at least 5"):
+        InstanceOptions(max_seq_length=4)
+    with pytest.raises(AlbertError, match="an instance of 9 tokens does not fit a row of 8"):
+        pack_rows([9], capacity=8, max_per_row=2)
+    with pytest.raises(AlbertError, match="input_format must be one of"):
+        list(documents.read_documents("x", "csv"))
+    with pytest.raises(AlbertError, match="does not fit"):
+        serialize_row([], max_seq_length=-1, prediction_slots=1, max_instances_per_row=1)
+
+
+def test_the_vocabulary_commands_keep_one_error_boundary(tmp_path, monkeypatch):
+    """A DataPrepError is one line (its traceback with -v 1); a bug's ValueError is a traceback, not 'error: …'."""
+    from albert_tf.cli import train_sentencepiece as command
+
+    from command_helpers import run_command
+
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    argv = [f"--input={empty}", f"--output_file={tmp_path / 'vocab.txt'}"]
+    said = run_command("data_prep.build_wordpiece_vocab", argv)
+    assert said.returncode == 1 and said.stderr.strip().splitlines()[-1].startswith("error: no text to learn")
+    assert "Traceback" in run_command("data_prep.build_wordpiece_vocab", argv + ["-v", "1"]).stderr
+
+    def bug(*args, **kwargs):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(command, "train_sentencepiece", bug)
+    crashed = run_command("data_prep.train_sentencepiece", [f"--input={empty}", f"--model_prefix={tmp_path / 'm'}"])
+    assert "Traceback" in crashed.stderr and "error: a bug" not in crashed.stderr
+
+
+def test_a_reader_that_leaves_does_not_fail_a_complete_run(tmp_path):
+    """`... | head -1` (the reader gone before the last line): the run ends whole with exit status 0.
+
+    A subprocess: the process's own stdout pipe is what is under test, buffered and not."""
+    import subprocess
+    import sys
+
+    from paths import REPO
+
+    corpus = toy_corpus(tmp_path)
+    for unbuffered in ("", "1"):
+        prefix = tmp_path / f"model{unbuffered}"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "data_prep.train_sentencepiece", f"--input={corpus}", f"--model_prefix={prefix}"]
+            + ["--vocab_size=60"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=REPO,
+            env={**os.environ, "PYTHONUNBUFFERED": unbuffered},
+        )
+        process.stdout.close()  # the reader leaves at once
+        stderr = process.stderr.read().decode()
+        assert process.wait(timeout=120) == 0, stderr
+        assert stderr == "" and SentencePieceTokenizer(f"{prefix}.model").vocab_size == 60

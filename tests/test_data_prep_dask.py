@@ -195,7 +195,51 @@ def test_dask_runner_refuses_data_that_needs_the_document_count(tmp_path, wikite
 
 @pytest.mark.parametrize("runner", ["daskrunner", "NoSuchRunner"])
 def test_an_unknown_runner_is_one_line_before_any_work(tmp_path, runner):
-    settings = Settings(input_file=str(tmp_path / "missing.txt"), output_dir=str(tmp_path / "out"))
+    settings = Settings(input_file=str(tmp_path / "corpus.txt"), output_dir=str(tmp_path / "out"))
     with pytest.raises(DataPrepError, match=f"^--runner {runner}: no such Beam runner \\(names are case-sensitive"):
         run(settings, ["--runner", runner])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture
+def http_server():
+    """An HTTP server on a free port of 127.0.0.1 (answers, but is no Dask scheduler); yields its port."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_dask_address_that_is_no_scheduler_or_has_no_worker_is_one_line_after_the_wait(
+    tmp_path, fox_spm, http_server, capsys
+):
+    """Each waited for ever (hardening V): bounded by --dask_wait_seconds, said before, one line after."""
+    from distributed import LocalCluster
+
+    settings = Settings(
+        input_file=str(tmp_path / "corpus.txt"),
+        output_dir=str(tmp_path / "out"),
+        tokenizer=SentencePieceTokenizer(fox_spm),
+        dask_wait_seconds=1,
+    )
+    (tmp_path / "corpus.txt").write_text("some text. more text.\n")
+    address = f"127.0.0.1:{http_server}"
+    with pytest.raises(DataPrepError, match=f"^--dask_client_address {address}: no Dask scheduler answered in 1 s"):
+        run(settings, ["--runner", "DaskRunner", f"--dask_client_address={address}"])
+    note = f"note: waiting up to 1 s (--dask_wait_seconds) for the Dask scheduler at --dask_client_address {address}"
+    assert note in capsys.readouterr().err
+    with pytest.raises(DataPrepError, match="^--dask_client_address notahost: cannot reach a Dask scheduler there"):
+        run(settings, ["--runner", "DaskRunner", "--dask_client_address=notahost"])
+    with LocalCluster(
+        n_workers=0, processes=False, protocol="tcp://", host="127.0.0.1", scheduler_port=0, dashboard_address=None
+    ) as cluster:
+        address = cluster.scheduler_address
+        with pytest.raises(DataPrepError, match=f"^--dask_client_address {address}: the Dask scheduler answered but"):
+            run(settings, ["--runner", "DaskRunner", f"--dask_client_address={address}"])
     assert not (tmp_path / "out").exists()

@@ -46,6 +46,25 @@ def health_texts(summary_dir):
     return texts
 
 
+def test_off_a_terminal_the_bar_is_a_plain_line_a_window_without_colour_codes(capsys):
+    """Keras' bar writes ANSI colour codes and carriage returns into a log file or pipe (hardening V)."""
+    from albert_tf.progress import TrainingBar
+
+    bar = TrainingBar(5, ["loss"], window_steps=2, verbose=True)  # pytest's captured stdout: not a terminal
+    bar.update(0)
+    for step in range(1, 6):
+        bar.update(step, {"loss": 1.0 / step, "lr": 1e-3, "steps/s": 4.0})
+    bar.say("evaluated")
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "\b" not in out
+    assert out.splitlines() == [
+        "step 2/5 - loss (last 2 steps): 0.5 - lr: 0.001 - steps/s: 4",
+        "step 4/5 - loss (last 2 steps): 0.25 - lr: 0.001 - steps/s: 4",
+        "step 5/5 - loss (last 2 steps): 0.2 - lr: 0.001 - steps/s: 4",
+        "evaluated",
+    ]
+
+
 # A learning rate that ramps up to 10 over 100 steps: healthy for ~30 steps, then the loss takes off (NaN ~40).
 EXPLODING = dict(learning_rate=10.0, num_warmup_steps=100, num_train_steps=60, save_checkpoints_steps=10)
 

@@ -149,6 +149,41 @@ def test_vocab_builder_cli(real_data, tmp_path, monkeypatch):
     assert result.returncode != 0 and "no text" in result.stderr and not (tmp_path / "v2.txt").exists()
 
 
+def test_the_vocabulary_size_is_reached_in_a_few_learner_passes_and_placeholders_are_said(
+    wordpiece_corpus, tmp_path, monkeypatch
+):
+    """Korean at 1,800 tokens: the learner's own 5 % search left 87 [unusedN] in four full searches (hardening V);
+    a bounded search on its threshold cuts its nearest larger vocabulary to size. A corpus too small is padded,
+    and the command says how many tokens are placeholders."""
+    from albert_tf.tokenization import bert_normalize
+    from data_prep.build_wordpiece_vocab import build_wordpiece_vocab
+
+    from command_helpers import run_command
+    from paths import REPO
+
+    lines = [bert_normalize(line, False).strip() for line in wordpiece_corpus["korean"][:400]]
+    lines = [line for line in lines if line]
+    tokens = build_wordpiece_vocab(lines, 1800)
+    assert len(tokens) == len(set(tokens)) == 1800 and not [t for t in tokens if t.startswith("[unused")]
+    assert {char for line in lines for char in line if not char.isspace()} <= set(tokens)  # every character kept
+
+    from data_prep.build_wordpiece_vocab import MAX_TRIES, placeholders
+
+    monkeypatch.chdir(REPO)
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("\n".join(lines[:20]), encoding="utf-8")
+    result = run_command(
+        "data_prep.build_wordpiece_vocab",
+        [f"--input={corpus}", f"--output_file={tmp_path / 'vocab.txt'}", "--vocab_size=1800", "--nodo_lower_case"],
+    )
+    written = (tmp_path / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    unused = placeholders(written)
+    assert result.returncode == 0 and len(written) == 1800 and 0 < unused == len([t for t in written if "unused" in t])
+    assert f"(1800 tokens, {unused} of them [unusedN] placeholders" in result.stdout, result.stdout
+    passes = [line for line in result.stderr.splitlines() if line.startswith("pieces seen at least")]
+    assert 1 <= len(passes) <= MAX_TRIES, result.stderr  # each learner pass is said
+
+
 @pytest.mark.slow
 def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_corpus, tmp_path):
     """WordPiece + ReLU: data_prep → pretraining → fine-tuning on NSMC → export with the text signature."""

@@ -10,15 +10,21 @@
   saving its work: `albert_tf.preemption`). SIGTERM elsewhere unwinds like Ctrl-C (locks released,
   staging removed): `error: terminated by SIGTERM`, exit status 143. `-v 1` (or
   `ALBERT_TF_TRACEBACK=1`) shows the traceback instead.
+- A bad or unknown flag is absl's one line (`FATAL Flags parsing error: …`), also in a command that
+  hands other flags on (data_prep to Beam: one that Beam does not take either is refused too).
+- A reader of stdout that leaves (`| head -1`) does not end the run: what is printed after is dropped.
 """
 
+import contextlib
 import ctypes
+import difflib
+import functools
 import importlib.util
 import logging
 import os
 import signal
 import sys
-from typing import Callable, Optional
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from absl import app, flags
 
@@ -127,16 +133,93 @@ def help_text(description) -> str:
     return "\n\n".join(s for s in sections if s)
 
 
+# A command that hands the flags it does not define to another program (data_prep: Beam's options) says,
+# given those, which that program does not take either and the names it does take (raising an AlbertError
+# for a value it cannot parse).
+PassThrough = Callable[[List[str]], Tuple[List[str], Sequence[str]]]
+
+
+def flags_usage_error(message: str) -> None:
+    """Exits as absl's own parser does on a bad flag (every command says a bad flag the same way)."""
+    if "\n" in message:
+        sys.stderr.write("FATAL Flags parsing error:\n" + "".join(f"  {line}\n" for line in message.splitlines()))
+    else:
+        sys.stderr.write(f"FATAL Flags parsing error: {message}\n")
+    sys.stderr.write("Pass --helpshort or --helpfull to see help on flags.\n")
+    sys.exit(1)
+
+
+def parse_with_pass_through(pass_through: PassThrough, argv: List[str]) -> List[str]:
+    """Our flags parsed; the rest left in `argv` when the other program takes them, else refused."""
+    try:
+        argv = flags.FLAGS(argv, known_only=True)
+        unknown, their_names = pass_through(argv[1:])
+    except (flags.Error, AlbertError) as error:
+        flags_usage_error(str(error))
+    if unknown:
+        name = unknown[0].split("=", 1)[0]
+        if not name.startswith("-"):
+            flags_usage_error(f"unexpected argument {name!r} (every input is a flag's value; quote a glob)")
+        name = name.lstrip("-")
+        ours = [flag.name for flag in our_flags()]
+        close = difflib.get_close_matches(name, ours + list(their_names), n=3)
+        flags_usage_error(str(flags.UnrecognizedFlagError(name, suggestions=close)))
+    return argv
+
+
+class _ReaderMayLeave:
+    """`sys.stdout` whose reader may leave (`| head -1`): what is printed after that is dropped and the
+    run goes on to its end (its files whole, its exit status its own)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text):
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._reader_left()
+            return len(text)
+
+    def flush(self):
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._reader_left()
+
+    def _reader_left(self):
+        # Later writes, and the flush at exit, go nowhere (not an error the interpreter reports on exit).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self.stream.fileno())
+        os.close(devnull)
+
+    def __getattr__(self, name):  # isatty, fileno, encoding, ...: the stream's own
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def stdout_reader_may_leave():
+    """Runs the block with `sys.stdout` a `_ReaderMayLeave`."""
+    stream = sys.stdout
+    sys.stdout = _ReaderMayLeave(stream)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout = stream
+
+
 def run_cli(
     main: Callable,
     define_flags: Callable[[], None],
-    known_flags_only: bool = False,
+    pass_through: Optional[PassThrough] = None,
     check_flags: Optional[Callable[[], None]] = None,
 ) -> None:
     """Defines the flags, parses them, runs `main(argv)` inside the error boundary.
 
-    `known_flags_only` leaves unknown flags in `argv` (data_prep passes them to Beam). `check_flags`: the
-    command's checks of its flags alone, run before the backend check imports Keras (and TensorFlow).
+    `pass_through` leaves the flags another program takes in `argv` (data_prep passes them to Beam); any
+    other unknown flag is refused, as in every command. `check_flags`: the command's checks of its flags
+    alone, run before the backend check imports Keras (and TensorFlow).
     """
     verbosity = verbosity_from_argv(sys.argv)
     quiet_libraries(verbosity)
@@ -160,7 +243,8 @@ def run_cli(
                 check_flags()
             if "backend" in flags.FLAGS:  # the commands that train or run a model: Keras must run on it
                 check_backend(flags.FLAGS.backend)
-            result = main(argv)
+            with stdout_reader_may_leave():
+                result = main(argv)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the work is done: exiting is not worth a 143
             return result
         except BaseException as error:
@@ -176,7 +260,7 @@ def run_cli(
             print(error_line(error), file=sys.stderr)
             sys.exit(getattr(error, "exit_status", 1))  # a preempted run: 75 (albert_tf.preemption)
 
-    if known_flags_only:
-        app.run(guarded, flags_parser=lambda argv: flags.FLAGS(argv, known_only=True))
+    if pass_through is not None:
+        app.run(guarded, flags_parser=functools.partial(parse_with_pass_through, pass_through))
     else:
         app.run(guarded)

@@ -15,7 +15,7 @@ from absl import flags
 from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_option_flags, settings_from_flags
 from albert_tf.options import option
-from data_prep.build_wordpiece_vocab import build_wordpiece_vocab, corpus_lines, write_vocab
+from data_prep.build_wordpiece_vocab import build_wordpiece_vocab, corpus_lines, placeholders, write_vocab
 from data_prep.documents import FORMATS, expand_input_patterns
 
 
@@ -39,17 +39,19 @@ def define_flags():
 def main(argv):
     del argv
     settings = settings_from_flags(WordPieceSettings)
-    try:
-        paths = expand_input_patterns(settings.input)
-        tokens = build_wordpiece_vocab(
-            corpus_lines(paths, settings.input_format, settings.do_lower_case),
-            settings.vocab_size,
-            min_character_count=settings.min_character_count,
-        )
-        write_vocab(tokens, settings.output_file)
-    except (OSError, ValueError) as error:
-        sys.exit(f"error: {error}")
-    print(f"wrote {settings.output_file} ({len(tokens)} tokens)")
+    paths = expand_input_patterns(settings.input)
+    tokens = build_wordpiece_vocab(
+        corpus_lines(paths, settings.input_format, settings.do_lower_case),
+        settings.vocab_size,
+        min_character_count=settings.min_character_count,
+        note=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    write_vocab(tokens, settings.output_file)
+    unused = placeholders(tokens)
+    print(
+        f"wrote {settings.output_file} ({len(tokens)} tokens"
+        + (f", {unused} of them [unusedN] placeholders: the corpus gave fewer pieces)" if unused else ")")
+    )
 
 
 def cli():

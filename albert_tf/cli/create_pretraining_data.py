@@ -6,7 +6,8 @@
     # WordPiece vocabularies (Chinese models, an existing BERT vocab): --vocab_file vocab.txt instead
 
 Flags that are not ours (`--runner`, `--direct_num_workers`, Dataflow's
-`--project`, ...) go to Beam. The pipeline, its determinism and its output
+`--project`, ...) go to Beam; one Beam does not take either is refused, naming
+the closest flag. The pipeline, its determinism and its output
 are described in `data_prep.pipeline`.
 """
 
@@ -16,7 +17,7 @@ from albert_tf.cli.app import run_cli
 from albert_tf.cli.flags import define_option_flags, define_vocabulary_flags, given_tokenizer, settings_from_flags
 from albert_tf.cli.run_record import write_settings
 from albert_tf.locking import OutputDirLock
-from data_prep.pipeline import Settings, run, sentences_per_document_note
+from data_prep.pipeline import Settings, beam_arguments, run, sentences_per_document_note
 
 
 def define_flags():
@@ -56,7 +57,7 @@ def packing_note(metadata: dict) -> str:
 
 def cli():
     """The console-script entry point (`python -m` runs the same)."""
-    run_cli(main, define_flags, known_flags_only=True)
+    run_cli(main, define_flags, pass_through=beam_arguments)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ the tokenizer's own `preprocess_text`, streamed (memory does not grow with the c
 """
 
 import dataclasses
-import sys
 from typing import Tuple
 
 from absl import flags
@@ -46,18 +45,15 @@ def define_flags():
 def main(argv):
     del argv
     settings = settings_from_flags(SentencePieceSettings)
-    try:
-        paths = expand_input_patterns(settings.input)
-        model_file = train_sentencepiece(
-            corpus_sentences(paths, settings.input_format, lower=not settings.cased),
-            settings.model_prefix,
-            vocab_size=settings.vocab_size,
-            input_sentence_size=settings.input_sentence_size,
-            character_coverage=settings.character_coverage,
-            user_defined_symbols=list(settings.user_defined_symbols),
-        )
-    except (OSError, ValueError) as error:  # bad input: a message, not a traceback
-        sys.exit(f"error: {error}")
+    paths = expand_input_patterns(settings.input)
+    model_file = train_sentencepiece(
+        corpus_sentences(paths, settings.input_format, lower=not settings.cased),
+        settings.model_prefix,
+        vocab_size=settings.vocab_size,
+        input_sentence_size=settings.input_sentence_size,
+        character_coverage=settings.character_coverage,
+        user_defined_symbols=list(settings.user_defined_symbols),
+    )
     print(
         f"wrote {model_file} and {settings.model_prefix}.vocab "
         f"({settings.vocab_size} pieces, {'cased' if settings.cased else 'uncased'})"

@@ -3,22 +3,26 @@
     python -m data_prep.build_wordpiece_vocab --input 'corpus/*.txt' --output_file vocab/vocab.txt \
         --vocab_size 21128 [--nodo_lower_case]
 
-The vocabulary learner is tf-text's (`bert_vocab_from_dataset`, the one its
-BERT guides use). Text is first normalised by our own `bert_normalize` (the
+The vocabulary learner is tf-text's (the one behind `bert_vocab_from_dataset`, which its
+BERT guides use), with its count threshold searched here. Text is first normalised by our own `bert_normalize` (the
 tokenizer's), so the learner sees exactly the characters the tokenizer will;
 the learner's splitting is BERT's (whitespace, punctuation, CJK characters).
 The file starts with `[PAD] [UNK] [CLS] [SEP] [MASK]` (ids 0-4, as ALBERT's
 SentencePiece ids), every character of the corpus that occurs at least
 `--min_character_count` times is kept (so few words become `[UNK]`), and it
-holds exactly `--vocab_size` tokens (`[unusedN]` fill what the learner leaves).
+holds exactly `--vocab_size` tokens: the learner is run at a few thresholds until
+its vocabulary is within 3 % of the size, then cut to it, or filled with `[unusedN]`
+placeholders (said in a note) when the corpus has fewer pieces.
 """
 
 import logging
+import math
 import os
-from typing import Iterable, List, Sequence
+from typing import Callable, Dict, Iterable, List, Sequence
 
 from albert_tf.tokenization import WORDPIECE_SPECIALS, WordPieceTokenizer, bert_normalize
 from data_prep.documents import ReadStats, read_documents, vocabulary_text
+from data_prep.errors import DataPrepError
 
 
 def corpus_lines(paths: Sequence[str], input_format: str, lower: bool) -> Iterable[str]:
@@ -34,21 +38,41 @@ def corpus_lines(paths: Sequence[str], input_format: str, lower: bool) -> Iterab
             logging.warning("%s: no text", path)
 
 
+# How far from --vocab_size a learned vocabulary may land and be taken (cut to size, or filled with [unusedN]).
+SLACK = 0.03
+MAX_TRIES = 10  # learner passes (each a few seconds on a few MB): a bounded search on its count threshold
+PLACEHOLDER = "[unused{}]"
+LEARN_PARAMS = {
+    "max_token_length": 50,
+    "max_unique_chars": 20000,
+    "num_iterations": 4,
+    "include_joiner_token": True,
+    "joiner": "##",
+}
+LOWEST_THRESHOLD = 2  # a piece seen once is the corpus's noise
+
+
 def build_wordpiece_vocab(
-    lines: Iterable[str], vocab_size: int, reserved: Sequence[str] = WORDPIECE_SPECIALS, min_character_count: int = 1
+    lines: Iterable[str],
+    vocab_size: int,
+    reserved: Sequence[str] = WORDPIECE_SPECIALS,
+    min_character_count: int = 1,
+    note: Callable[[str], None] = lambda line: None,
 ) -> List[str]:
     """Exactly `vocab_size` tokens (reserved first) learned from normalised `lines`.
 
-    The learner's size is approximate (within its 5 % slack), and every frequent character is added
-    after it, so it is asked again for fewer where it overshoots; what is left is filled with BERT's
-    `[unusedN]` placeholders (ids a model can later give to new tokens).
+    The learner keeps the pieces seen at least a threshold number of times; the threshold is searched
+    (bisection on its logarithm, at most `MAX_TRIES` learner passes) for a vocabulary within `SLACK` of
+    `vocab_size`, with every frequent character. A larger one loses its rarest pieces; a smaller one
+    (or the largest the corpus gives) is filled with BERT's `[unusedN]` placeholders (ids a model can
+    later give to new tokens). `note` is told of each learner pass.
 
     Raises:
-        ValueError: no text, or a `vocab_size` below what the corpus's characters alone need.
+        DataPrepError: no text, or a `vocab_size` below what the corpus's characters alone need.
     """
     lines = list(lines)
     if not lines:
-        raise ValueError("no text to learn a WordPiece vocabulary from (all inputs empty)")
+        raise DataPrepError("no text to learn a WordPiece vocabulary from (all inputs empty)")
     counts = {}
     for line in lines:
         for char in line:
@@ -63,47 +87,69 @@ def build_wordpiece_vocab(
     ]
     floor = len(dict.fromkeys(list(reserved) + characters))
     if vocab_size < floor:
-        raise ValueError(
+        raise DataPrepError(
             f"--vocab_size {vocab_size}: the reserved tokens and the corpus's {len(characters) // 2} characters "
             f"(each with its ## form) alone need {floor}; raise it, or --min_character_count"
         )
-    target = vocab_size
-    for _ in range(4):
-        learned = _learn(lines, target, reserved)
-        tokens = list(dict.fromkeys(learned + characters))
-        if len(tokens) <= vocab_size:
+    word_counts = _count_words(lines)
+    note(f"{len(lines):,} lines, {len(word_counts):,} distinct words; searching the learner's threshold")
+    low, high = LOWEST_THRESHOLD, max(LOWEST_THRESHOLD, max(word_counts.values()))
+    over = under = None  # the closest vocabularies above and below vocab_size
+    for _ in range(MAX_TRIES):
+        threshold = min(max(round(math.sqrt(low * high)), low), high)
+        tokens = list(dict.fromkeys(_learn(word_counts, threshold, reserved) + characters))
+        note(f"pieces seen at least {threshold:,} times: {len(tokens):,} tokens (--vocab_size {vocab_size:,})")
+        if len(tokens) > vocab_size:
+            over, low = tokens, threshold + 1
+        else:
+            under, high = tokens, threshold - 1
+        if abs(len(tokens) - vocab_size) <= SLACK * vocab_size or low > high:
             break
-        target -= len(tokens) - vocab_size + max(1, vocab_size // 100)
-    else:  # the learner never came under: keep the characters, cut the learned pieces that do not fit
-        missing = [token for token in dict.fromkeys(characters) if token not in set(learned)]
-        tokens = learned[: vocab_size - len(missing)] + missing
-    unused = (f"[unused{i}]" for i in range(vocab_size))
-    return tokens + [token for token, _ in zip(unused, range(vocab_size - len(tokens)))]
+
+    def close(tokens):
+        return tokens is not None and abs(len(tokens) - vocab_size) <= SLACK * vocab_size
+
+    # Cut the rarest pieces of the larger one, unless only the smaller one is close (or the corpus has no more).
+    if over is not None and (close(over) or not close(under)):
+        return _cut(over, vocab_size, set(reserved) | set(characters))
+    return under + [PLACEHOLDER.format(i) for i in range(vocab_size - len(under))]
 
 
-def _learn(lines: List[str], vocab_size: int, reserved: Sequence[str]) -> List[str]:
-    """tf-text's learner on `lines` (its size within 5 % of `vocab_size`), reserved tokens first."""
+def placeholders(tokens: Sequence[str]) -> int:
+    """How many of `tokens` are the `[unusedN]` placeholders `build_wordpiece_vocab` filled in."""
+    return len(set(tokens) & {PLACEHOLDER.format(i) for i in range(len(tokens))})
+
+
+def _cut(tokens: List[str], size: int, required: set) -> List[str]:
+    """`tokens` without its last (rarest) pieces beyond `size`; the reserved tokens and characters stay."""
+    dropped = set([token for token in tokens if token not in required][::-1][: len(tokens) - size])
+    return [token for token in tokens if token not in dropped]
+
+
+def _count_words(lines: List[str]) -> Dict[str, int]:
+    """How often each word occurs, words split as BERT splits them (the learner's own splitter)."""
     # TensorFlow only here: data_prep modules import none (Beam workers stay light).
     import tensorflow as tf
-    from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
+    from tensorflow_text.python.ops import bert_tokenizer
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-    dataset = tf.data.Dataset.from_tensor_slices(lines).batch(1024)
+    splitter = bert_tokenizer.BasicTokenizer(lower_case=False)  # already normalised
+    return learner.count_words(tf.data.Dataset.from_tensor_slices(lines).batch(1024).map(splitter.tokenize))
+
+
+def _learn(word_counts: Dict[str, int], threshold: int, reserved: Sequence[str]) -> List[str]:
+    """tf-text's learner keeping the pieces seen at least `threshold` times (its search pinned there)."""
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+    # With both bounds at `threshold` its bisection ends at once: one pass at that threshold.
     return list(
-        bert_vocab_from_dataset.bert_vocab_from_dataset(
-            dataset,
-            vocab_size=max(len(reserved) + 1, vocab_size),
-            reserved_tokens=list(reserved),
-            bert_tokenizer_params={"lower_case": False},  # already normalised
-            learn_params={
-                "max_token_length": 50,
-                "max_unique_chars": 20000,
-                "upper_thresh": 10_000_000,
-                "lower_thresh": 2,
-                "num_iterations": 4,
-                "slack_ratio": 0.05,
-                "include_joiner_token": True,
-                "joiner": "##",
-            },
+        learner.learn(
+            word_counts,
+            1,
+            list(reserved),
+            upper_thresh=threshold,
+            lower_thresh=threshold,
+            **LEARN_PARAMS,
         )
     )
 

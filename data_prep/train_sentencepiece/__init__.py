@@ -25,6 +25,7 @@ from albert_tf.tokenization import (
     preprocess_text,
 )
 from data_prep.documents import ReadStats, read_documents, vocabulary_text
+from data_prep.errors import DataPrepError
 
 # SentencePiece drops longer sentences; WikiText paragraphs are split first.
 MAX_SENTENCE_BYTES = 1 << 14
@@ -61,7 +62,7 @@ def train_sentencepiece(
     """Trains the model from already-normalised sentences; returns the `.model` path.
 
     Raises:
-        ValueError: no sentences, or a vocabulary larger than the text supports
+        DataPrepError: no sentences, or a vocabulary larger than the text supports
             (the message says how large it may be).
     """
     directory = os.path.dirname(os.path.abspath(model_prefix))
@@ -88,8 +89,8 @@ def train_sentencepiece(
         )
     except RuntimeError as error:
         if not counted.count:
-            raise ValueError("no text to train SentencePiece on (all inputs empty)") from None
-        raise ValueError(f"SentencePiece training failed on {counted.count} sentences: {error}") from None
+            raise DataPrepError("no text to train SentencePiece on (all inputs empty)") from None
+        raise DataPrepError(f"SentencePiece training failed on {counted.count} sentences: {error}") from None
     model_file = model_prefix + ".model"
     SentencePieceTokenizer(model_file)  # proves the ALBERT ids
     return model_file
