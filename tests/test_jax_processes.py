@@ -7,6 +7,7 @@ commands again resume to the uninterrupted run's weights.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import time
 import numpy as np
 import pytest
 
+from albert_tf.distribution import DistributionError, Processes
 from paths import REPO
 from pretraining_helpers import common_args, final_weights, free_ports, latest_checkpoint_step, save_fresh_pretrainer
 
@@ -82,6 +84,12 @@ def interrupt_after(args, run_dir, step, signal_number):
     return first + finish(processes[1:]), time.monotonic() - signalled_at
 
 
+def log_tail(stderr, lines=25):
+    """The end of a log without the C++ stack frames and module lists an abort prints."""
+    kept = [line[:300] for line in stderr.splitlines() if not line.startswith(("    @", "Extension modules"))]
+    return "\n".join(kept[-lines:])
+
+
 def last_line(stderr):
     return [line for line in stderr.splitlines() if line.strip()][-1]
 
@@ -106,7 +114,7 @@ def test_two_processes_train_as_one_stop_together_name_a_lost_one_and_resume(ref
     results, seconds = interrupt_after(args, run_dir, termed_at + 1, signal.SIGKILL)
     code, _, stderr = results[0]
     assert seconds < 120
-    assert code == 1, stderr[-3000:]
+    assert code == 1, log_tail(stderr)
     assert last_line(stderr).startswith("error: process 1 (") and " is gone (" in last_line(stderr), stderr[-3000:]
     assert "restart every worker with the same command" in last_line(stderr)
     assert "Traceback" not in stderr
@@ -131,3 +139,46 @@ def test_two_processes_train_as_one_stop_together_name_a_lost_one_and_resume(ref
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
     record = json.loads((run_dir / "settings.json").read_text())
     assert record["flags"]["num_processes"] == 2 and record["flags"]["process_id"] == 0
+
+
+@pytest.mark.parametrize(
+    "processes, named",
+    [
+        (Processes("127.0.0.1:1234", 2, None), "--process_id missing"),
+        (Processes(None, 2, 0), "--coordinator_address missing"),
+        (Processes("127.0.0.1", 2, 0), "--coordinator_address must be HOST:PORT"),
+        (Processes("127.0.0.1:99999", 2, 0), "--coordinator_address must be HOST:PORT"),
+        (Processes("127.0.0.1:1234", 0, 0), "--num_processes must be ≥ 1"),
+        (Processes("127.0.0.1:1234", 2, 2), "--process_id must be from 0 to --num_processes - 1 (1)"),
+    ],
+)
+def test_process_flags_are_checked_together_naming_the_flag(processes, named):
+    with pytest.raises(DistributionError, match=re.escape(named)):
+        processes.check()
+    Processes().check()  # none: JAX detects the cluster
+    Processes("node0:9876", 4, 3).check()
+
+
+def test_jax_process_mistakes_are_one_line_before_any_data_is_read(tmp_path):
+    """No cluster to detect, an absent process 0, process flags without multi_worker, TensorFlow's tpu."""
+    base = ["--backend=jax", f"--input_file={tmp_path / 'no-data'}", f"--output_dir={tmp_path / 'run'}"]
+    base += ["--albert_config_file=configs/albert_tiny.json"]
+    cases = {
+        "no cluster detected": ["--strategy=multi_worker"],
+        "--num_processes": ["--num_processes=2"],
+        "a pod's hosts are processes": ["--strategy=tpu"],
+    }
+    for expected, extra in cases.items():
+        ((code, _, stderr),) = finish([launch(base + extra)])
+        assert code == 1 and len(stderr.strip().splitlines()) == 1, stderr[-2000:]
+        assert stderr.startswith("error: ") and expected in stderr, stderr
+
+
+def test_an_absent_process_0_is_one_line_after_the_wait():
+    from albert_tf import distribution
+
+    (port,) = free_ports(1)
+    said = []
+    with pytest.raises(DistributionError, match=f"127.0.0.1:{port}: process 0 did not answer in 1 s"):
+        distribution.wait_for_coordinator(f"127.0.0.1:{port}", 1, said.append)
+    assert said == [f"waiting up to 1 s for process 0 at 127.0.0.1:{port}"]

@@ -154,11 +154,15 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def lost_processes(output_dir: str, strategy) -> str:
+def lost_processes(output_dir: str, strategy, settle_s: float = 5.0) -> str:
     """'process 1 (host, pid 42) is gone' for the other processes of this host that ended; processes on
-    other hosts, which cannot be checked from here, as 'not answering'; '' when every one checked lives."""
+    other hosts, which cannot be checked from here, as 'not answering'; '' when every one checked lives.
+
+    A killed process's connections close a moment before its pid ends: a failed collective may be seen
+    first, so a process of this host is given `settle_s` to be gone.
+    """
     here = socket.gethostname()
-    gone, elsewhere = [], []
+    local, elsewhere = [], []
     for process_id in range(strategy.num_processes):
         if process_id == strategy.process_id:
             continue
@@ -168,10 +172,16 @@ def lost_processes(output_dir: str, strategy) -> str:
             elsewhere.append(f"process {process_id} (never registered)")
             continue
         where = f"process {process_id} ({record.get('host')}, pid {record.get('pid')})"
-        if record.get("host") != here:
+        if record.get("host") == here:
+            local.append((where, int(record.get("pid", 0))))
+        else:
             elsewhere.append(where)
-        elif not _pid_alive(int(record.get("pid", 0))):
-            gone.append(where)
+    deadline = time.monotonic() + settle_s
+    while True:
+        gone = [where for where, pid in local if not _pid_alive(pid)]
+        if gone or not local or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
     if gone:
         return ", ".join(gone) + (" is gone" if len(gone) == 1 else " are gone")
     if elsewhere:
