@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from albert_tf.distribution import DistributionError, Processes
+
 from paths import REPO
 from pretraining_helpers import common_args, final_weights, free_ports, latest_checkpoint_step, save_fresh_pretrainer
 
