@@ -14,6 +14,8 @@ Example:
 import contextlib
 import dataclasses
 import os
+import socket
+import time
 from typing import Optional
 
 from albert_tf.errors import AlbertError
@@ -55,6 +57,49 @@ class DistributionSettings:
 
     strategy: str = strategy_option()
     tpu: Optional[str] = tpu_option()
+    coordinator_address: Optional[str] = option(
+        None,
+        "--backend jax --strategy multi_worker: HOST:PORT of process 0, where the processes meet (JAX's name). "
+        "With none of --coordinator_address/--num_processes/--process_id, JAX detects Slurm, Open MPI or a "
+        "Cloud TPU pod.",
+    )
+    num_processes: Optional[int] = option(None, "--backend jax --strategy multi_worker: how many processes.")
+    process_id: Optional[int] = option(None, "--backend jax --strategy multi_worker: this process, 0 to N-1.")
+
+    def processes(self) -> "Processes":
+        return Processes(self.coordinator_address, self.num_processes, self.process_id)
+
+
+@dataclasses.dataclass(frozen=True)
+class Processes:
+    """Where the processes of a multi-process JAX run meet; all None: detected by `jax.distributed`."""
+
+    coordinator_address: Optional[str] = None
+    num_processes: Optional[int] = None
+    process_id: Optional[int] = None
+
+    def given(self) -> bool:
+        return any(value is not None for value in dataclasses.astuple(self))
+
+    def check(self) -> None:
+        values = dataclasses.astuple(self)
+        if self.given() and None in values:
+            missing = [f"--{f.name}" for f, v in zip(dataclasses.fields(self), values) if v is None]
+            raise DistributionError(
+                f"{', '.join(missing)} missing: --coordinator_address, --num_processes and --process_id go "
+                "together (or give none, to let JAX detect Slurm, Open MPI or a Cloud TPU pod)"
+            )
+        if not self.given():
+            return
+        host, _, port = self.coordinator_address.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise DistributionError(f"--coordinator_address must be HOST:PORT, got {self.coordinator_address!r}")
+        if self.num_processes < 1:
+            raise DistributionError(f"--num_processes must be ≥ 1, got {self.num_processes}")
+        if not 0 <= self.process_id < self.num_processes:
+            raise DistributionError(
+                f"--process_id must be from 0 to --num_processes - 1 ({self.num_processes - 1}), got {self.process_id}"
+            )
 
 
 class DistributionError(AlbertError, ValueError):
@@ -68,15 +113,21 @@ def check_precision(name: str) -> str:
     return PRECISIONS[name]
 
 
-def make_strategy(name: str, tpu: Optional[str] = None):
+def make_strategy(name: str, tpu: Optional[str] = None, processes: Optional["Processes"] = None):
     """The distribution of `--strategy name`: a tf.distribute strategy (multi_worker reads TF_CONFIG).
 
-    Under Keras' JAX backend: data parallelism over every local device (`default` and `mirrored`).
+    Under Keras' JAX backend: data parallelism over every device: the local ones (`default`, `mirrored`),
+    or those of every process (`multi_worker`: `processes`, or what `jax.distributed` detects).
     """
     import keras
 
     if keras.backend.backend() == "jax":
-        return jax_devices(name)
+        return jax_devices(name, processes or Processes())
+    if processes is not None and processes.given():
+        raise DistributionError(
+            "--coordinator_address/--num_processes/--process_id are for --backend jax; TensorFlow's "
+            "--strategy multi_worker reads TF_CONFIG"
+        )
     import tensorflow as tf
 
     if name == "default":
@@ -105,30 +156,102 @@ def make_strategy(name: str, tpu: Optional[str] = None):
     raise DistributionError(f"--strategy must be one of {STRATEGIES}, got {name!r}")
 
 
-def jax_devices(name: str) -> "JaxDevices":
-    if name not in ("default", "mirrored"):
-        raise DistributionError(
-            f"--strategy {name} is a tf.distribute strategy; on Keras' JAX backend a run is data parallel over "
-            "every local device (--strategy default); several hosts are not supported there yet"
+# A process that stops sending heartbeats for this long is lost (JAX's coordination service; JAX's default).
+HEARTBEAT_TIMEOUT_S = 100
+# How long the processes wait for each other at the start (JAX's default).
+CONNECT_TIMEOUT_S = 300
+
+
+def jax_devices(name: str, processes: Processes) -> "JaxDevices":
+    if name in ("default", "mirrored"):
+        if processes.given():
+            raise DistributionError("--coordinator_address/--num_processes/--process_id need --strategy multi_worker")
+        return JaxDevices()
+    if name == "multi_worker":
+        connect_processes(processes)
+        return JaxDevices()
+    raise DistributionError(
+        f"--strategy {name} is TensorFlow's; on Keras' JAX backend a TPU VM's cores are its local devices "
+        "(--strategy default) and a pod's hosts are processes (--strategy multi_worker, detected by JAX)"
+    )
+
+
+def wait_for_coordinator(address: str, timeout_s: float, say) -> None:
+    """Waits until process 0's coordination service answers at `address` (JAX's own wait ends in an abort)."""
+    host, _, port = address.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    said = False
+    while True:
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+            return
+        except OSError as error:
+            if time.monotonic() >= deadline:
+                raise DistributionError(
+                    f"--coordinator_address {address}: process 0 did not answer in {timeout_s:.0f} s ({error}); "
+                    "start process 0 there first, or correct the address"
+                ) from None
+            if not said:
+                say(f"waiting up to {timeout_s:.0f} s for process 0 at {address}")
+                said = True
+            time.sleep(1.0)
+
+
+def connect_processes(processes: Processes, say=print) -> None:
+    """Joins this process to the others of the run (`jax.distributed`, before any JAX computation)."""
+    import jax
+
+    processes.check()
+    # CPUs all-reduce across processes through gloo (XLA's CPU client has no other cross-process collectives).
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    timeouts = dict(initialization_timeout=CONNECT_TIMEOUT_S, heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT_S)
+    try:
+        if processes.given():
+            if processes.process_id != 0:
+                wait_for_coordinator(processes.coordinator_address, CONNECT_TIMEOUT_S, say)
+            jax.distributed.initialize(
+                processes.coordinator_address, processes.num_processes, processes.process_id, **timeouts
+            )
+        else:
+            jax.distributed.initialize(**timeouts)
+    except (RuntimeError, ValueError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        given = (
+            ""
+            if processes.given()
+            else (
+                "no --coordinator_address/--num_processes/--process_id given and no cluster detected "
+                "(Slurm, Open MPI, a Cloud TPU pod): "
+            )
         )
-    return JaxDevices()
+        raise DistributionError(f"--strategy multi_worker on JAX: {given}{first_line}") from None
 
 
 class JaxDevices:
-    """Data parallelism over every local device (`keras.distribution.DataParallel` when there are several).
+    """Data parallelism over every device of every process (`keras.distribution.DataParallel` when several).
 
     What the loop asks of a distribution, as of a tf.distribute strategy: `num_replicas_in_sync`, `scope()`
     (variables made inside are replicated), and `shard(batch)` (the global batch split over the devices).
+    Every process reads the same global batch and places the rows of its own devices: N processes train
+    what one process does.
     """
 
-    cluster_resolver = None  # one process: it is the chief
+    cluster_resolver = None  # TensorFlow's; the processes are JAX's
 
     def __init__(self):
+        import jax
         import keras
 
         devices = keras.distribution.list_devices()
         self.num_replicas_in_sync = len(devices)
+        self.num_processes = jax.process_count()
+        self.process_id = jax.process_index()
+        self.local_devices = jax.local_device_count()
         self.distribution = keras.distribution.DataParallel(devices=devices) if len(devices) > 1 else None
+
+    @property
+    def chief(self) -> bool:
+        return self.process_id == 0
 
     def scope(self):
         return self.distribution.scope() if self.distribution else contextlib.nullcontext()
@@ -137,15 +260,50 @@ class JaxDevices:
         """numpy (or TF eager) arrays → device arrays; split over the devices along the batch axis."""
         import jax
         import keras
+        import numpy as np
 
-        arrays = jax.tree.map(jax.numpy.asarray, batch)
         if self.distribution is None:
-            return arrays
+            return jax.tree.map(jax.numpy.asarray, batch)
         layout = self.distribution.get_data_layout
-        return jax.tree.map(lambda t: keras.distribution.distribute_tensor(t, layout(t.shape)), arrays)
+        if self.num_processes == 1:
+            arrays = jax.tree.map(jax.numpy.asarray, batch)
+            return jax.tree.map(lambda t: keras.distribution.distribute_tensor(t, layout(t.shape)), arrays)
+
+        def global_array(tensor):
+            rows = np.asarray(tensor)
+            # Each process holds the global batch: its devices take their slices of it.
+            return jax.make_array_from_callback(rows.shape, layout(rows.shape).backend_layout, rows.__getitem__)
+
+        return jax.tree.map(global_array, batch)
+
+    def any_process(self, flag: bool) -> bool:
+        """Whether `flag` is set on any process (one small all-gather; the flag itself with one process)."""
+        if self.num_processes == 1:
+            return flag
+        import numpy as np
+        from jax.experimental import multihost_utils
+
+        return bool(np.asarray(multihost_utils.process_allgather(np.int32(flag))).any())
+
+    def wait_for_all(self, name: str) -> None:
+        """Returns once every process has reached the barrier `name` (no-op with one process)."""
+        if self.num_processes > 1:
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices(name)
+
+    def describe(self) -> dict:
+        return {
+            "processes": self.num_processes,
+            "process_id": self.process_id,
+            "devices": self.num_replicas_in_sync,
+            "local_devices": self.local_devices,
+        }
 
 
 def is_chief(strategy) -> bool:
+    if isinstance(strategy, JaxDevices):
+        return strategy.chief
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
         return True

@@ -121,9 +121,14 @@ def requested_on_any_worker(strategy) -> bool:
     saved alone would wait for the others forever. Call it at the same point of every step on every
     worker; without `stop_signals()` (a library caller) it is `requested()`, no collective.
     """
+    if not _depth:
+        return requested()
+    any_process = getattr(strategy, "any_process", None)  # JAX's processes (albert_tf.distribution.JaxDevices)
+    if any_process is not None:
+        return any_process(requested())
     import tensorflow as tf
 
-    if not _depth or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return requested()
     flag = tf.constant(1 if requested() else 0, tf.int32)
     votes = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: flag), axis=None)

@@ -257,8 +257,12 @@ def run_cli(
                 sys.exit(preemption.TERMINATED_EXIT_STATUS)
             if not isinstance(error, _boundary_errors()) or show_trace:
                 raise
-            print(error_line(error), file=sys.stderr)
-            sys.exit(getattr(error, "exit_status", 1))  # a preempted run: 75 (albert_tf.preemption)
+            print(error_line(error), file=sys.stderr, flush=True)
+            status = getattr(error, "exit_status", 1)  # a preempted run: 75 (albert_tf.preemption)
+            if getattr(error, "exit_at_once", False):  # a lost process: exit handlers would wait for it
+                sys.stdout.flush()
+                os._exit(status)
+            sys.exit(status)
 
     if pass_through is not None:
         app.run(guarded, flags_parser=functools.partial(parse_with_pass_through, pass_through))

@@ -98,7 +98,7 @@ def main(argv):
     del argv
     # Imported once the flags are read (TensorFlow and Keras take seconds): --help and flag mistakes are fast.
     from albert_tf.cli import demo
-    from albert_tf.distribution import make_strategy
+    from albert_tf.distribution import is_chief, make_strategy
     from albert_tf.export import exported_versions
     from albert_tf.inputs.shard_reader import resolve_input
     from albert_tf.pretraining.job import data_tokenizer, evaluate_checkpoints, pretrain
@@ -109,7 +109,8 @@ def main(argv):
         return
 
     distribution = settings_from_flags(DistributionSettings)
-    strategy = make_strategy(distribution.strategy, distribution.tpu)  # before any TF op (multi-worker collectives)
+    # Before any TF op or JAX computation: multi-worker collectives and JAX's processes are set up at startup.
+    strategy = make_strategy(distribution.strategy, distribution.tpu, distribution.processes())
     # Read once; its lengths are the defaults. Evaluating only: the eval data are the data.
     if FLAGS.do_train:
         data_input = resolve_input(FLAGS.input_file)
@@ -145,7 +146,8 @@ def main(argv):
         print(json.dumps(run(dry_run=True), indent=2))
         return
     # Written once pretrain() has checked its inputs and holds the lock; the vocabulary is the data's.
-    record_settings(settings.output_dir, tokenizer_loader=lambda: data_tokenizer(data_input, tokenizer))
+    if is_chief(strategy):  # one record of the run, however many processes share the directory
+        record_settings(settings.output_dir, tokenizer_loader=lambda: data_tokenizer(data_input, tokenizer))
     with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75
         summary = run()
         if FLAGS.export and summary["outputs"]:

@@ -210,8 +210,15 @@ def pretrain(
         eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
         check_same_layout(train_input, eval_input)
     if dry_run:
-        return run_plan(settings, config, albert_config_file, train_input, tokenizer, strategy.num_replicas_in_sync)
+        plan = run_plan(settings, config, albert_config_file, train_input, tokenizer, strategy.num_replicas_in_sync)
+        if worker_faults.jax_processes(strategy):
+            plan["processes"] = strategy.describe() | {
+                "rows_per_process": settings.train_batch_size // strategy.num_processes,
+                "rows_per_device": settings.train_batch_size // strategy.num_replicas_in_sync,
+            }
+        return plan
     os.makedirs(settings.output_dir, exist_ok=True)
+    worker_faults.register_process(settings.output_dir, strategy)
     # One writer per output directory; the other workers of a multi-worker run write only their own dirs.
     lock = OutputDirLock(settings.output_dir) if is_chief(strategy) else contextlib.nullcontext()
     checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
@@ -220,7 +227,11 @@ def pretrain(
         return tf.train.latest_checkpoint(checkpoint_dir)
 
     # A lost worker of a multi-worker run: one line naming it, wherever the others notice (worker_faults).
-    with lock, worker_faults.reported_as_lost_worker(strategy, latest):
+    with (
+        lock,
+        worker_faults.reported_as_lost_worker(strategy, latest),
+        worker_faults.reported_as_lost_process(strategy, settings.output_dir, latest),
+    ):
         loop = PretrainingLoop(strategy, config, settings, train_input, eval_input)
 
         def say(message: str):
@@ -231,7 +242,8 @@ def pretrain(
 
         policy = CheckpointPolicy(loop, init_checkpoint, say, tokenizer)
         say(policy.restore_or_initialize(config.to_dict()))
-        finished = finished_run_summary(settings, loop.step, loop.chief)
+        # Every JAX process reads the shared output directory: all stop, or all train.
+        finished = finished_run_summary(settings, loop.step, loop.chief or worker_faults.jax_processes(strategy) > 1)
         if finished is not None:  # the README's "run the same command again" after the run ended
             say(
                 f"the run is complete: step {loop.step} of --num_train_steps {settings.num_train_steps}, final model "
@@ -255,6 +267,8 @@ def pretrain(
         if loop.run_steps:
             say(metrics_line(summary["train_cumulative"]))
         summary["replicas"] = loop.strategy.num_replicas_in_sync
+        if worker_faults.jax_processes(strategy):
+            summary["processes"] = strategy.num_processes
         summary["weights_sha256"] = loop.weights_fingerprint()
         if settings.do_eval:
             summary["eval"] = policy.evaluate_and_keep_best()

@@ -123,6 +123,12 @@ class PretrainingLoop:
         if self.jax_state is not None:
             self.jax_state.copy_from_keras()
 
+    def wait_for_all(self, name: str) -> None:
+        """Every process of a multi-process JAX run reaches `name` before any goes on (else nothing)."""
+        wait = getattr(self.strategy, "wait_for_all", None)
+        if wait is not None:
+            wait(name)
+
     def after_restore(self):
         """A checkpoint was read: its values go into the model and optimizer (JAX)."""
         if self.jax_state is not None:

@@ -72,8 +72,12 @@ class CheckpointPolicy:
         self.unconfirmed: Optional[str] = None  # saved, but no finite loss has been computed from it yet
         self.eval_writer = None  # TensorBoard's output_dir/eval, opened at the first evaluation
 
+    def _writes_checkpoints(self) -> bool:
+        """The chief writes; so does every TensorFlow worker (a save is a collective there: copies discarded)."""
+        return self.loop.chief or self.loop.strategy.cluster_resolver is not None
+
     def _checkpoint_dir_for_this_task(self) -> str:
-        if self.loop.chief:
+        if self.loop.chief or not self._writes_checkpoints():  # JAX's other processes read the chief's
             return self.checkpoint_dir
         # Every worker must take part in a save; only the chief's copy is kept.
         resolver = self.loop.strategy.cluster_resolver
@@ -169,7 +173,8 @@ class CheckpointPolicy:
             )
         try:
             self.loop.before_save()
-            self.unconfirmed = self.manager.save(checkpoint_number=step)
+            if self._writes_checkpoints():
+                self.unconfirmed = self.manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as error:
             path = os.path.join(self._checkpoint_dir_for_this_task(), f"ckpt-{step}")
             # TensorFlow writes into `<path>_temp/` first; a failed save leaves it (and fills the disk).
@@ -185,6 +190,7 @@ class CheckpointPolicy:
                 f"{path}: saving the checkpoint of step {step} failed ({reason}); {kept}; free space (or fix "
                 "the directory) and run the same command again"
             ) from None
+        self.loop.wait_for_all(f"checkpoint {step}")  # JAX's other processes go on once the chief's is written
         if evaluate and self.settings.do_eval and step != self.settings.num_train_steps:
             self.evaluate_and_keep_best()
 
@@ -283,5 +289,5 @@ class CheckpointPolicy:
         return final
 
     def clean_worker_dirs(self):
-        if not self.loop.chief:
+        if not self.loop.chief and self._writes_checkpoints():
             shutil.rmtree(self._checkpoint_dir_for_this_task(), ignore_errors=True)

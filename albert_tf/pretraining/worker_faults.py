@@ -10,6 +10,13 @@ Two ways a lost worker shows on the others:
   `StepWatchdog` ends the process when no training step has finished for
   `--worker_timeout_seconds`, with the same one line.
 
+A multi-process JAX run (`--backend jax --strategy multi_worker`) has no TF_CONFIG: each process
+records its host and pid in `<output_dir>/processes/` when it starts (`register_process`), and a
+step that fails on one process is checked against that record (`lost_processes`): a process of
+this host that is gone is named; processes on other hosts are named as not answering. The step's
+collective fails at once where the transport notices the dead peer (gloo on CPUs); otherwise JAX's
+coordination service ends the survivors after `distribution.HEARTBEAT_TIMEOUT_S` with its own log.
+
 Either way the checkpoints already written are whole (each is written to temporary files and
 renamed); restarting every worker with the same command resumes from the last one.
 
@@ -31,6 +38,7 @@ from typing import Callable, List, Optional
 
 import tensorflow as tf
 
+from albert_tf.json_records import read_json, write_json
 from albert_tf.pretraining.settings import PretrainingError
 
 # What a collective raises when a peer is gone (TF 2.20: Unavailable after missed heartbeats or a
@@ -49,6 +57,9 @@ TASK_IN_MESSAGE = re.compile(r"/job:(\w+)(?:/replica:\d+)?/task:(\d+)")
 
 class WorkerLostError(PretrainingError):
     """Another worker of a multi-worker run is gone or stuck; restart every worker to resume."""
+
+    # Ends the process once said: a JAX process's exit would wait for the lost one at JAX's shutdown barrier.
+    exit_at_once = True
 
 
 def _peers(strategy) -> List[tuple]:
@@ -109,8 +120,89 @@ def describe_loss(who: str, what: str, checkpoint: Optional[str]) -> str:
     )
 
 
+PROCESSES_DIR = "processes"  # <output_dir>/processes/process-<id>.json: where each JAX process runs
+
+
+def jax_processes(strategy) -> int:
+    """How many JAX processes run together (0: not a JAX distribution)."""
+    return getattr(strategy, "num_processes", 0) if getattr(strategy, "any_process", None) else 0
+
+
 def is_multi_worker(strategy) -> bool:
-    return bool(_peers(strategy))
+    return bool(_peers(strategy)) or jax_processes(strategy) > 1
+
+
+def register_process(output_dir: str, strategy) -> None:
+    """Records this JAX process's host and pid, for the others to name it if it is lost."""
+    if jax_processes(strategy) < 2:
+        return
+    record = {"process_id": strategy.process_id, "host": socket.gethostname(), "pid": os.getpid()}
+    write_json(os.path.join(output_dir, PROCESSES_DIR, f"process-{strategy.process_id}.json"), record)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    try:  # a killed process its parent has not reaped yet is a zombie: gone all the same
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def lost_processes(output_dir: str, strategy, settle_s: float = 5.0) -> str:
+    """'process 1 (host, pid 42) is gone' for the other processes of this host that ended; processes on
+    other hosts, which cannot be checked from here, as 'not answering'; '' when every one checked lives.
+
+    A killed process's connections close a moment before its pid ends: a failed collective may be seen
+    first, so a process of this host is given `settle_s` to be gone.
+    """
+    here = socket.gethostname()
+    local, elsewhere = [], []
+    for process_id in range(strategy.num_processes):
+        if process_id == strategy.process_id:
+            continue
+        try:
+            record = read_json(os.path.join(output_dir, PROCESSES_DIR, f"process-{process_id}.json"))
+        except (OSError, ValueError):
+            elsewhere.append(f"process {process_id} (never registered)")
+            continue
+        where = f"process {process_id} ({record.get('host')}, pid {record.get('pid')})"
+        if record.get("host") == here:
+            local.append((where, int(record.get("pid", 0))))
+        else:
+            elsewhere.append(where)
+    deadline = time.monotonic() + settle_s
+    while True:
+        gone = [where for where, pid in local if not _pid_alive(pid)]
+        if gone or not local or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if gone:
+        return ", ".join(gone) + (" is gone" if len(gone) == 1 else " are gone")
+    if elsewhere:
+        return ", ".join(elsewhere) + (" is" if len(elsewhere) == 1 else " are") + " not answering"
+    return ""
+
+
+@contextlib.contextmanager
+def reported_as_lost_process(strategy, output_dir: str, latest_checkpoint: Callable[[], Optional[str]]):
+    """Under several JAX processes, a step failing because a process is gone becomes one `WorkerLostError`
+    line naming it; an error while every other process lives passes through unchanged."""
+    try:
+        yield
+    except (RuntimeError, ValueError) as error:  # XLA's runtime errors, a failed collective's among them
+        if isinstance(error, PretrainingError) or jax_processes(strategy) < 2:
+            raise
+        who = lost_processes(output_dir, strategy)
+        if not who:
+            raise
+        first_line = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+        raise WorkerLostError(describe_loss(who, f"a step failed: {first_line}", latest_checkpoint())) from None
 
 
 @contextlib.contextmanager
