@@ -183,3 +183,39 @@ def test_an_absent_process_0_is_one_line_after_the_wait():
     with pytest.raises(DistributionError, match=f"127.0.0.1:{port}: process 0 did not answer in 1 s"):
         distribution.wait_for_coordinator(f"127.0.0.1:{port}", 1, said.append)
     assert said == [f"waiting up to 1 s for process 0 at 127.0.0.1:{port}"]
+
+
+class TwoProcesses:
+    """What pretraining asks of `distribution.JaxDevices` on process 0 of two, one device each."""
+
+    cluster_resolver = None
+    num_replicas_in_sync = 2
+    num_processes = 2
+    process_id = 0
+    chief = True
+
+    def any_process(self, flag):
+        return flag
+
+    def describe(self):
+        return {"processes": 2, "process_id": 0, "devices": 2, "local_devices": 1}
+
+
+@pytest.mark.realdata
+def test_the_dry_run_shows_the_processes_and_each_ones_rows(pretraining_data, tmp_path):
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import PretrainSettings
+
+    settings = PretrainSettings(output_dir=str(tmp_path / "run"), train_batch_size=16, max_seq_length=64)
+    plan = pretrain(
+        settings, pretraining_data["config"], pretraining_data["data"], strategy=TwoProcesses(), dry_run=True
+    )
+    assert plan["processes"] == {
+        "processes": 2,
+        "process_id": 0,
+        "devices": 2,
+        "local_devices": 1,
+        "rows_per_process": 8,
+        "rows_per_device": 8,
+    }
+    assert plan["batch"]["replicas"] == 2 and not (tmp_path / "run").exists()
