@@ -188,3 +188,12 @@ def test_data_prep_out_of_disk_is_one_line_and_keeps_the_old_dataset(fox_spm, tm
         pipeline.run(settings)
     after = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir() if not p.name.startswith(".")}
     assert after == before and not [p for p in os.listdir(tmp_path / "out") if p.startswith(STAGING_PREFIX)]
+
+
+def test_a_negative_random_seed_is_refused_naming_the_flag(tmp_path):
+    """--random_seed -1 ran as a seed like any other (as if it meant "random"), without a word."""
+    from data_prep.pipeline import DataPrepError, Settings, run
+
+    with pytest.raises(DataPrepError, match=r"^--random_seed -1: must be 0 or more$"):
+        run(Settings(input_file=str(tmp_path / "in.txt"), output_dir=str(tmp_path / "out"), random_seed=-1))
+    assert not (tmp_path / "out").exists()

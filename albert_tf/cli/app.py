@@ -113,6 +113,13 @@ def our_flags(flag_values=None) -> list:
     ]
 
 
+def check_no_empty_values(flag_values=None) -> None:
+    """Refuses a flag given an empty (or blank) string: a path or name that is no value, not the flag's default."""
+    for flag in our_flags(flag_values):
+        if flag.present and isinstance(flag.value, str) and not flag.value.strip():
+            raise AlbertError(f"--{flag.name} {flag.value!r}: empty value (leave the flag out for its default)")
+
+
 def help_text(description) -> str:
     """The command's description and every flag it defined, absl's own left to `--helpfull`.
 
@@ -150,6 +157,7 @@ def run_cli(main: Callable, define_flags: Callable[[], None], known_flags_only: 
         # SIGTERM unwinds (locks released, staging removed) unless a training loop defers it to save first.
         signal.signal(signal.SIGTERM, preemption.raise_terminated)
         try:
+            check_no_empty_values()
             if "backend" in flags.FLAGS:  # the commands that train or run a model: Keras must run on it
                 check_backend(flags.FLAGS.backend)
             result = main(argv)
