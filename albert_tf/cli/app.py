@@ -10,6 +10,7 @@
   saving its work: `albert_tf.preemption`). SIGTERM elsewhere unwinds like Ctrl-C (locks released,
   staging removed): `error: terminated by SIGTERM`, exit status 143. `-v 1` (or
   `ALBERT_TF_TRACEBACK=1`) shows the traceback instead.
+- A flag given an empty (or blank) string is refused before any work: `error: --output_dir '': empty value …`.
 """
 
 import ctypes
