@@ -36,8 +36,12 @@ def mixed_precision_option():
 
 
 def jit_compile_option():
-    """The `--jit_compile` field of pretraining's and fine-tuning's settings."""
-    return option(False, "XLA-compile the training step.")
+    """The `--jit_compile` field of pretraining's and fine-tuning's settings (`step_jit_compile` resolves it)."""
+    return option(
+        None,
+        "XLA-compile the training step (default: off on TensorFlow; on Keras' JAX backend the step is always "
+        "compiled, and --nojit_compile is refused there).",
+    )
 
 
 def strategy_option():
@@ -106,6 +110,28 @@ class DistributionError(AlbertError, ValueError):
     """A `--strategy` or `--mixed_precision` this process cannot run; the message says why."""
 
 
+def check_jit_compile(jit_compile: Optional[bool]) -> None:
+    """Refuses `--nojit_compile` on Keras' JAX backend, where the step is always compiled (Keras is imported
+    only for an explicit False: settings stay constructible without it)."""
+    if jit_compile is False:
+        step_jit_compile(jit_compile)
+
+
+def step_jit_compile(jit_compile: Optional[bool]) -> bool:
+    """Whether the training step is XLA-compiled: on Keras' JAX backend always (uncompiled, its `fit` runs each
+    primitive on its own, ~100x slower), on TensorFlow when `--jit_compile` asks."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return bool(jit_compile)
+    if jit_compile is False:
+        raise DistributionError(
+            "--nojit_compile: on Keras' JAX backend the training step is always compiled (uncompiled, each "
+            "operation would run on its own, ~100x slower); drop the flag"
+        )
+    return True
+
+
 def check_precision(name: str) -> str:
     """The Keras dtype policy of `--mixed_precision name`."""
     if name not in PRECISIONS:
@@ -121,6 +147,8 @@ def make_strategy(name: str, tpu: Optional[str] = None, processes: Optional["Pro
     """
     import keras
 
+    if tpu is not None and name != "tpu":
+        raise DistributionError(f"--tpu {tpu}: names the TPU of --strategy tpu, but --strategy is {name}")
     if keras.backend.backend() == "jax":
         return jax_devices(name, processes or Processes())
     if processes is not None and processes.given():

@@ -35,7 +35,7 @@ train_input = resolve_input(data)
 settings = PretrainSettings(
     output_dir=tempfile.mkdtemp(), train_batch_size=int(batch), max_seq_length=train_input.data.max_seq_length,
     max_predictions_per_seq=train_input.data.max_predictions_per_seq, num_train_steps=1000, num_warmup_steps=10,
-    mixed_precision=precision, jit_compile=jit == "1", verbose=False,
+    mixed_precision=precision, jit_compile=(jit == "1") or None, verbose=False,  # None: JAX always compiles
 )
 loop = PretrainingLoop(make_strategy("default"), AlbertConfig.from_json_file(config), settings, train_input)
 print("RESULT " + json.dumps({"backend": keras.backend.backend(), "step_s": loop.time_steps(int(steps))}))

@@ -150,6 +150,7 @@ class Settings:
             (0.0 <= self.short_seq_prob <= 1.0, "short_seq_prob must be in [0, 1]"),
             (self.ngram >= 1, "ngram must be at least 1"),
             (self.dupe_factor >= 1, "dupe_factor must be at least 1"),
+            (self.random_seed >= 0, f"--random_seed {self.random_seed}: must be 0 or more"),
             (self.num_shards >= 1, "num_shards must be at least 1"),
             (self.negative_pool_documents >= 2, "negative_pool_documents must be at least 2"),
             (self.max_instances_per_row >= 1, "max_instances_per_row must be at least 1"),

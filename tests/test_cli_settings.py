@@ -116,6 +116,28 @@ def test_a_missing_input_file_is_said_before_keras_and_tensorflow_load(tmp_path)
 
 
 @pytest.mark.parametrize(
+    "module,flag,required",
+    [
+        ("albert_tf.run_pretraining", "output_dir", []),
+        ("albert_tf.run_classifier", "init_checkpoint", ["--output_dir=out"]),
+        ("albert_tf.run_squad", "output_dir", []),
+        ("data_prep.create_pretraining_data", "spm_model_file", ["--input_file=in.txt", "--output_dir=out"]),
+        ("albert_tf.export", "output_dir", ["--model_dir=model"]),
+        ("albert_tf.predict", "spm_model_file", ["--model_dir=model"]),
+    ],
+)
+def test_an_empty_string_flag_is_refused_naming_it(module, flag, required, tmp_path, monkeypatch):
+    """`--output_dir ""` or `--init_checkpoint ""` ran as if the flag were absent (or wrote into the cwd)."""
+    monkeypatch.chdir(tmp_path)
+    result = run_command(module, [*required, f"--{flag}="])
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: --{flag} '': empty value (leave the flag out for its default)"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
     "entry",
     ["albert_tf.cli.run_classifier:cli", "albert_tf.cli.build_wordpiece_vocab:cli"],
     ids=["classifier", "wordpiece"],

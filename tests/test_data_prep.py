@@ -297,3 +297,12 @@ def test_a_reader_that_leaves_does_not_fail_a_complete_run(tmp_path):
         stderr = process.stderr.read().decode()
         assert process.wait(timeout=120) == 0, stderr
         assert stderr == "" and SentencePieceTokenizer(f"{prefix}.model").vocab_size == 60
+
+
+def test_a_negative_random_seed_is_refused_naming_the_flag(tmp_path):
+    """--random_seed -1 ran as a seed like any other (as if it meant "random"), without a word."""
+    from data_prep.pipeline import DataPrepError, Settings, run
+
+    with pytest.raises(DataPrepError, match=r"^--random_seed -1: must be 0 or more$"):
+        run(Settings(input_file=str(tmp_path / "in.txt"), output_dir=str(tmp_path / "out"), random_seed=-1))
+    assert not (tmp_path / "out").exists()

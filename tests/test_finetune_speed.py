@@ -148,6 +148,16 @@ def test_a_tpu_strategy_with_no_tpu_to_reach_is_one_line_naming_the_flag(monkeyp
         make_strategy("tpu")
 
 
+@pytest.mark.parametrize("strategy", ["default", "mirrored"])
+def test_a_tpu_name_without_the_tpu_strategy_is_refused_naming_the_flag(strategy):
+    """--tpu was read only by --strategy tpu: under another strategy (or on JAX) it was silently ignored."""
+    from albert_tf.distribution import DistributionError, make_strategy
+
+    expected = f"^--tpu my-tpu: names the TPU of --strategy tpu, but --strategy is {strategy}$"
+    with pytest.raises(DistributionError, match=expected):
+        make_strategy(strategy, tpu="my-tpu")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "speed",
@@ -187,7 +197,7 @@ def test_speed_flags_train_through_the_runner(real_data, wikitext_spm, tiny_conf
     )
     summary = runner.run(glue.task("sst-2", str(real_data / "glue")), settings)
     assert summary["eval"]["num_examples"] == 872 and np.isfinite(summary["history"][-1]["train_loss"])
-    assert compiled["jit_compile"] is settings.jit_compile
+    assert compiled["jit_compile"] is bool(settings.jit_compile)  # TensorFlow: XLA only when asked
     if settings.mixed_precision == "bfloat16":
         assert compiled["policy"] == "mixed_bfloat16"
     if settings.mixed_precision == "float16":  # float16 gradients underflow without loss scaling

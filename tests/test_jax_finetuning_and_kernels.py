@@ -181,3 +181,137 @@ def test_fine_tuning_on_jax_writes_a_model_tensorflow_scores_the_same(real_data,
     )
     for key in ("pearson", "spearman", "mse"):
         np.testing.assert_allclose(on_jax["eval"][key], on_tensorflow["eval"][key], rtol=0, atol=1e-5, err_msg=key)
+
+
+# One JAX process for the checks below (issue 59): each records its result, so each test fails on its own.
+JAX_RUN_CHECKS = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import jax, keras
+    from albert_tf.finetuning import training
+    from albert_tf.finetuning.datasets import train_dataset
+    from albert_tf.finetuning.settings import FineTuneSettings
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.models.classifier import AlbertClassifier
+    from albert_tf.pretraining import jax_step, loop
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import PretrainSettings
+    from finetune_helpers import NO_DEV, ScriptedTask, no_predictions
+    from paths import CONFIGS
+    from toy_inputs import good_request
+    assert keras.backend.backend() == "jax"
+    data, config, output_dir = sys.argv[1:]
+    results = {}
+
+    def check(name, function):
+        try:
+            results[name] = function()
+        except Exception as error:
+            results[name] = f"{type(error).__name__}: {error}"
+
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, duration, **kw: compiles.append(event)
+        if event == "/jax/core/compile/backend_compile_duration" else None
+    )
+
+    def fine_tune():  # without --jit_compile: Keras' JAX fit ran every operation on its own (393 compilations)
+        features = good_request(8)
+        del features["masked_lm_positions"]
+        labels = np.random.default_rng(0).integers(0, 2, 8).astype("int32")
+        model = AlbertClassifier(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), 2)
+        settings = FineTuneSettings(
+            output_dir=output_dir + "/finetune", train_step=2, save_checkpoints_steps=2, train_batch_size=4,
+            verbose=False,
+        )
+        before = len(compiles)
+        task = ScriptedTask(score=lambda _: {"accuracy": 0.5})
+        training.train(task, model, train_dataset(features, labels, 4, 0), settings, NO_DEV, no_predictions)
+        return {"jit_compile": model.jit_compile, "compilations": len(compiles) - before}
+
+    check("fine_tuning", fine_tune)
+    check("finetune_nojit", lambda: repr(FineTuneSettings(output_dir="x", jit_compile=False)))
+    check("pretrain_nojit", lambda: repr(PretrainSettings(output_dir="x", jit_compile=False)))
+
+    def float16_never_finite():
+        # Gradients not finite at any loss scale: each step skipped and the scale halved, as float16 overflow does.
+        keras.optimizers.LossScaleOptimizer.check_finite = lambda self, grads: keras.ops.convert_to_tensor(False)
+        loop.MAX_SKIPPED_STEPS = 3  # a few prove the bound
+        made = []
+        original = jax_step.JaxTrainStep.__init__
+        def recording(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            made.append(getattr(self, "compiler_options", None))
+        jax_step.JaxTrainStep.__init__ = recording
+        settings = PretrainSettings(
+            output_dir=output_dir + "/pretrain", train_batch_size=8, max_seq_length=64, num_train_steps=3,
+            save_checkpoints_steps=3, mixed_precision="float16", deterministic=True, verbose=False,
+        )
+        try:
+            pretrain(settings, config, data)
+            return {"ended": "trained"}
+        except Exception as error:
+            return {"ended": str(error), "compiler_options": made}
+
+    check("float16", float16_never_finite)
+    print(json.dumps(results, default=str))
+""")
+
+
+@pytest.fixture(scope="module")
+def jax_run_checks(pretraining_data, tmp_path_factory):
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", JAX_RUN_CHECKS, pretraining_data["data"], pretraining_data["config"]]
+            + [str(tmp_path_factory.mktemp("jax_checks"))],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])},
+            timeout=600,  # a hang guard: the checks take about a minute alone
+        )
+    except subprocess.TimeoutExpired as expired:
+        pytest.fail(f"the JAX checks did not end in {expired.timeout} s (a run that never ends)")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_fine_tuning_on_jax_runs_compiled_steps_without_the_flag(jax_run_checks):
+    """The runners passed --jit_compile's default (False) to Keras, whose JAX `fit` then ran op by op."""
+    result = jax_run_checks["fine_tuning"]
+    assert isinstance(result, dict), result
+    assert result["jit_compile"] is True
+    assert result["compilations"] < 100  # the steps and a few helpers; op by op it was 393
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_nojit_compile_on_jax_is_refused_naming_the_flag(jax_run_checks):
+    for name in ("finetune_nojit", "pretrain_nojit"):
+        assert jax_run_checks[name].startswith(
+            "DistributionError: --nojit_compile: on Keras' JAX backend the training step is always compiled"
+        ), jax_run_checks[name]
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_float16_on_jax_ends_when_no_loss_scale_gives_finite_gradients(jax_run_checks):
+    """Every step the loss scale skipped left the step count where it was: the run never ended."""
+    result = jax_run_checks["float16"]
+    assert isinstance(result, dict), result
+    assert result["ended"] == (
+        "--mixed_precision float16: 3 steps in a row at step 0 were skipped, their gradients not finite at any "
+        "loss scale; nothing was trained since; checkpoints are intact (last: none); use --mixed_precision "
+        "bfloat16 or float32"
+    )
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_deterministic_on_jax_compiles_the_step_with_xla_deterministic_ops(jax_run_checks):
+    """--deterministic made only TensorFlow's ops deterministic: the JAX step ignored it."""
+    result = jax_run_checks["float16"]
+    assert isinstance(result, dict), result
+    assert result["compiler_options"] == [{"xla_gpu_deterministic_ops": True}]

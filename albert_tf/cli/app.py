@@ -13,6 +13,7 @@
 - A bad or unknown flag is absl's one line (`FATAL Flags parsing error: …`), also in a command that
   hands other flags on (data_prep to Beam: one that Beam does not take either is refused too).
 - A reader of stdout that leaves (`| head -1`) does not end the run: what is printed after is dropped.
+- A flag given an empty (or blank) string is refused before any work: `error: --output_dir '': empty value …`.
 """
 
 import contextlib
@@ -117,6 +118,13 @@ def our_flags(flag_values=None) -> list:
         if not module.startswith(LIBRARY_FLAG_MODULES)
         for flag in module_flags
     ]
+
+
+def check_no_empty_values(flag_values=None) -> None:
+    """Refuses a flag given an empty (or blank) string: a path or name that is no value, not the flag's default."""
+    for flag in our_flags(flag_values):
+        if flag.present and isinstance(flag.value, str) and not flag.value.strip():
+            raise AlbertError(f"--{flag.name} {flag.value!r}: empty value (leave the flag out for its default)")
 
 
 def help_text(description) -> str:
@@ -239,6 +247,7 @@ def run_cli(
         # SIGTERM unwinds (locks released, staging removed) unless a training loop defers it to save first.
         signal.signal(signal.SIGTERM, preemption.raise_terminated)
         try:
+            check_no_empty_values()
             if check_flags is not None:
                 check_flags()
             if "backend" in flags.FLAGS:  # the commands that train or run a model: Keras must run on it

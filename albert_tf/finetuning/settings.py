@@ -22,8 +22,10 @@ from typing import Optional, Tuple
 from albert_tf.distribution import (
     PRECISIONS,
     STRATEGIES,
+    check_jit_compile,
     jit_compile_option,
     mixed_precision_option,
+    step_jit_compile,
     strategy_option,
     tpu_option,
 )
@@ -99,7 +101,7 @@ class FineTuneSettings:
     mixed_precision: str = mixed_precision_option()  # best/ is saved in float32
     strategy: str = strategy_option()  # multi_worker is refused (see __post_init__)
     tpu: Optional[str] = tpu_option()
-    jit_compile: bool = jit_compile_option()
+    jit_compile: Optional[bool] = jit_compile_option()  # None: the backend's default (step_jit_compile)
     dry_run: bool = option(
         False,
         "Check the flags, the model, every file (read and tokenized as the run reads them), memory and a "
@@ -130,6 +132,7 @@ class FineTuneSettings:
             )
         if self.train_step is None and self.warmup_step is not None:
             raise FineTuneError("--warmup_step needs --train_step (else use --warmup_proportion)")
+        check_jit_compile(self.jit_compile)
 
     def with_max_seq_length_for(self, limit: int) -> "FineTuneSettings":
         """These settings with `max_seq_length` set where it is None: the class's default, at most `limit`."""
@@ -140,11 +143,14 @@ class FineTuneSettings:
 
     @property
     def compiles_every_shape(self) -> bool:
-        """Whether the training step is compiled per input shape, so batch widths must be few: XLA, a TPU,
-        or Keras' JAX backend (whose `fit` always compiles)."""
-        import keras  # here: settings stay importable without loading Keras
+        """Whether the training step is compiled per input shape, so batch widths must be few: XLA (always on
+        Keras' JAX backend) or a TPU."""
+        return self.jit_compiled or self.strategy == "tpu"
 
-        return self.jit_compile or self.strategy == "tpu" or keras.backend.backend() == "jax"
+    @property
+    def jit_compiled(self) -> bool:
+        """Whether Keras XLA-compiles the training, eval and predict steps (`step_jit_compile`)."""
+        return step_jit_compile(self.jit_compile)
 
     @property
     def micro_batch_size(self) -> int:

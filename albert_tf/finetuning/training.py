@@ -170,7 +170,7 @@ def train(
             loss=task.losses(),
             loss_weights=task.loss_weights(),
             metrics=train_metrics,
-            jit_compile=settings.jit_compile,
+            jit_compile=settings.jit_compiled,  # on JAX always: uncompiled, each operation runs alone
         )
         optimizer.build(training_model.trainable_variables)  # its slots must exist before a checkpoint restores them
         checkpoints = FineTuneCheckpoints(settings, task.binding(), training_model, optimizer)

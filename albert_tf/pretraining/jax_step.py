@@ -28,6 +28,8 @@ from albert_tf.distribution import JaxDevices
 from albert_tf.pretraining import objective
 
 CLIP_NORM = 1.0  # the original's clip_by_global_norm(grads, 1.0), after aggregation
+# `--deterministic`: XLA's GPU reductions and scatters (the embedding gradient) without atomics; CPUs are already.
+DETERMINISTIC_OPTIONS = {"xla_gpu_deterministic_ops": True}
 
 
 def micro_batch(tree, count: int, index: int, replicas: int = 1):
@@ -115,13 +117,20 @@ class JaxTrainStep:
     under TensorFlow.
     """
 
-    def __init__(self, model, optimizer, grad_accum_steps: int = 1, devices: JaxDevices = None):
+    def __init__(
+        self, model, optimizer, grad_accum_steps: int = 1, devices: JaxDevices = None, deterministic: bool = False
+    ):
         self.devices = devices or JaxDevices()
         self.variables = (model.trainable_variables, model.non_trainable_variables, optimizer.variables)
         # Donated buffers are reused for the new state (no second copy of weights and slots); CPUs cannot.
         donate = () if jax.default_backend() == "cpu" else (0,)
         replicas = self.devices.num_replicas_in_sync
-        self.step = jax.jit(make_train_step(model, optimizer, grad_accum_steps, replicas), donate_argnums=donate)
+        self.compiler_options = DETERMINISTIC_OPTIONS if deterministic else None
+        self.step = jax.jit(
+            make_train_step(model, optimizer, grad_accum_steps, replicas),
+            donate_argnums=donate,
+            compiler_options=self.compiler_options,
+        )
 
     def state(self) -> Tuple[list, list, list]:
         return tuple([v.value for v in group] for group in self.variables)
@@ -137,10 +146,11 @@ class JaxTrainStep:
 class JaxEvalStep:
     """`make_eval_step` jitted and bound to the model's variables: `step(inputs, labels) → stats`."""
 
-    def __init__(self, model, devices: JaxDevices = None):
+    def __init__(self, model, devices: JaxDevices = None, deterministic: bool = False):
         self.devices = devices or JaxDevices()
         self.model = model
-        self.step = jax.jit(make_eval_step(model))
+        self.compiler_options = DETERMINISTIC_OPTIONS if deterministic else None
+        self.step = jax.jit(make_eval_step(model), compiler_options=self.compiler_options)
 
     def __call__(self, inputs, labels) -> Dict[str, object]:
         trainable = [v.value for v in self.model.trainable_variables]

@@ -176,7 +176,7 @@ def pretrain(
         )
     strategy = strategy or make_strategy(strategy_name, tpu)  # first: collectives are configured at startup
     keras.utils.set_random_seed(settings.seed)
-    if settings.deterministic:
+    if settings.deterministic:  # the input pipeline's ops on both backends (the JAX step: jax_step)
         tf.config.experimental.enable_op_determinism()
     config = AlbertConfig.from_json_file(albert_config_file)
     train_input = resolve_input(input_file) if isinstance(input_file, str) else input_file

@@ -38,6 +38,9 @@ from albert_tf.shard_set import DataError
 
 # The metrics on the progress bar, besides lr and steps/s.
 BAR_METRICS = ("loss", "masked_lm_accuracy", "sentence_order_accuracy")
+# float16: the loss scale halves at each step it skips (gradients not finite); after this many in a row no scale
+# makes them finite, and the run would go on forever without another update.
+MAX_SKIPPED_STEPS = 64
 
 
 def check_eval_batch(settings: PretrainSettings, replicas: int) -> None:
@@ -173,7 +176,7 @@ class PretrainingLoop:
         if self.backend == "jax":
             from albert_tf.pretraining.jax_step import JaxTrainStep
 
-            step = JaxTrainStep(model, optimizer, s.grad_accum_steps, self.strategy)
+            step = JaxTrainStep(model, optimizer, s.grad_accum_steps, self.strategy, deterministic=s.deterministic)
             return lambda iterator: step(*next(iterator))
         return tf_step.make_train_step(self.strategy, model, optimizer, s.grad_accum_steps, s.jit_compile)
 
@@ -181,7 +184,7 @@ class PretrainingLoop:
         if self.backend == "jax":
             from albert_tf.pretraining.jax_step import JaxEvalStep
 
-            step = JaxEvalStep(self.model, self.strategy)
+            step = JaxEvalStep(self.model, self.strategy, deterministic=self.settings.deterministic)
             return lambda iterator: step(*next(iterator))
         return tf_step.make_eval_step(self.strategy, self.model)
 
@@ -248,7 +251,9 @@ class PretrainingLoop:
         self.run_totals = dict.fromkeys(objective.STAT_KEYS, 0.0)
         self.run_steps = 0
         self.run_first_step = self.step + 1
+        skipped = 0  # steps in a row the loss scale skipped
         while self.step < s.num_train_steps:
+            before = self.step
             try:
                 stats = self._train_step(self.train_iterator)
             except tf.errors.DataLossError as error:
@@ -277,6 +282,16 @@ class PretrainingLoop:
                 )
             checkpointer.confirm()
             worker_faults.step_finished()
+            if self.step == before:  # float16: the loss scale skipped the update (its gradients were not finite)
+                skipped += 1
+                if skipped >= MAX_SKIPPED_STEPS:
+                    raise PretrainingError(
+                        f"--mixed_precision float16: {skipped} steps in a row at step {before} were skipped, their "
+                        "gradients not finite at any loss scale; nothing was trained since; checkpoints are intact "
+                        f"(last: {checkpointer.latest() or 'none'}); use --mixed_precision bfloat16 or float32"
+                    )
+                continue
+            skipped = 0
             for k in objective.STAT_KEYS:
                 window[k] += float(stats[k])
                 self.run_totals[k] += float(stats[k])

@@ -1,8 +1,9 @@
 """The pretraining settings (the original's flag names and defaults where it has them)."""
 
 import dataclasses
+from typing import Optional
 
-from albert_tf.distribution import jit_compile_option, mixed_precision_option
+from albert_tf.distribution import check_jit_compile, jit_compile_option, mixed_precision_option
 from albert_tf.errors import AlbertError
 from albert_tf.options import option
 from albert_tf.pretraining.health import DIVERGENCE_ACTIONS, SENTENCE_TASKS, HealthSettings
@@ -46,9 +47,13 @@ class PretrainSettings:
         False, "Recompute each layer application in the backward pass (less activation memory, more compute)."
     )
     mixed_precision: str = mixed_precision_option()
-    jit_compile: bool = jit_compile_option()
+    jit_compile: Optional[bool] = jit_compile_option()  # None: the backend's default (step_jit_compile)
     seed: int = option(12345, "Seed of weights init and data order.")
-    deterministic: bool = option(False, "Deterministic TF ops (bit-reproducible on CPU).")
+    deterministic: bool = option(
+        False,
+        "Deterministic ops: TensorFlow's (the input pipeline; the step on TensorFlow) and, on Keras' JAX backend, "
+        "XLA's deterministic GPU ops in the compiled step (bit-reproducible on CPU).",
+    )
     log_every_steps: int = option(10, "Progress/TensorBoard interval.")
     shuffle_buffer: int = 100  # the original's d.shuffle(buffer_size=100)
     eval_at_start: bool = False
@@ -82,3 +87,4 @@ class PretrainSettings:
             non_negative=("num_warmup_steps", "start_warmup_step"),
         )
         check_seed(self, PretrainingError)
+        check_jit_compile(self.jit_compile)
