@@ -34,6 +34,7 @@ from albert_tf.export.full_integer import quantize_full_integer
 from albert_tf.export.input_checks import MLM_POSITIONS, tflite_tensors
 from albert_tf.export.representative import check_calibration_texts, representative_samples
 from albert_tf.formats.table import backbone_of
+from albert_tf.json_records import write_json
 from albert_tf.locking import OutputDirLock
 from albert_tf.models.task_base import label_names
 from albert_tf.publish import remove_stale_staging, staged_files
@@ -234,16 +235,15 @@ def _write(model, output_dir, quantize, signature, max_seq_length, samples, toke
         config.to_json_file(os.path.join(staging, "albert_config.json"))
         if tokenizer is not None:
             tokenizer.save(staging)
-            with open(os.path.join(staging, "tokenizer_test_vectors.json"), "w") as f:
-                json.dump(
-                    {
-                        "vocab_type": tokenizer.kind,
-                        "do_lower_case": tokenizer.do_lower_case,
-                        "max_seq_length": max_seq_length,
-                        "vectors": tokenizer_test_vectors(tokenizer, max_seq_length),
-                    },
-                    f,
-                    ensure_ascii=False,
-                    indent=1,
-                )
+            write_json(
+                os.path.join(staging, "tokenizer_test_vectors.json"),
+                {
+                    "vocab_type": tokenizer.kind,
+                    "do_lower_case": tokenizer.do_lower_case,
+                    "max_seq_length": max_seq_length,
+                    "vectors": tokenizer_test_vectors(tokenizer, max_seq_length),
+                },
+                ensure_ascii=False,
+                indent=1,
+            )
     return os.path.join(output_dir, TFLITE_NAMES[quantize])
