@@ -16,7 +16,6 @@ the SavedModels (`--noexport` to skip them).
 
 import functools
 import json
-import os
 
 from absl import flags
 
@@ -82,14 +81,7 @@ def runs_the_demo() -> bool:
 def exported_versions(run_dir: str, step: int, max_seq_length: int) -> dict:
     """The SavedModels of `step`: exported now, or found from an earlier run of the same command."""
     from albert_tf.export import export_pretraining_run
-    from albert_tf.export.from_run import SAVED_MODEL_DIR
 
-    existing = {
-        f"saved_model_{kind}": os.path.join(run_dir, SAVED_MODEL_DIR, kind, str(step))
-        for kind in ("backbone", "pretrainer")
-    }
-    if all(os.path.isdir(path) for path in existing.values()):
-        return existing
     return export_pretraining_run(run_dir, version=step, max_seq_length=max_seq_length)
 
 
@@ -152,7 +144,7 @@ def main(argv):
     if FLAGS.dry_run:
         print(json.dumps(run(dry_run=True), indent=2))
         return
-    # Written once pretrain() has checked its inputs and holds the lock; the vocabulary is the data's.
+    # Written once pretrain() holds the lock and has restored or started the run; the vocabulary is the data's.
     record_settings(settings.output_dir, tokenizer_loader=lambda: data_tokenizer(data_input, tokenizer))
     with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75
         summary = run()
