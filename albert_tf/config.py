@@ -19,6 +19,7 @@ import sys
 from typing import Any, Dict, Optional
 
 from albert_tf.errors import AlbertError
+from albert_tf.publish import staged_file
 
 # `hidden_act` names, matched case-insensitively as the original's `get_activation`
 # (which lower-cases). "gelu" is the original's tanh approximation; "gelu_new" is
@@ -180,7 +181,7 @@ class AlbertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, path: str) -> None:
-        with open(path, "w", encoding="utf-8") as f:
+        with staged_file(path) as staging, open(staging, "w", encoding="utf-8") as f:
             f.write(self.to_json_string())
 
     def backbone_kwargs(self) -> Dict[str, Any]:

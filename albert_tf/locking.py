@@ -9,9 +9,10 @@ crashed) is taken over by exactly one of the runs that start on it, with a
 note. Remote paths (`gs://`, ...) are not locked: their file systems have no
 locks.
 
-`when_locked(directory, action)` defers a write (the run's `settings.json`)
-until this process holds the directory's lock: a run refused by the lock, or
-by its flags before it, writes nothing there.
+`when_accepted(directory, action)` defers a write (the run's `settings.json`)
+until this process holds the directory's lock and the run there is accepted:
+a run refused by its flags, by the lock, or under the lock by what the
+directory holds (a resume under other settings) writes nothing there.
 
 Example:
 
@@ -56,18 +57,19 @@ def _key(directory: str) -> str:
     return os.path.abspath(os.path.join(directory, LOCK_FILE))
 
 
-# Lock file path → actions waiting for this process to hold it (`when_locked`).
+# Lock file path → actions waiting for this process's run there to be accepted (`when_accepted`).
 _pending: Dict[str, List[Callable[[], Iterable[str]]]] = {}
 
 
-def when_locked(directory: str, action: Callable[[], Iterable[str]]) -> None:
-    """Runs `action` once this process holds `directory`'s lock: at once if it does, else when it takes it.
+def when_accepted(directory: str, action: Callable[[], Iterable[str]]) -> None:
+    """Runs `action` once this process holds `directory`'s lock and its run there is accepted: at once if
+    it is, else then (`OutputDirLock.accept`; a lock taken with `accept=True` accepts on entry).
 
     `action` returns the paths it wrote; a run that fails in a directory its
     lock created removes them with the directory (a failed run leaves no trace).
     """
     held = OutputDirLock.holding(directory)
-    if held is not None:
+    if held is not None and held.accepted:
         held.written.extend(action() or [])
     else:
         _pending.setdefault(_key(directory), []).append(action)
@@ -79,12 +81,16 @@ class OutputDirLock:
     Args:
         directory: the output directory (created if missing).
         note: prints a message (a stale lock taken over); default: stderr.
+        accept: the run is accepted on entry; False: it still checks what the directory holds (a
+            resume's bindings) and calls `accept()` once it passes, and the deferred writes wait till then.
     """
 
     _held = {}  # lock file path → [depth, the outermost OutputDirLock], for re-entry by the same process
 
-    def __init__(self, directory: str, note: Optional[Callable[[str], None]] = None):
+    def __init__(self, directory: str, note: Optional[Callable[[str], None]] = None, *, accept: bool = True):
         self.directory = directory
+        self.accepted = False
+        self._accept_on_entry = accept
         self.path = os.path.join(directory, LOCK_FILE)
         self.note = note or (lambda message: print(message, file=sys.stderr, flush=True))
         self.remote = "://" in directory
@@ -98,9 +104,16 @@ class OutputDirLock:
         entry = cls._held.get(_key(directory))
         return entry[1] if entry else None
 
+    def accept(self) -> None:
+        """The run holding this lock passed its checks: the writes deferred until then happen now."""
+        held = OutputDirLock.holding(self.directory) or self  # the outermost lock of this process
+        held.accepted = True
+        held._run_pending()
+
     def __enter__(self) -> "OutputDirLock":
         if self.remote:
-            self._run_pending()
+            if self._accept_on_entry:
+                self.accept()
             return self
         key = _key(self.directory)
         if key in OutputDirLock._held:
@@ -126,7 +139,8 @@ class OutputDirLock:
             raise LockError(f"{self.directory}: cannot write here ({error.strerror})") from None
         OutputDirLock._held[key] = [1, self]
         try:
-            self._run_pending()
+            if self._accept_on_entry:
+                self.accept()
         except BaseException:
             self.__exit__(*sys.exc_info())
             raise

@@ -20,11 +20,14 @@ Example:
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import tempfile
 from typing import Iterator
 
 STAGING_PREFIX = ".staging-"  # every staging path, directory or file, written by any job
+# TensorFlow's checkpoint writer stages `<dir>/ckpt-N` in `<dir>/ckpt-N_temp/` and moves the files out after.
+_CHECKPOINT_STAGING = re.compile(r".+-\d+_temp.*")
 
 
 # Linux renameat2(2): swap two paths in one step (glibc >= 2.28; local file systems, not every network one).
@@ -129,15 +132,20 @@ def staged_file(target: str) -> Iterator[str]:
             os.remove(staging)
 
 
-def remove_stale_staging(directory: str) -> int:
+def remove_stale_staging(directory: str, checkpoints: bool = False) -> int:
     """Deletes the staging paths killed jobs left in `directory`; returns how many.
 
+    `checkpoints`: `directory` holds TensorFlow checkpoints, whose killed writes left `ckpt-N_temp`.
     Safe only while the caller holds `directory`'s lock (no other job is writing there).
     Local directories only: a remote one (`gs://...`) is left to its lifecycle rules.
     """
     if "://" in directory or not os.path.isdir(directory):
         return 0
-    stale = [name for name in os.listdir(directory) if name.startswith(STAGING_PREFIX)]
+    stale = [
+        name
+        for name in os.listdir(directory)
+        if name.startswith(STAGING_PREFIX) or (checkpoints and _CHECKPOINT_STAGING.fullmatch(name))
+    ]
     for name in stale:
         path = os.path.join(directory, name)
         if os.path.isdir(path) and not os.path.islink(path):

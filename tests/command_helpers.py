@@ -125,8 +125,9 @@ def entry_module(module: str) -> str:
 
 @contextlib.contextmanager
 def pending_lock_actions_as_they_were():
-    """The writes a command deferred until it held a lock it never took (`locking.when_locked`: the
-    settings.json of a run its flags or another process's lock refused) die with it, as with its process."""
+    """The writes a command deferred until its run was accepted, which never came (`locking.when_accepted`: the
+    settings.json of a run its flags, another process's lock or its resume's binding refused) die with it, as
+    with its process."""
     from albert_tf import locking
 
     before = {key: list(actions) for key, actions in locking._pending.items()}

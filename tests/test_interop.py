@@ -318,7 +318,7 @@ def test_a_conversion_without_a_vocabulary_says_so(tmp_path, monkeypatch):
     "config_text, expected",
     [
         (None, r"has model.weights.h5 but no config.json; a keras-hub preset needs both"),
-        ('{"registered_name": ', r"config.json: not a readable JSON file \(Expecting value"),
+        ('{"registered_name": ', r"config.json: not valid JSON \(line 1, column \d+: Expecting value\)"),
         ("[1, 2]", r"config.json: expected a JSON object, got list"),
         ("null", r"config.json: expected a JSON object, got NoneType"),
         ('{"name": "x"}', r"config.json: has neither 'registered_name' \(a keras-hub preset\) nor 'model_type'"),

@@ -145,6 +145,7 @@ def test_resuming_on_the_other_backend_is_refused_and_changes_nothing(jax_refere
     run_dir = tmp_path / "copy"
     shutil.copytree(reference_dir, run_dir)
     before = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    record = (run_dir / "settings.json").read_bytes()  # the JAX run's record (hardening V: it was rewritten)
     args = [arg.replace(str(reference_dir), str(run_dir)) for arg in args]
     args = [arg for arg in args if not arg.startswith("--num_train_steps")] + ["--num_train_steps=25"]
     result = run_command("albert_tf.run_pretraining", args)
@@ -154,6 +155,7 @@ def test_resuming_on_the_other_backend_is_refused_and_changes_nothing(jax_refere
         "backend's state; resume with --backend jax, or use a new --output_dir"
     )
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == before
+    assert (run_dir / "settings.json").read_bytes() == record
     # Evaluating its checkpoints is refused alike (the other backend's checkpoint objects would not match).
     evaluated = run_command("albert_tf.run_pretraining", args + ["--nodo_train"])
     assert evaluated.returncode == 1

@@ -250,10 +250,12 @@ def test_both_loops_train_the_same_on_packed_rows_and_bind_the_layout(packed_dat
 
     # The run's checkpoints hold the packed data's iterator: one line, and nothing changes.
     before = sorted(os.listdir(tmp_path / "tensorflow" / "checkpoints"))
+    record = (tmp_path / "tensorflow" / "settings.json").read_bytes()
     refused = pretrain(packed_data, tmp_path / "tensorflow", data="one", num_train_steps=8)
     assert refused.returncode == 1 and "up to 3 instances a row, this data holds up to 1" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert sorted(os.listdir(tmp_path / "tensorflow" / "checkpoints")) == before
+    assert (tmp_path / "tensorflow" / "settings.json").read_bytes() == record  # the record is the run's, unchanged
 
     # On the same data it resumes where it stopped, data position included: without its last checkpoint
     # (unreadable: the run falls back to step 5), the same command ends on the same weights.

@@ -346,3 +346,59 @@ def test_metadata_contradicting_the_records_or_cut_short_is_one_line_before_trai
         f"error: {tmp_path / 'one' / 'metadata.json'}: field 'max_instances_per_row': 0, must be at least 1"
     ]
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_a_refused_resume_keeps_the_record_builds_nothing_and_a_torn_record_is_one_line(
+    pretraining_data, tmp_path, monkeypatch
+):
+    # Hardening V defects 1, 2 and 6: a resume refused by its binding had rewritten settings.json and was refused
+    # only once the model was built; a record cut by a kill mid-write ended in a JSONDecodeError traceback.
+    from albert_tf.pretraining import job
+
+    from command_helpers import run_command
+    from pretraining_helpers import common_args
+
+    run = tmp_path / "run"
+    args = common_args(pretraining_data, str(run), 2, train_batch_size=8, save_checkpoints_steps=2)
+    made = run_command("albert_tf.run_pretraining", args)
+    assert made.returncode == 0, made.stderr[-3000:]
+    record = run / "settings.json"
+    kept = record.read_bytes()
+    wider = tmp_path / "wider.json"
+    wider.write_text(json.dumps(json.loads(open(pretraining_data["config"]).read()) | {"intermediate_size": 64}))
+
+    def built(*args, **kwargs):
+        raise AssertionError("the model was built before the resume's binding was checked")
+
+    monkeypatch.setattr(job, "PretrainingLoop", built)
+    refused_by = (
+        ("--train_batch_size=4", f"error: {run} was trained with --train_batch_size 8 (now 4): its checkpoints"),
+        (f"--albert_config_file={wider}", f"error: {run} was trained with another config (intermediate_size differ"),
+    )
+    for changed, said in refused_by:
+        refused = run_command("albert_tf.run_pretraining", args + [changed, "--num_train_steps=4"])
+        assert refused.returncode == 1, refused.stderr[-3000:]
+        (line,) = refused.stderr.splitlines()  # one line, no traceback
+        assert line.startswith(said), line
+        assert record.read_bytes() == kept  # the refused command is not the run's record
+    monkeypatch.undo()
+
+    for torn in (run / "train_summary.json", run / "checkpoints" / "albert_config.json"):
+        whole = torn.read_bytes()
+        torn.write_bytes(whole[:40])
+        again = run_command("albert_tf.run_pretraining", args)  # the finished run again: it reads both
+        assert again.returncode == 1 and "Traceback" not in again.stderr, again.stderr[-3000:]
+        assert again.stderr.splitlines()[-1].startswith(f"error: {torn}: not valid JSON (line "), again.stderr
+        torn.write_bytes(whole)
+
+    # What a killed run leaves: staging copies, a half-written TensorFlow checkpoint. A successful resume cleans up.
+    (run / ".staging-best-x1y2").mkdir()
+    (run / ".staging-train_summary.json-4242").write_text('{"start_step"')
+    (run / "checkpoints" / "ckpt-3_temp").mkdir()
+    (run / "checkpoints" / "ckpt-3_temp" / "part-00000-of-00001.index").write_bytes(b"half")
+    resumed = run_command("albert_tf.run_pretraining", args + ["--num_train_steps=4"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads(record.read_text())["previous"][-1]["flags"]["num_train_steps"] == 2
+    assert not [p.name for p in run.rglob("*") if "staging" in p.name or p.name.endswith("_temp")]

@@ -350,3 +350,155 @@ def test_labels_in_another_order_map_by_name_and_a_resume_keeps_labels_and_colum
             run(rerun, dataclasses.replace(rerun_files, **changed))
     assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
     assert run(rerun, rerun_files)["history"] == []  # the same settings: nothing to train
+
+
+def _reviews_argv(root, pretraining_data, output_dir):
+    """`reviews_run`'s settings as run_classifier's flags."""
+    return [
+        "--train_file", root / "train.csv", "--dev_file", root / "dev.jsonl", "--text_column", "review",
+        "--label_column", "sentiment", "--albert_config_file", pretraining_data["config"],
+        "--spm_model_file", pretraining_data["spm"], "--output_dir", output_dir, "--max_seq_length", "32",
+        "--train_batch_size", "16", "--eval_batch_size", "16", "--learning_rate", "1e-4", "--train_step", "4",
+        "--save_checkpoints_steps", "4", "--do_train", "--do_eval",
+    ]  # fmt: skip
+
+
+def test_a_refused_resume_keeps_the_run_record_builds_nothing_and_a_rerun_cleans_what_a_kill_left(
+    reviews_run, pretraining_data, tmp_path, monkeypatch
+):
+    # Hardening V defects 1 and 2: a resume refused by its binding had already rewritten settings.json (the
+    # run's provenance), and was refused only once the model was built (93-139 s on two cores).
+    import json
+    import shutil
+
+    from albert_tf.finetuning import start
+
+    from command_helpers import run_command
+
+    root, _ = reviews_run
+    run = tmp_path / "run"
+    shutil.copytree(root / "out", run)
+    record = run / "settings.json"
+    record.write_text('{"argv": ["the run that made the checkpoints"]}\n')
+    kept = record.read_bytes()
+    other_labels, other_columns = tmp_path / "labels" / "train.csv", tmp_path / "columns" / "train.csv"
+    other_labels.parent.mkdir()
+    other_columns.parent.mkdir()
+    other_labels.write_text("review,sentiment\ngreat,good\ndull,bad\n")
+    other_columns.write_text("review,title,sentiment\ngreat,a,positive\ndull,b,negative\n")
+    argv = _reviews_argv(root, pretraining_data, run)
+
+    def built(*args, **kwargs):
+        raise AssertionError("the model was loaded before the resume's binding was checked")
+
+    monkeypatch.setattr(start, "for_training", built)
+    refused_by = (
+        (["--labels", "positive,negative"], "labels"),
+        (["--train_file", other_labels], "labels"),
+        (["--train_file", other_columns, "--text_column", "title"], "columns"),
+    )
+    for changed, named in refused_by:
+        refused = run_command("albert_tf.run_classifier", argv + changed)
+        assert refused.returncode == 1, refused.stderr[-3000:]
+        (line,) = refused.stderr.splitlines()  # one line, no traceback
+        assert line.startswith(f"error: {run}: the checkpoints in {run / 'checkpoints'} were made with other "), line
+        assert f"other settings ({named} " in line, line
+        assert record.read_bytes() == kept  # the refused command is not the run's record
+    monkeypatch.undo()
+
+    # What a killed run leaves: staging copies, a half-written TensorFlow checkpoint. A successful rerun cleans up.
+    (run / ".staging-best-x1y2").mkdir()
+    (run / ".staging-best-x1y2" / "model.keras").write_bytes(b"half")
+    (run / ".staging-summary.json-4242").write_text('{"task"')
+    (run / "checkpoints" / "ckpt-2_temp").mkdir()
+    (run / "checkpoints" / "ckpt-2_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"half")
+    again = run_command("albert_tf.run_classifier", argv)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(record.read_text())["previous"] == [{"argv": ["the run that made the checkpoints"]}]
+    assert not [p.name for p in run.rglob("*") if "staging" in p.name or p.name.endswith("_temp")]
+    assert (run / "checkpoints" / "ckpt-4.index").is_file()
+
+
+@pytest.mark.slow
+def test_a_resume_on_the_other_backend_is_refused_before_loading_and_keeps_the_record(
+    reviews_run, pretraining_data, tmp_path
+):
+    # Hardening V defect 1: a TensorFlow run resumed with --backend jax rewrote the record (then "backend": "jax").
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from paths import REPO
+
+    root, _ = reviews_run
+    run = tmp_path / "run"
+    shutil.copytree(root / "out", run)
+    record = run / "settings.json"
+    record.write_text('{"argv": ["the run that made the checkpoints"]}\n')
+    refused = subprocess.run(
+        [sys.executable, "-m", "albert_tf.run_classifier", "--backend", "jax"]
+        + [str(arg) for arg in _reviews_argv(root, pretraining_data, run)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        timeout=600,
+    )
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    assert refused.stderr.strip().endswith(
+        "were made with other settings (backend 'tensorflow' → 'jax'); resume with the same ones, or use a new "
+        "--output_dir"
+    ), refused.stderr[-3000:]
+    assert record.read_text() == '{"argv": ["the run that made the checkpoints"]}\n'
+
+
+def test_training_without_dev_data_keeps_the_last_steps_model(real_data, pretraining_data, tmp_path, capsys):
+    # Hardening V defect 12: run_squad --do_train without --predict_file was refused; the original trains.
+    import json
+
+    from albert_tf.run_classifier import ClassifierSettings, FileOptions, run
+
+    _write_csv(tmp_path / "train.csv", _sst2_rows(real_data, "train", 32))
+    settings = ClassifierSettings(
+        do_train=True,
+        output_dir=str(tmp_path / "out"),
+        tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
+        albert_config_file=pretraining_data["config"],
+        max_seq_length=16,
+        train_batch_size=16,
+        train_step=2,
+        save_checkpoints_steps=1,
+    )
+    files = FileOptions(train_file=str(tmp_path / "train.csv"), text_column="review", label_column="sentiment")
+    summary = run(settings, files)
+    said = capsys.readouterr().out
+    assert said.count("no dev data given: best/ will be the model of the last step") == 1
+    assert summary["best_step"] == 2 and summary["history"] == []
+    best = json.loads((tmp_path / "out" / "best" / "eval_results.json").read_text())
+    assert best["global_step"] == 2
+    assert not (tmp_path / "out" / "eval_results.txt").exists()  # nothing was evaluated
+
+
+def test_every_runner_trains_without_dev_data_and_scoring_still_needs_it(tmp_path):
+    from albert_tf.finetuning import runner
+    from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
+    from albert_tf.tasks.race import RaceTask
+    from albert_tf.tasks.squad import SquadTask
+
+    (tmp_path / "train.json").write_text('{"data": []}')
+    (tmp_path / "race" / "train" / "high").mkdir(parents=True)
+    settings = FineTuneSettings(output_dir=str(tmp_path / "out"), train_step=2)
+    squad = SquadTask(train_file=str(tmp_path / "train.json"))
+    race = RaceTask(data_dir=str(tmp_path / "race"), levels=("high",))
+    for task in (squad, race):
+        runner._check_inputs(task, settings, False, "dev", None)  # trains: best/ is the last step's model
+        assert not task.has_data("dev")
+    with pytest.raises(FineTuneError, match="^--predict_file is needed for evaluation$"):
+        runner._check_inputs(squad, settings, True, "dev", None)
+    with pytest.raises(FineTuneError, match="race/dev/high: no such file or directory .the dev split, read to evalu"):
+        runner._check_inputs(race, settings, True, "dev", None)
+    patient = FineTuneSettings(output_dir=str(tmp_path / "out"), train_step=2, early_stopping_patience=2)
+    with pytest.raises(FineTuneError, match="^--early_stopping_patience needs dev data to evaluate on; none is given"):
+        runner.run(squad, patient, evaluate=False)
+    assert not (tmp_path / "out").exists()

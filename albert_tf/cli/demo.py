@@ -9,7 +9,6 @@ CPU, evaluation before and after, and the exports.
 """
 
 import ast
-import json
 import os
 import shutil
 import sys
@@ -21,9 +20,11 @@ from albert_tf.config import AlbertConfig, shipped_configs_dir
 from albert_tf.distribution import make_strategy
 from albert_tf.export import exported_versions
 from albert_tf.inputs.shard_reader import resolve_input
+from albert_tf.json_records import write_json
 from albert_tf.pretraining.job import pretrain
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import PretrainSettings
+from albert_tf.publish import staged_file
 from albert_tf.tokenization import SentencePieceTokenizer
 from data_prep.documents import split_sentences
 
@@ -71,7 +72,7 @@ def demo_documents():
 def write_corpus(path: str) -> dict:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     documents = sentences = 0
-    with open(path, "w", encoding="utf-8") as f:
+    with staged_file(path) as staging, open(staging, "w", encoding="utf-8") as f:
         for document in demo_documents():
             f.write("\n".join(document) + "\n\n")
             documents += 1
@@ -155,8 +156,7 @@ def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
         )
     )
     report = demo_report(demo_dir, corpus, spm_model, data_dir, output_dir, summary, steps)
-    with open(os.path.join(demo_dir, "demo_report.json"), "w") as f:
-        json.dump(report, f, indent=2)
+    write_json(os.path.join(demo_dir, "demo_report.json"), report)
     for line in closing_lines(report, minutes):
         say(line)
     return report

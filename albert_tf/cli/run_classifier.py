@@ -93,7 +93,7 @@ def main(argv):
     del argv
     settings = finetune_settings_from_flags(ClassifierSettings)
     files = task_from_flags(FileOptions)
-    record_settings(settings.output_dir)  # written once the run holds the lock
+    record_settings(settings.output_dir)  # written once the run holds the lock and is accepted
     with preemption.stop_signals():  # the work done, a signal before the exit must not fail it
         from albert_tf.finetuning import runner
 

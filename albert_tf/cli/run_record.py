@@ -6,9 +6,10 @@ inputs the flags name (data files and directories, the vocabulary), so a run
 can be reproduced and its inputs checked later. A data_prep directory is
 hashed through its `metadata.json` (which holds every shard's sha256).
 
-The record is written once the run holds the directory's lock
-(`record_settings`): a run refused by its flags or by the lock writes
-nothing. It is replaced atomically; a rerun in the same directory (a resumed
+The record is written once the run holds the directory's lock and is
+accepted (`record_settings`): a run refused by its flags, by the lock or by
+what the directory holds (a resume under other settings) writes nothing, nor
+does a `--dry_run`. It is replaced atomically; a rerun in the same directory (a resumed
 pretraining run) records its own invocation and keeps the earlier ones in
 `previous`. Only regular files are hashed (a FIFO or a link to a device is
 recorded as such, not read), within a budget of files and bytes.
@@ -17,7 +18,6 @@ recorded as such, not read), within a budget of files and bytes.
 import datetime
 import glob
 import hashlib
-import json
 import os
 import stat
 import sys
@@ -28,8 +28,8 @@ from absl import flags
 import albert_tf
 from albert_tf import tokenization
 from albert_tf.cli.app import our_flags
-from albert_tf.locking import when_locked
-from albert_tf.publish import staged_file
+from albert_tf.json_records import read_json, write_json
+from albert_tf.locking import when_accepted
 from albert_tf.run_layout import SETTINGS_FILE
 
 # Flags that name inputs: their files are hashed (and every tokenizer kind's vocabulary flag: `input_flags`).
@@ -134,18 +134,19 @@ def record_settings(
     *,
     tokenizer_loader: Optional[Callable[[], object]] = None,
 ) -> None:
-    """Writes `output_dir/settings.json` once this process holds the directory's lock (at once if it does).
+    """Writes `output_dir/settings.json` once this process holds the directory's lock and the run is accepted.
 
     Call it after the flags are checked and before the work: the run's
-    library call takes the lock, and the record is written then; a run the
-    lock refuses writes none. `tokenizer` (or `tokenizer_loader()`, called
-    then) supplies `vocabulary_sha256`.
+    library call takes the lock and accepts the run once its checks pass
+    (`locking.when_accepted`), and the record is written then; a refused run
+    writes none. `tokenizer` (or `tokenizer_loader()`, called then) supplies
+    `vocabulary_sha256`.
     """
 
     def write() -> List[str]:
         return [write_settings(output_dir, tokenizer_loader() if tokenizer_loader else tokenizer, flag_values_)]
 
-    when_locked(output_dir, write)
+    when_accepted(output_dir, write)
 
 
 def write_settings(output_dir: str, tokenizer=None, flag_values_: Optional[flags.FlagValues] = None) -> str:
@@ -164,12 +165,10 @@ def write_settings(output_dir: str, tokenizer=None, flag_values_: Optional[flags
     path = os.path.join(output_dir, SETTINGS_FILE)
     if os.path.isfile(path):
         try:
-            with open(path, encoding="utf-8") as f:
-                earlier = json.load(f)
+            earlier = read_json(path)
             previous = earlier.pop("previous", [])
             record["previous"] = (previous + [earlier])[-KEPT_PREVIOUS:]
         except (OSError, ValueError, AttributeError):
             pass  # an unreadable record is replaced, not a reason to stop the run
-    with staged_file(path) as staged, open(staged, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2, default=str)
+    write_json(path, record, default=str)
     return path

@@ -84,7 +84,7 @@ def from_flags() -> "tuple[SquadTask, SquadSettings]":
 def main(argv):
     del argv
     task, settings = from_flags()
-    record_settings(settings.output_dir)  # written once the run holds the lock
+    record_settings(settings.output_dir)  # written once the run holds the lock and is accepted
     with preemption.stop_signals():  # the work done, a signal before the exit must not fail it
         from albert_tf.finetuning import runner
 

@@ -16,8 +16,11 @@ import albert_tf
 from albert_tf import formats
 from albert_tf.export.common import ExportError
 from albert_tf.export.saved_model import export_saved_model
+from albert_tf.locking import OutputDirLock
+from albert_tf.publish import remove_stale_staging
 
 SAVED_MODEL_DIR = "saved_model"
+KINDS = ("backbone", "pretrainer")
 
 
 def export_pretraining_run(
@@ -25,16 +28,28 @@ def export_pretraining_run(
 ) -> Dict[str, str]:
     """Exports the run's `final/` model (or `model_dir`) as a backbone and a pretrainer SavedModel.
 
-    The tokenizer (and its lowercasing) is the one saved in `final/`.
+    The tokenizer (and its lowercasing) is the one saved in `final/`. A version an earlier run of the
+    same command exported (published whole) is kept, and what a killed export left beside it (its
+    staging copy, its lock) is removed.
 
     Returns `{"saved_model_backbone": path, "saved_model_pretrainer": path}`.
     """
+    bases = {kind: os.path.join(run_dir, SAVED_MODEL_DIR, kind) for kind in KINDS}
+    outputs = {f"saved_model_{kind}": os.path.join(base, str(version)) for kind, base in bases.items()}
+    missing = [kind for kind in KINDS if not os.path.isdir(outputs[f"saved_model_{kind}"])]
+    for kind in set(KINDS) - set(missing):
+        if os.path.isdir(bases[kind]):
+            with OutputDirLock(bases[kind]):
+                remove_stale_staging(bases[kind])
+    if not missing:
+        return outputs
     if keras.backend.backend() != "tensorflow":
         return _export_in_tensorflow_process(run_dir, version, max_seq_length, model_dir)
     loaded = formats.load(model_dir or os.path.join(run_dir, "final"))
     model = loaded.model
-    outputs = {}
     for kind, exported in (("backbone", model.backbone), ("pretrainer", model)):
+        if kind not in missing:
+            continue
         outputs[f"saved_model_{kind}"] = export_saved_model(
             exported,
             os.path.join(run_dir, SAVED_MODEL_DIR, kind),

@@ -18,7 +18,6 @@ Example:
 ['pooled_output', 'sequence_output']
 """
 
-import json
 import os
 import shutil
 from typing import Optional
@@ -28,6 +27,7 @@ from albert_tf.export.common import ExportError, check_tokenizer_fits
 from albert_tf.export.precision import VERIFY_ATOL, with_precision
 from albert_tf.export.warmup import write_warmup_requests
 from albert_tf.formats.table import backbone_of
+from albert_tf.json_records import write_json
 from albert_tf.locking import OutputDirLock
 from albert_tf.publish import remove_stale_staging, staged_dir
 from albert_tf.tokenization import tf_tokenizer_for
@@ -125,20 +125,18 @@ def _write(model, export_base, version, vocab_tokenizer, max_seq_length, top_k, 
         config.to_json_file(os.path.join(assets, "albert_config.json"))
         if vocab_tokenizer is not None:
             vocab_tokenizer.save(assets)
-        with open(os.path.join(assets, SERVING_CONFIG), "w") as f:
-            json.dump(
-                {
-                    "model_class": type(model).__name__,
-                    "signatures": signatures,
-                    "vocab_type": vocab_tokenizer.kind if vocab_tokenizer else None,
-                    "do_lower_case": vocab_tokenizer.do_lower_case if vocab_tokenizer else None,
-                    "max_seq_length": max_seq_length,
-                    "top_k": top_k,
-                    "precision": precision,
-                },
-                f,
-                indent=2,
-            )
+        write_json(
+            os.path.join(assets, SERVING_CONFIG),
+            {
+                "model_class": type(model).__name__,
+                "signatures": signatures,
+                "vocab_type": vocab_tokenizer.kind if vocab_tokenizer else None,
+                "do_lower_case": vocab_tokenizer.do_lower_case if vocab_tokenizer else None,
+                "max_seq_length": max_seq_length,
+                "top_k": top_k,
+                "precision": precision,
+            },
+        )
         if warmup:
             write_warmup_requests(staging, model, signatures, max_seq_length)
         verify.verify_saved_model(model, staging, vocab_tokenizer, max_seq_length, VERIFY_ATOL[precision])

@@ -23,6 +23,7 @@ A task's own options are its dataclass fields; those declared with
 
 import abc
 import dataclasses
+import os
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -105,6 +106,11 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def inputs(self, split: str) -> List[str]:
         """The paths reading `split` needs (files or directories); an unset one is an error naming its flag."""
+
+    def has_data(self, split: str) -> bool:
+        """Whether `split`'s data is given (default: a path `inputs` names exists); a training run without dev
+        data keeps its last step's model as `best/`."""
+        return any(os.path.exists(path) for path in self.inputs(split))
 
     @abc.abstractmethod
     def read(self, split: str) -> "tuple[list, ReadReport]":

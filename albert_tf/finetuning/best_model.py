@@ -7,7 +7,6 @@ Example:
 True
 """
 
-import json
 import os
 from typing import Optional
 
@@ -15,6 +14,7 @@ import keras
 
 from albert_tf import formats
 from albert_tf.formats.native import KERAS_MODEL_FILE
+from albert_tf.json_records import write_json
 from albert_tf.publish import staged_dir
 from albert_tf.run_layout import BEST_DIR, BEST_RESULTS_FILE
 
@@ -24,8 +24,7 @@ def save(model, output_dir: str, metrics: dict, tokenizer=None) -> None:
     model = in_float32(model)
     with staged_dir(os.path.join(output_dir, BEST_DIR)) as staging:
         formats.save(model, staging, tokenizer=tokenizer)  # the model carries its tokenizer
-        with open(os.path.join(staging, BEST_RESULTS_FILE), "w") as f:
-            json.dump(metrics, f, indent=2)
+        write_json(os.path.join(staging, BEST_RESULTS_FILE), metrics)
 
 
 def in_float32(model):

@@ -22,7 +22,6 @@ Example:
 (10, ['0', '1'])
 """
 
-import json
 import os
 from typing import Optional
 
@@ -31,7 +30,7 @@ import tensorflow as tf
 
 from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
 from albert_tf.jax_state import JaxStateCopy
-from albert_tf.publish import staged_file
+from albert_tf.json_records import read_json, write_json
 from albert_tf.run_layout import CHECKPOINT_DIR
 
 KEEP = 3  # checkpoints kept (the newest; older ones are deleted as new ones are written)
@@ -50,6 +49,8 @@ BOUND_SETTINGS = (
     "seed",
     "early_exit",
 )
+# Resolved from the model or the training file when not given: compared once they are (`check_resume`).
+RESOLVED_LATER = ("max_seq_length", "train_step", "warmup_step")
 
 
 def bound_settings(settings: FineTuneSettings, task_binding: dict) -> dict:
@@ -64,9 +65,8 @@ def check_binding(directory: str, bound: dict) -> None:
     """Raises `FineTuneError` when the checkpoints in `directory` were made under other `bound` settings."""
     record = os.path.join(directory, RECORD_FILE)
     try:
-        with open(record) as f:
-            before = json.load(f)
-    except (OSError, ValueError):
+        before = read_json(record)
+    except FileNotFoundError:
         return  # checkpoints without a record: nothing to compare
     # A record from before a binding existed (labels, columns) is compared on what it holds, and is
     # not rewritten: such a run's labels and columns stay unbound.
@@ -78,6 +78,21 @@ def check_binding(directory: str, bound: dict) -> None:
             f"{os.path.dirname(directory)}: the checkpoints in {directory} were made with other settings "
             f"({differences}); resume with the same ones, or use a new --output_dir"
         )
+
+
+def check_resume(settings: FineTuneSettings, task_binding: dict) -> None:
+    """Refuses, before anything is built or read, a resume whose checkpoints were made under other settings.
+
+    What is not known yet (`RESOLVED_LATER`: steps from `--num_train_epochs`, the model's length) is
+    compared once it is (`check_binding`, by the runner and again by the restore).
+    """
+    directory = os.path.join(settings.output_dir, CHECKPOINT_DIR)
+    if not (os.path.isdir(directory) and tf.train.latest_checkpoint(directory)):
+        return
+    if settings.train_step is not None:  # explicit steps: the schedule needs no data
+        settings = settings.with_schedule(0)
+    bound = bound_settings(settings, task_binding)
+    check_binding(directory, {k: v for k, v in bound.items() if v is not None or k not in RESOLVED_LATER})
 
 
 class FineTuneCheckpoints:
@@ -142,8 +157,7 @@ class FineTuneCheckpoints:
         os.makedirs(self.directory, exist_ok=True)
         record = os.path.join(self.directory, RECORD_FILE)
         if not os.path.exists(record):
-            with staged_file(record) as staging, open(staging, "w") as f:
-                json.dump(self.bound, f, indent=2, sort_keys=True)
+            write_json(record, self.bound, sort_keys=True)
         if self.jax_state is not None:
             self.jax_state.copy_from_keras()
         return self.manager.save(checkpoint_number=step)

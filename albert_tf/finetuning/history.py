@@ -19,16 +19,18 @@ import time
 import uuid
 from typing import Optional
 
+from albert_tf.json_records import read_json
 from albert_tf.run_layout import BEST_DIR, BEST_RESULTS_FILE, EVAL_RESULTS_FILE
 
 
-def earlier_best(output_dir: str, metric: str) -> Optional[dict]:
-    """The metrics of the `best/` already in `output_dir`, if it holds a finite `metric`; else None."""
+def earlier_best(output_dir: str, metric: Optional[str]) -> Optional[dict]:
+    """The metrics of the `best/` already in `output_dir`, if it holds a finite `metric` (None: any); else None."""
     try:
-        with open(os.path.join(output_dir, BEST_DIR, BEST_RESULTS_FILE)) as f:
-            metrics = json.load(f)
-    except (OSError, ValueError):
+        metrics = read_json(os.path.join(output_dir, BEST_DIR, BEST_RESULTS_FILE))
+    except (OSError, ValueError):  # none, or unreadable: replaced by this run's first evaluation
         return None
+    if metric is None:
+        return metrics if isinstance(metrics, dict) else None
     value = metrics.get(metric) if isinstance(metrics, dict) else None
     if isinstance(value, (int, float)) and math.isfinite(value):
         return metrics

@@ -1,11 +1,13 @@
 """The runner every task shares: one call from settings to scores and files.
 
-`run(task, settings)` checks everything it will read before any work (the
-model and its config, the vocabulary, every split's files), then holds the
-output directory's lock and does, as the original runners: read and encode
-the dev split, fine-tune with the best dev checkpoint kept in `best/` (with
-its tokenizer), score the best model on dev and write its predictions,
-predict an unlabelled split (the submission file), and write `summary.json`.
+`run(task, settings)` checks everything it will read before any work (a
+resume's binding to its checkpoints, the model and its config, the
+vocabulary, every split's files), then holds the output directory's lock and
+does, as the original runners: read and encode the dev split, fine-tune with
+the best dev checkpoint kept in `best/` (with its tokenizer; without dev
+data, the last step's model), score the best model on dev and write its
+predictions, predict an unlabelled split (the submission file), and write
+`summary.json`.
 
 Example (a GLUE task; the same call runs any `Task`):
 
@@ -24,7 +26,7 @@ Example (a GLUE task; the same call runs any `Task`):
 import json
 import logging
 import os
-from typing import Optional
+from typing import Callable, Optional
 
 import keras
 import numpy as np
@@ -34,11 +36,13 @@ from albert_tf import preemption
 from albert_tf.distribution import PRECISIONS, make_strategy
 from albert_tf.finetuning import best_model, datasets, start, training
 from albert_tf.finetuning.base import Encoded, Task
-from albert_tf.finetuning.checkpoints import bound_settings, check_binding
+from albert_tf.finetuning.checkpoints import check_resume
 from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
 from albert_tf.finetuning.tflite_model import TFLiteTaskModel
+from albert_tf.json_records import write_json
 from albert_tf.locking import OutputDirLock
 from albert_tf.models.task_base import label_names
+from albert_tf.publish import remove_stale_staging
 from albert_tf.run_layout import CHECKPOINT_DIR, SUMMARY_FILE
 
 
@@ -61,6 +65,8 @@ def run(
 
     Without `do_train`, the model is the `best/` that `output_dir` already holds, else the one
     `init_checkpoint` names (a fine-tuning output directory or its `best/`, or a `.tflite` file).
+    Training without dev data (the task `has_data` no `eval_split`, and `evaluate` is off) keeps the last
+    step's model as `best/`.
     """
     if not (settings.do_train or evaluate or predict_split):  # the original's rule: exit 0 doing nothing hides a typo
         raise FineTuneError("nothing to do: pass --do_train, --do_eval or --do_predict")
@@ -69,8 +75,11 @@ def run(
         check_min_seq_length(task, settings)
     if settings.metric and task.metric_names() is not None:
         training.check_metric(settings.metric, task.metric_names())  # a typo fails now, not after an interval
+    if settings.do_train and settings.early_stopping_patience and not reads_dev(task, settings, evaluate, eval_split):
+        raise FineTuneError(f"--early_stopping_patience needs {eval_split} data to evaluate on; none is given")
     model_start = None
     if settings.do_train:
+        check_resume(settings, task.binding())  # other labels, columns or backend: refused before any loading
         model_start = start.for_training(settings)
     elif evaluate or predict_split:
         model_start = start.fine_tuned(settings)
@@ -85,8 +94,14 @@ def run(
     if settings.dry_run:
         return run_plan(task, settings, model_start, evaluate, eval_split, predict_split, strategy)
     # SIGTERM/SIGINT stop training after the current batch (`albert_tf.preemption`), lock released.
-    with preemption.stop_signals(), OutputDirLock(settings.output_dir):
-        return _run(task, settings, model_start, evaluate, eval_split, predict_split, strategy)
+    # The run is accepted (its settings.json written) once a resume's whole binding is checked.
+    with preemption.stop_signals(), OutputDirLock(settings.output_dir, accept=False) as lock:
+        return _run(task, settings, model_start, evaluate, eval_split, predict_split, strategy, lock.accept)
+
+
+def reads_dev(task: Task, settings: FineTuneSettings, evaluate: bool, eval_split: str) -> bool:
+    """Whether the run reads `eval_split`: to score it, or, training, to pick the best checkpoint when given."""
+    return evaluate or (settings.do_train and task.has_data(eval_split))
 
 
 def run_plan(task, settings, model_start, evaluate, eval_split, predict_split, strategy) -> dict:
@@ -95,7 +110,7 @@ def run_plan(task, settings, model_start, evaluate, eval_split, predict_split, s
     from albert_tf import memory_check
 
     needed = [("train", True)] if settings.do_train else []
-    needed += [(eval_split, False)] if settings.do_train or evaluate else []
+    needed += [(eval_split, False)] if reads_dev(task, settings, evaluate, eval_split) else []
     needed += [(predict_split, False)] if predict_split else []
     splits, warnings, rows = {}, [], {}
     for split, is_training in needed:
@@ -114,6 +129,8 @@ def run_plan(task, settings, model_start, evaluate, eval_split, predict_split, s
     plan["model"]["backbone_parameters"] = memory_check.parameter_count(config)
     plan["max_seq_length"] = settings.max_seq_length
     if settings.do_train:
+        if not reads_dev(task, settings, evaluate, eval_split):
+            warnings.append(training.no_dev_line(eval_split))
         schedule = settings.with_schedule(splits["train"]["examples"])
         train_rows = rows["train"]
         micro_batch = settings.train_batch_size // settings.grad_accum_steps // replicas
@@ -147,8 +164,7 @@ def run_plan(task, settings, model_start, evaluate, eval_split, predict_split, s
             )
         checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
         latest = tf.train.latest_checkpoint(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
-        if latest is not None:  # a resume under other settings is refused now, not after the model is built
-            check_binding(checkpoint_dir, bound_settings(schedule, task.binding()))
+        check_resume(schedule, task.binding())  # a resume under other settings is refused now
         plan["resumes_from_step"] = int(latest.rsplit("-", 1)[-1]) if latest else None
     plan["warnings"] = warnings
     return plan
@@ -182,7 +198,7 @@ def _check_inputs(task: Task, settings: FineTuneSettings, evaluate: bool, eval_s
     needed = []
     if settings.do_train:
         needed.append(("train", "to train"))
-    if settings.do_train or evaluate:
+    if reads_dev(task, settings, evaluate, eval_split):
         needed.append((eval_split, "to evaluate" if evaluate else "to pick the best checkpoint"))
     if predict_split:
         needed.append((predict_split, "to predict"))
@@ -200,6 +216,7 @@ def _run(
     eval_split: str,
     predict_split: Optional[str],
     strategy,
+    accept: Callable[[], None],
 ):
     log = print if settings.verbose else logging.info
     tokenizer = model_start.tokenizer if model_start else None
@@ -229,11 +246,17 @@ def _run(
             )
         return task.postprocess(data, outputs, tokenizer)
 
-    dev = load(eval_split) if settings.do_train or evaluate else None
+    dev = load(eval_split) if reads_dev(task, settings, evaluate, eval_split) else None
     if settings.do_train:
         keras.utils.set_random_seed(settings.seed)
         train = load("train", training=True)
         settings = settings.with_schedule(len(train.examples))
+        check_resume(settings, task.binding())  # the steps and the length too, now known
+    accept()
+    # What a killed run left half-written (staging copies, TensorFlow's checkpoint temporaries).
+    remove_stale_staging(settings.output_dir)
+    remove_stale_staging(os.path.join(settings.output_dir, CHECKPOINT_DIR), checkpoints=True)
+    if settings.do_train:
         summary["train_step"], summary["warmup_step"] = settings.train_step, settings.warmup_step
         # Built, compiled and fit under the strategy: Keras distributes `fit` over its replicas.
         with strategy.scope():
@@ -261,7 +284,7 @@ def _run(
         summary["best_step"] = result["best"]["global_step"] if result["best"] else None
         summary["stopped_early"] = result["stopped_early"]
         if evaluate or predict_split:
-            model = best_model.load(settings.output_dir)  # the best evaluation's, not the last step's
+            model = best_model.load(settings.output_dir)  # the best evaluation's (without dev: the last step's)
     elif model_start is not None:
         model = model_start.model
     if evaluate:
@@ -273,8 +296,7 @@ def _run(
     if predict_split:
         data = load(predict_split)
         summary["submission"] = task.write(settings.output_dir, data, predict(model, data))
-    with open(os.path.join(settings.output_dir, SUMMARY_FILE), "w") as f:
-        json.dump(summary, f, indent=2)
+    write_json(os.path.join(settings.output_dir, SUMMARY_FILE), summary)
     return summary
 
 

@@ -7,6 +7,8 @@ checkpoint with the best dev metric kept (published dev numbers are this
 early-stopped score) as `best/model.keras`; predictions come from it.
 `--metric` names the metric that picks it (default: the task's), and
 `--early_stopping_patience N` stops after N evaluations without improvement.
+Without dev data (as the original's `--do_train` alone) nothing is evaluated and
+`best/` is the model of the last step.
 
 Training is Keras `fit`, one call per evaluation interval. The run shows a live bar
 (`albert_tf.progress`: ETA, steps/s, the last window's loss (and accuracy) and the learning rate), one
@@ -123,6 +125,7 @@ def train(
     `dataset` is a function returning the training batches (a fresh `tf.data.Dataset` whose order is
     fixed by the seed: a resumed run skips the batches already used), or a dataset itself.
     `predict(model, dev)` is the runner's: the model's predictions on `dev`, which `task.score` scores.
+    `dev` None (no dev data): nothing is evaluated, and `best/` is the model of the last step.
     `tokenizer`'s vocabulary (`spm.model` or `vocab.txt`) is saved beside the best model.
     `start_line` says what the weights start from (printed unless the run resumes).
 
@@ -148,7 +151,8 @@ def train(
     metric_names = task.metric_names()
     if metric_names is not None:
         check_metric(metric, metric_names)
-    baseline, train_accuracy = task.baseline(dev), task.train_accuracy()
+    baseline = task.baseline(dev) if dev is not None else None
+    train_accuracy = task.train_accuracy()
     os.makedirs(settings.output_dir, exist_ok=True)
     say = print if settings.verbose else (lambda line: None)
     accum = settings.grad_accum_steps
@@ -178,14 +182,18 @@ def train(
         # Optimizer updates: with accumulation Keras counts micro-batches and divides (`iterations`).
         step = int(keras.ops.convert_to_numpy(optimizer.iterations))
         # An earlier run's best/ (e.g. killed) is replaced only by a better evaluation.
-        best = history.earlier_best(settings.output_dir, metric)
+        best = history.earlier_best(settings.output_dir, metric if dev is not None else None)
+        if dev is None:
+            say(no_dev_line())
         if resumed:
-            kept = f"; best/ kept: {metric} {best[metric]:.4f} of step {best.get('global_step')}" if best else ""
+            kept = ""
+            if best is not None and dev is not None:
+                kept = f"; best/ kept: {metric} {best[metric]:.4f} of step {best.get('global_step')}"
             say(f"resumed from {resumed} at step {step}{kept}")
         else:
             if start_line:
                 say(start_line)
-            if best is not None:
+            if best is not None and dev is not None:
                 say(f"note: keeping the earlier best/ ({metric} {best[metric]:.4f}) until an evaluation beats it")
         run_id = history.new_run_id()
         interval = max(1, min(settings.save_checkpoints_steps, settings.train_step))
@@ -193,7 +201,7 @@ def train(
         windowed = ("loss", TRAIN_ACCURACY) if train_accuracy else ("loss",)
         bar = TrainingBar(settings.train_step, windowed, window, settings.verbose)
         train_writer = summary_writer(settings.output_dir, TRAIN_SUMMARY_DIR)
-        eval_writer = summary_writer(settings.output_dir, EVAL_SUMMARY_DIR)
+        eval_writer = summary_writer(settings.output_dir, EVAL_SUMMARY_DIR) if dev is not None else None
         evaluations = []
         patience = settings.early_stopping_patience
         stopped_early = bool(patience) and int(checkpoints.stale_evaluations.numpy()) >= patience
@@ -225,6 +233,14 @@ def train(
             loss_value = float(fit.history["loss"][-1])
             if not math.isfinite(loss_value):
                 raise FineTuneError(f"loss became {loss_value} at step {step}; lower --learning_rate")
+            if dev is None:
+                if step == settings.train_step:  # published before its checkpoint: a kill between retrains to it
+                    best = {"global_step": step, "train_loss": loss_value}
+                    best_model.save(model, settings.output_dir, best, tokenizer)
+                saved = checkpoints.save(step)
+                if step < settings.train_step and preemption.requested():
+                    _raise_preempted(saved, best)
+                continue
             metrics = {**task.score(dev, predict(model, dev)), "global_step": step, "train_loss": loss_value}
             if not evaluations and metric not in numeric_keys(metrics):
                 saved = checkpoints.save(step)  # the steps trained are kept: the same command with a metric resumes
@@ -285,10 +301,18 @@ def eval_line(step: int, metrics: dict, metric: str, best: dict, baseline: Optio
 _SHOWN = ("accuracy", "f1", "macro_f1", "matthews_corr", "exact_match", "pearson", "mse")
 
 
+def no_dev_line(split: str = "dev") -> str:
+    """What a training run without dev data says once."""
+    return f"no {split} data given: best/ will be the model of the last step (nothing evaluates the others)"
+
+
 def end_table(best: Optional[dict], metric: str, baseline: Optional[Baseline], output_dir: str) -> list:
     """The run's last lines: the best evaluation, the trivial baseline (and a health warning), best/'s path."""
     if best is None:
         return ["no evaluation: no best/"]
+    if metric not in best:  # trained without dev data
+        model = os.path.join(output_dir, BEST_DIR)
+        return [f"best/ is the model of the last step ({best.get('global_step')}, no dev data): {model}"]
     rows = [("best step", str(best.get("global_step"))), (f"best {metric}", f"{best[metric]:.4f}")]
     if baseline is not None:
         rows.append((baseline.label, f"{baseline.value:.4f} ({baseline.meaning})"))

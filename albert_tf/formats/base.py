@@ -19,7 +19,6 @@ Example (a format that holds nothing, to show the shape):
 (True, [])
 """
 
-import json
 import os
 from typing import Dict, List, Optional, Tuple
 
@@ -27,6 +26,7 @@ import numpy as np
 
 from albert_tf.formats.loaded import LoadedModel
 from albert_tf.formats.table import LoadReport
+from albert_tf.json_records import UnreadableJsonError, read_json
 from albert_tf.tokenization import TOKENIZER_FILE, Tokenizer, load_tokenizer, load_tokenizer_dir
 
 
@@ -116,10 +116,11 @@ class PeerDirectoryFormat(Format):
 def json_object_problem(path: str) -> Optional[str]:
     """What is wrong with the JSON object file at `path` (unreadable, not JSON, not an object), or None."""
     try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
-    except (OSError, ValueError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        return f"{path}: not a readable JSON file ({error})"
+        values = read_json(path)
+    except OSError as error:
+        return f"{path}: not a readable JSON file ({error.strerror})"
+    except UnreadableJsonError as error:
+        return str(error)
     return None if isinstance(values, dict) else f"{path}: expected a JSON object, got {type(values).__name__}"
 
 
@@ -140,8 +141,7 @@ def tokenizer_beside(directory: str, do_lower_case: Optional[bool] = None) -> Tu
             f"{directory}: {vocabulary} has no {TOKENIZER_FILE} beside it; nothing proves it is the "
             "vocabulary the model was trained with"
         ]
-    with open(settings, encoding="utf-8") as f:  # load_tokenizer_dir has read it already: readable JSON
-        recorded = json.load(f).get("vocab_sha256")
+    recorded = read_json(settings).get("vocab_sha256")  # load_tokenizer_dir has read it already: a JSON object
     if not recorded:
         return tokenizer, [
             f"{settings}: records no vocab_sha256; nothing proves {vocabulary} is the vocabulary "

@@ -29,7 +29,6 @@ Example:
 ['embeddings.word_embeddings.weight', 'embeddings.position_embeddings.weight']
 """
 
-import json
 import os
 from typing import Dict, List, Optional
 
@@ -61,6 +60,7 @@ from albert_tf.formats.table import (
     load_table,
     unwritten_notes,
 )
+from albert_tf.json_records import UnreadableJsonError, read_json, write_json
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.multiple_choice import AlbertMultipleChoice
@@ -231,10 +231,11 @@ def hf_config(
 def read_hf_config(path: str):
     """(AlbertConfig, architecture, classifier dropout) of an HF `config.json`."""
     try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: not a readable JSON config ({e})") from None
+        values = read_json(path)
+    except OSError as e:
+        raise ConfigError(f"{path}: not a readable JSON config ({e.strerror})") from None
+    except UnreadableJsonError as e:
+        raise ConfigError(str(e)) from None
     if not isinstance(values, dict) or values.get("model_type") != "albert":
         raise ConfigError(f"{path}: field 'model_type' is {values.get('model_type')!r}, not 'albert'")
     merged = {**HF_DEFAULTS, **values}
@@ -267,8 +268,7 @@ def is_hf_dir(path: str) -> bool:
     if not os.path.isdir(path) or not os.path.isfile(config):
         return False
     try:
-        with open(config, encoding="utf-8") as f:
-            values = json.load(f)
+        values = read_json(config)
     except (OSError, ValueError):
         return False
     return isinstance(values, dict) and "model_type" in values
@@ -307,9 +307,10 @@ def read_safetensors(directory: str) -> Dict[str, np.ndarray]:
 def _shard_names(index: str) -> List[str]:
     """The shard file names an HF `model.safetensors.index.json` lists."""
     try:
-        with open(index, encoding="utf-8") as f:
-            weight_map = json.load(f).get("weight_map")
-    except (OSError, ValueError, AttributeError) as e:
+        weight_map = read_json(index).get("weight_map")
+    except UnreadableJsonError as e:
+        raise CheckpointError(str(e)) from None
+    except (OSError, AttributeError) as e:
         raise CheckpointError(f"{index}: not a readable shard index ({e})") from None
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError(f"{index}: field 'weight_map' is not a non-empty object of tensor name -> file name")
@@ -330,8 +331,7 @@ def _untie(values: Dict[str, np.ndarray], source: str):
 
 def label_names_in(path: str) -> Optional[List[str]]:
     """The class names of an HF `config.json`'s `id2label`, or None when absent or transformers' `LABEL_i`."""
-    with open(path, encoding="utf-8") as f:
-        id2label = json.load(f).get("id2label") or {}
+    id2label = read_json(path).get("id2label") or {}
     try:
         names = [str(id2label[str(i)]) for i in range(len(id2label))]
     except KeyError:
@@ -418,8 +418,7 @@ def tokenizer_files(do_lower_case: bool = True) -> Dict[str, Dict]:
 
 
 def _write_json(path, values):
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(json.dumps(values, indent=2, sort_keys=True) + "\n")
+    write_json(path, values, sort_keys=True)
 
 
 def save_hf_dir(model, directory: str, spm_model_file: Optional[str] = None) -> List[str]:
@@ -450,8 +449,8 @@ def write_tokenizer(directory: str, tokenizer) -> None:
         f.write(tokenizer.model_proto)
     for name, values in tokenizer_files(tokenizer.do_lower_case).items():
         _write_json(os.path.join(directory, name), values)
-    with open(os.path.join(directory, HF_TOKENIZER_FILE), "w", encoding="utf-8") as f:
-        json.dump(hf_tokenizer.tokenizer_json(tokenizer), f, ensure_ascii=False)
+    tokenizer_json = hf_tokenizer.tokenizer_json(tokenizer)
+    write_json(os.path.join(directory, HF_TOKENIZER_FILE), tokenizer_json, indent=None, ensure_ascii=False)
 
 
 # ---- the format (albert_tf.formats) -----------------------------------------------------------
@@ -477,8 +476,7 @@ class HfFormat(PeerDirectoryFormat):
         config = os.path.join(path, TOKENIZER_CONFIG_FILE)
         if os.path.isfile(config):
             try:
-                with open(config, encoding="utf-8") as f:
-                    return bool(json.load(f).get("do_lower_case", True))
+                return bool(read_json(config).get("do_lower_case", True))
             except (OSError, ValueError, AttributeError):
                 return True
         return True

@@ -27,7 +27,6 @@ Example:
 'layers/reversible_embedding/vars/0'
 """
 
-import json
 import os
 import shutil
 from typing import Dict, List, Optional
@@ -53,6 +52,7 @@ from albert_tf.formats.table import (
     load_table,
     unwritten_notes,
 )
+from albert_tf.json_records import UnreadableJsonError, read_json, write_json
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.classifier import AlbertClassifier
 from albert_tf.models.pretrainer import AlbertPretrainer
@@ -225,10 +225,11 @@ def read_backbone_config(path: str) -> AlbertConfig:
 
 def _read_json(path):
     try:
-        with open(path, encoding="utf-8") as f:
-            values = json.load(f)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: not a readable JSON file ({e})") from None
+        values = read_json(path)
+    except OSError as e:
+        raise ConfigError(f"{path}: not a readable JSON file ({e.strerror})") from None
+    except UnreadableJsonError as e:
+        raise ConfigError(str(e)) from None
     if not isinstance(values, dict) or not isinstance(values.get("config", {}), dict):
         what = values if not isinstance(values, dict) else values["config"]
         field = "" if not isinstance(values, dict) else "field 'config': "
@@ -242,8 +243,7 @@ def is_preset_dir(path: str) -> bool:
     if not os.path.isdir(path) or not os.path.isfile(config):
         return False
     try:
-        with open(config, encoding="utf-8") as f:
-            values = json.load(f)
+        values = read_json(config)
     except (OSError, ValueError):
         return False
     return isinstance(values, dict) and "registered_name" in values
@@ -377,8 +377,7 @@ def _task_of(directory: str):
 def _metadata_labels(directory: str, num_classes: int) -> Optional[List[str]]:
     """The class names our export wrote into `metadata.json`, when they fit the head; else None."""
     try:
-        with open(os.path.join(directory, METADATA_FILE), encoding="utf-8") as f:
-            labels = json.load(f).get("labels")
+        labels = read_json(os.path.join(directory, METADATA_FILE)).get("labels")
     except (OSError, ValueError, AttributeError):
         return None
     if not isinstance(labels, list) or len(labels) != num_classes or len(set(map(str, labels))) != num_classes:
@@ -437,8 +436,7 @@ def task_of_model(model) -> Optional[str]:
 
 
 def _write_json(path, values):
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(json.dumps(values, indent=4) + "\n")
+    write_json(path, values, indent=4)
 
 
 def tokenizer_config() -> Dict:

@@ -9,13 +9,12 @@ the data's row layout (instances a row, `data_prep.packing`): the iterator's
 batches have its features.
 """
 
-import json
 import os
 
 import keras
 
+from albert_tf.json_records import read_json, write_json
 from albert_tf.pretraining.settings import PretrainingError
-from albert_tf.publish import staged_file
 
 RUN_RECORD = "run_settings.json"
 BOUND_FLAGS = ("train_batch_size", "grad_accum_steps")
@@ -25,8 +24,7 @@ def _record(checkpoint_dir: str):
     recorded = os.path.join(checkpoint_dir, RUN_RECORD)
     if not os.path.exists(recorded):
         return None
-    with open(recorded) as f:
-        return json.load(f)
+    return read_json(recorded)
 
 
 def check_same_backend(settings, checkpoint_dir: str) -> None:
@@ -72,5 +70,4 @@ def record_batch(settings, checkpoint_dir: str, max_instances_per_row: int = 1) 
     """Written after each successful start (checked equal when there were checkpoints to resume)."""
     record = {n: getattr(settings, n) for n in BOUND_FLAGS}
     record.update(backend=keras.backend.backend(), max_instances_per_row=max_instances_per_row)
-    with staged_file(os.path.join(checkpoint_dir, RUN_RECORD)) as staging, open(staging, "w") as f:
-        json.dump(record, f, indent=2)
+    write_json(os.path.join(checkpoint_dir, RUN_RECORD), record)

@@ -6,7 +6,6 @@ Exports are the caller's (the `run_pretraining` CLI and the demo export the
 """
 
 import contextlib
-import json
 import logging
 import os
 from typing import Dict, Optional, Union
@@ -18,11 +17,13 @@ from albert_tf import memory_check
 from albert_tf.config import AlbertConfig
 from albert_tf.distribution import is_chief, make_strategy
 from albert_tf.inputs.shard_reader import PretrainingInput, check_same_layout, resolve_input
+from albert_tf.json_records import read_json, write_json
 from albert_tf.locking import OutputDirLock
 from albert_tf.pretraining import batch_binding, worker_faults
 from albert_tf.pretraining.loop import PretrainingLoop, check_eval_batch
-from albert_tf.pretraining.run_state import CheckpointPolicy
+from albert_tf.pretraining.run_state import CheckpointPolicy, check_same_config
 from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
+from albert_tf.publish import remove_stale_staging
 from albert_tf.run_layout import CHECKPOINT_DIR, FINAL_DIR, PRETRAINING_SUMMARY_FILE, TRAIN_SUMMARY_DIR
 from albert_tf.shard_set import DataError
 from albert_tf.tokenization import Tokenizer, check_vocab_size, load_tokenizer_dir
@@ -75,13 +76,20 @@ def finished_run_summary(settings: PretrainSettings, step: int, chief: bool) -> 
     summary_file = os.path.join(settings.output_dir, PRETRAINING_SUMMARY_FILE)
     if step < settings.num_train_steps or not chief or not os.path.isdir(final) or not os.path.isfile(summary_file):
         return None
-    with open(summary_file) as f:
-        summary = json.load(f)
-    if summary.get("end_step") != step:
+    summary = read_json(summary_file)
+    if not isinstance(summary, dict) or summary.get("end_step") != step:
         return None
     summary["outputs"] = {"final": final}  # the exports are the caller's, again
     summary["already_complete"] = True
     return summary
+
+
+def check_resume(settings: PretrainSettings, config: AlbertConfig, train_input: PretrainingInput) -> None:
+    """Refuses, before anything is built, a resume under another config, backend, batch or row layout."""
+    checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
+    check_same_config(settings.output_dir, config.to_dict())
+    if os.path.isdir(checkpoint_dir) and tf.train.latest_checkpoint(checkpoint_dir):
+        batch_binding.check_same_batch(settings, checkpoint_dir, train_input.data.max_instances_per_row)
 
 
 def run_plan(settings, config, albert_config_file: str, train_input, tokenizer, replicas: int) -> dict:
@@ -96,8 +104,6 @@ def run_plan(settings, config, albert_config_file: str, train_input, tokenizer, 
     available = memory_check.available_bytes()
     checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
     latest = tf.train.latest_checkpoint(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
-    if latest is not None:  # a resume under other settings is refused now, not after the model is built
-        batch_binding.check_same_batch(settings, checkpoint_dir, data.max_instances_per_row)
     examples = settings.num_train_steps * settings.train_batch_size
     warnings = []
     if settings.num_warmup_steps >= settings.num_train_steps:
@@ -209,6 +215,9 @@ def pretrain(
         eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
         eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
         check_same_layout(train_input, eval_input)
+    chief = is_chief(strategy)
+    if chief:  # a resume under other settings is refused now, not after the model is built
+        check_resume(settings, config, train_input)
     if dry_run:
         plan = run_plan(settings, config, albert_config_file, train_input, tokenizer, strategy.num_replicas_in_sync)
         if worker_faults.jax_processes(strategy):
@@ -220,7 +229,8 @@ def pretrain(
     os.makedirs(settings.output_dir, exist_ok=True)
     worker_faults.register_process(settings.output_dir, strategy)
     # One writer per output directory; the other workers of a multi-worker run write only their own dirs.
-    lock = OutputDirLock(settings.output_dir) if is_chief(strategy) else contextlib.nullcontext()
+    # The run is accepted (its settings.json written) once its checkpoints are restored or it starts afresh.
+    lock = OutputDirLock(settings.output_dir, accept=False) if chief else contextlib.nullcontext()
     checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
 
     def latest():
@@ -242,6 +252,11 @@ def pretrain(
 
         policy = CheckpointPolicy(loop, init_checkpoint, say, tokenizer)
         say(policy.restore_or_initialize(config.to_dict()))
+        if chief:
+            lock.accept()
+            # What a killed run left half-written (staging copies, TensorFlow's checkpoint temporaries).
+            remove_stale_staging(settings.output_dir)
+            remove_stale_staging(checkpoint_dir, checkpoints=True)
         # Every JAX process reads the shared output directory: all stop, or all train.
         finished = finished_run_summary(settings, loop.step, loop.chief or worker_faults.jax_processes(strategy) > 1)
         if finished is not None:  # the README's "run the same command again" after the run ended
@@ -275,8 +290,7 @@ def pretrain(
         policy.clean_worker_dirs()
         summary["outputs"] = {"final": policy.write_final()} if loop.chief else {}
         if loop.chief:
-            with open(os.path.join(settings.output_dir, PRETRAINING_SUMMARY_FILE), "w") as f:
-                json.dump(summary, f, indent=2)
+            write_json(os.path.join(settings.output_dir, PRETRAINING_SUMMARY_FILE), summary)
     return summary
 
 

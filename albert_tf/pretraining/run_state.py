@@ -23,6 +23,7 @@ from typing import Dict, Optional
 import tensorflow as tf
 
 from albert_tf import formats
+from albert_tf.json_records import read_json, write_json
 from albert_tf.pretraining import batch_binding
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import PretrainingError
@@ -38,6 +39,20 @@ from albert_tf.run_layout import (
 )
 
 CONFIG_RECORD = "albert_config.json"  # the config a run's checkpoints were made with
+
+
+def check_same_config(output_dir: str, config_dict: dict) -> None:
+    """Raises `PretrainingError` when the run's checkpoints were made with another config (they would not fit)."""
+    recorded = os.path.join(output_dir, CHECKPOINT_DIR, CONFIG_RECORD)
+    if not os.path.exists(recorded):
+        return
+    before = read_json(recorded)
+    changed = sorted(k for k in set(before) | set(config_dict) if before.get(k) != config_dict.get(k))
+    if changed:
+        raise PretrainingError(
+            f"{output_dir} was trained with another config ({', '.join(changed)} differ: "
+            f"{recorded}); resume with that config, or use a new --output_dir"
+        )
 
 
 def checkpoint_step(path: str) -> int:
@@ -123,27 +138,15 @@ class CheckpointPolicy:
         return message
 
     def _check_same_config(self, config_dict: Optional[dict]):
-        if config_dict is None or not self.loop.chief:
-            return
-        recorded = os.path.join(self.checkpoint_dir, CONFIG_RECORD)
-        if os.path.exists(recorded):
-            with open(recorded) as f:
-                before = json.load(f)
-            changed = sorted(k for k in set(before) | set(config_dict) if before.get(k) != config_dict.get(k))
-            if changed:
-                raise PretrainingError(
-                    f"{self.settings.output_dir} was trained with another config ({', '.join(changed)} differ: "
-                    f"{recorded}); resume with that config, or use a new --output_dir"
-                )
+        if config_dict is not None and self.loop.chief:
+            check_same_config(self.settings.output_dir, config_dict)
 
     def _record_config(self, config_dict: Optional[dict]):
         """After a successful start only, so a failed warm start leaves no record to refuse a retry with."""
         recorded = os.path.join(self.checkpoint_dir, CONFIG_RECORD)
         if config_dict is None or not self.loop.chief or os.path.exists(recorded):
             return
-        os.makedirs(self.checkpoint_dir, exist_ok=True)
-        with open(recorded, "w") as f:
-            json.dump(config_dict, f, indent=2, sort_keys=True)
+        write_json(recorded, config_dict, sort_keys=True)
 
     def _warm_start(self) -> str:
         if not self.init_checkpoint:
@@ -264,15 +267,11 @@ class CheckpointPolicy:
             self.eval_writer = summary_writer(output_dir, EVAL_SUMMARY_DIR)
         write_scalars(self.eval_writer, metrics["global_step"], metrics)
         best_file = os.path.join(output_dir, BEST_DIR, PRETRAINING_BEST_FILE)
-        best = None
-        if os.path.exists(best_file):
-            with open(best_file) as f:
-                best = json.load(f)
+        best = read_json(best_file) if os.path.exists(best_file) else None
         if best is None or metrics["masked_lm_accuracy"] > best["masked_lm_accuracy"]:
             with staged_dir(os.path.join(output_dir, BEST_DIR)) as staging:
                 formats.save(self.loop.plain_copy(), staging, tokenizer=self.tokenizer)
-                with open(os.path.join(staging, PRETRAINING_BEST_FILE), "w") as f:
-                    json.dump(metrics, f, indent=2)
+                write_json(os.path.join(staging, PRETRAINING_BEST_FILE), metrics)
         self.say(
             "eval at step {global_step}: masked_lm_accuracy {masked_lm_accuracy:.4f}, "
             "sentence_order_accuracy {sentence_order_accuracy:.4f}, loss {loss:.4f}".format(**metrics)

@@ -43,6 +43,9 @@ class EarlyExitTask(Task):
     def inputs(self, split):
         return self.task.inputs(split)
 
+    def has_data(self, split):
+        return self.task.has_data(split)
+
     def read(self, split):
         return self.task.read(split)
 

@@ -98,6 +98,9 @@ class FileTask(TsvTask):
     def inputs(self, split: str) -> List[str]:
         return [self.path(split)]
 
+    def has_data(self, split: str) -> bool:
+        return bool(dict(self.files).get(split))  # a file named and missing is an error, not absent data
+
     def read(self, split: str) -> Tuple[List[Example], ReadReport]:
         path = self.path(split)
         report = ReadReport(path)

@@ -33,6 +33,7 @@ from albert_tf.errors import AlbertError
 from albert_tf.finetuning import metrics
 from albert_tf.finetuning.base import Baseline, Encoded, ReadReport, Task
 from albert_tf.finetuning.losses import classification_loss, regression_loss
+from albert_tf.publish import staged_file
 from albert_tf.tasks.early_exit import EarlyExitTask
 from albert_tf.tasks.text_files import ReplacedLines
 from albert_tf.tokenization.packing import pack_segments
@@ -377,8 +378,8 @@ def prediction_strings(task: TsvTask, outputs) -> List[str]:
 
 
 def write_predictions(path: str, ids: List[str], predictions: List[str]):
-    """GLUE's submission format: a header, then `index<TAB>prediction` per row."""
-    with open(path, "w", encoding="utf-8") as f:
+    """GLUE's submission format: a header, then `index<TAB>prediction` per row (written whole, then renamed)."""
+    with staged_file(path) as staging, open(staging, "w", encoding="utf-8") as f:
         f.write("index\tprediction\n")
         for index, prediction in zip(ids, predictions):
             f.write(f"{index}\t{prediction}\n")

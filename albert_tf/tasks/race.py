@@ -26,6 +26,7 @@ import numpy as np
 from albert_tf.errors import AlbertError
 from albert_tf.finetuning.base import Encoded, ReadReport, Task
 from albert_tf.finetuning.losses import classification_loss
+from albert_tf.json_records import write_json
 from albert_tf.options import option
 from albert_tf.range_checks import check_ranges
 from albert_tf.tasks.early_exit import EarlyExitTask
@@ -236,6 +237,5 @@ class RaceTask(Task):
     def write(self, output_dir, data, predictions) -> List[str]:
         path = os.path.join(output_dir, f"{data.split}_predictions.json")
         answers = {e.example_id: ANSWERS[p] for e, p in zip(data.examples, predictions.argmax(-1))}
-        with open(path, "w") as f:
-            json.dump(answers, f, indent=1)
+        write_json(path, answers, indent=1)
         return [path]

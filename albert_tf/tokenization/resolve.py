@@ -4,11 +4,11 @@ Every step looks the kind up in the registry, so a new kind needs nothing here.
 """
 
 import fnmatch
-import json
 import os
 from typing import Mapping, Optional
 
 from albert_tf.file_safety import path_inside
+from albert_tf.json_records import UnreadableJsonError, read_json
 from albert_tf.tokenization import registry
 from albert_tf.tokenization.base import TOKENIZER_FILE, Tokenizer, TokenizerError
 
@@ -83,10 +83,11 @@ def load_tokenizer_dir(directory: str, do_lower_case: Optional[bool] = None) -> 
     saved = {}
     if os.path.isfile(settings_file):
         try:
-            with open(settings_file, encoding="utf-8") as f:
-                saved = json.load(f)
-        except (OSError, ValueError) as error:
-            raise TokenizerError(f"{settings_file}: not readable JSON ({error})") from None
+            saved = read_json(settings_file)
+        except OSError as error:
+            raise TokenizerError(f"{settings_file}: not readable JSON ({error.strerror})") from None
+        except UnreadableJsonError as error:
+            raise TokenizerError(str(error)) from None
         if not isinstance(saved, dict):
             raise TokenizerError(f"{settings_file}: expected a JSON object, got {type(saved).__name__}")
         known = registry.kind_names()

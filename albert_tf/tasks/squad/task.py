@@ -12,7 +12,6 @@ on whitespace before anything else.
 """
 
 import dataclasses
-import json
 import os
 from typing import Dict, List, Optional, Tuple
 
@@ -21,6 +20,7 @@ import numpy as np
 from albert_tf.finetuning.base import Baseline, Encoded, ReadReport, Task
 from albert_tf.finetuning.losses import binary_loss, classification_loss
 from albert_tf.finetuning.settings import FineTuneError
+from albert_tf.json_records import write_json
 from albert_tf.options import option
 from albert_tf.range_checks import check_ranges
 from albert_tf.tasks.squad.decoding import apply_threshold, decode, decode_v2
@@ -94,9 +94,11 @@ class SquadTask(Task):
     def inputs(self, split: str) -> List[str]:
         path, flag = (self.train_file, "train_file") if split == "train" else (self.predict_file, "predict_file")
         if not path:
-            why = "training" if split == "train" else "evaluation (dev picks the best checkpoint when training)"
-            raise FineTuneError(f"--{flag} is needed for {why}")
+            raise FineTuneError(f"--{flag} is needed for {'training' if split == 'train' else 'evaluation'}")
         return [path]
+
+    def has_data(self, split: str) -> bool:
+        return bool(self.train_file if split == "train" else self.predict_file)
 
     def read(self, split: str) -> Tuple[List[SquadExample], ReadReport]:
         (path,) = self.inputs(split)
@@ -189,6 +191,5 @@ class SquadTask(Task):
         paths = []
         for name, value in files.items():
             paths.append(os.path.join(output_dir, name))
-            with open(paths[-1], "w", encoding="utf-8") as f:
-                json.dump(value, f, indent=1, ensure_ascii=False)
+            write_json(paths[-1], value, indent=1, ensure_ascii=False)
         return paths
