@@ -203,12 +203,13 @@ def test_jax_trained_model_exports_and_answers_as_its_keras_model(jax_reference,
 
 
 def test_backend_mistakes_are_one_line_before_any_work(tmp_path, monkeypatch):
-    from albert_tf.distribution import DistributionError, jax_devices
+    from albert_tf.distribution import DistributionError, Processes, jax_devices
     from albert_tf.pretraining.loop import check_eval_batch
     from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
 
     # This process runs Keras on TensorFlow: --backend jax cannot take effect here, and says so.
-    result = run_command("albert_tf.run_pretraining", ["--backend=jax", f"--output_dir={tmp_path / 'run'}"])
+    given = ["--backend=jax", f"--output_dir={tmp_path / 'run'}", "--input_file=data", "--albert_config_file=c.json"]
+    result = run_command("albert_tf.run_pretraining", given)
     assert result.returncode == 1
     assert (
         result.stderr.strip()
@@ -220,16 +221,15 @@ def test_backend_mistakes_are_one_line_before_any_work(tmp_path, monkeypatch):
     from albert_tf.cli import backend
 
     monkeypatch.setattr(backend, "installed", lambda name: name != "jax")
-    result = run_command("albert_tf.run_pretraining", ["--backend=jax", f"--output_dir={tmp_path / 'run'}"])
+    result = run_command("albert_tf.run_pretraining", given)
     assert result.returncode == 1 and not (tmp_path / "run").exists()
     assert (
         result.stderr.strip()
         .splitlines()[-1]
         .startswith("error: --backend jax: jax is not installed (pip install 'albert_tf[jax]'")
     )
-    for name in ("multi_worker", "tpu"):
-        with pytest.raises(DistributionError, match=f"--strategy {name} is a tf.distribute strategy; on Keras' JAX"):
-            jax_devices(name)
+    with pytest.raises(DistributionError, match="--strategy tpu is TensorFlow's; on Keras' JAX backend"):
+        jax_devices("tpu", Processes())  # multi_worker: tests/test_jax_processes.py
     # Checked before the output directory exists: the eval batch is split over the devices.
     settings = PretrainSettings(output_dir=str(tmp_path / "run"), eval_batch_size=25)
     with pytest.raises(PretrainingError, match=r"--eval_batch_size 25 must divide by the replicas \(2\)"):

@@ -80,18 +80,19 @@ def test_the_bar_shows_the_last_window_and_the_summary_the_whole_run(pretraining
     history = {h["step"]: h for h in summary["history"]}
     assert sorted(history) == [10, 20, 30] and {h["window_steps"] for h in history.values()} == {10}
 
-    # Each value on the bar is its window's, labelled so (Keras would show the average since step 0).
+    # Each value on the bar is its window's, labelled so (Keras would show the average since step 0); off a
+    # terminal (this pipe) the bar is one plain line a window, its values to 4 significant digits.
     shown = re.findall(
-        r"(\d+)/30\x1b\[0m[^\r\n\x08]*? - loss \(last 10 steps\): (\S+) - masked_lm_accuracy \(last 10 steps\): "
+        r"step (\d+)/30 - loss \(last 10 steps\): (\S+) - masked_lm_accuracy \(last 10 steps\): "
         r"(\S+) - sentence_order_accuracy \(last 10 steps\): (\S+)",
         process.stdout,
     )
     assert shown and shown[-1][0] == "30"
     for step, loss, mlm_accuracy, sentence_accuracy in shown:
         window = history[int(step)]
-        assert float(loss) == pytest.approx(window["loss"], abs=1e-4)
-        assert float(mlm_accuracy) == pytest.approx(window["masked_lm_accuracy"], abs=1e-4)
-        assert float(sentence_accuracy) == pytest.approx(window["sentence_order_accuracy"], abs=1e-4)
+        assert float(loss) == pytest.approx(window["loss"], rel=1e-3, abs=1e-4)
+        assert float(mlm_accuracy) == pytest.approx(window["masked_lm_accuracy"], rel=1e-3, abs=1e-4)
+        assert float(sentence_accuracy) == pytest.approx(window["sentence_order_accuracy"], rel=1e-3, abs=1e-4)
     assert float(shown[-1][1]) != pytest.approx(np.mean([h["loss"] for h in history.values()]), abs=1e-4)
 
     # The final summary: the last window and the whole run, each labelled.
