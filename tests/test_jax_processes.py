@@ -140,6 +140,7 @@ def test_two_processes_train_as_one_stop_together_name_a_lost_one_and_resume(ref
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
     record = json.loads((run_dir / "settings.json").read_text())
     assert record["flags"]["num_processes"] == 2 and record["flags"]["process_id"] == 0
+    assert record["processes"] == {"processes": 2, "process_id": 0, "devices": 2, "local_devices": 1}
 
 
 @pytest.mark.parametrize(

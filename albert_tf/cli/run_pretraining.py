@@ -147,7 +147,12 @@ def main(argv):
         return
     # Written once pretrain() has checked its inputs and holds the lock; the vocabulary is the data's.
     if is_chief(strategy):  # one record of the run, however many processes share the directory
-        record_settings(settings.output_dir, tokenizer_loader=lambda: data_tokenizer(data_input, tokenizer))
+        describe = getattr(strategy, "describe", None)  # JAX's processes and devices (found, or given by flags)
+        record_settings(
+            settings.output_dir,
+            tokenizer_loader=lambda: data_tokenizer(data_input, tokenizer),
+            facts={"processes": describe()} if describe else None,
+        )
     with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75
         summary = run()
         if FLAGS.export and summary["outputs"]:

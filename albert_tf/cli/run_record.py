@@ -133,6 +133,7 @@ def record_settings(
     flag_values_: Optional[flags.FlagValues] = None,
     *,
     tokenizer_loader: Optional[Callable[[], object]] = None,
+    facts: Optional[dict] = None,
 ) -> None:
     """Writes `output_dir/settings.json` once this process holds the directory's lock and the run is accepted.
 
@@ -140,16 +141,19 @@ def record_settings(
     library call takes the lock and accepts the run once its checks pass
     (`locking.when_accepted`), and the record is written then; a refused run
     writes none. `tokenizer` (or `tokenizer_loader()`, called then) supplies
-    `vocabulary_sha256`.
+    `vocabulary_sha256`; `facts` are what the flags do not say (the processes a run found), recorded as given.
     """
 
     def write() -> List[str]:
-        return [write_settings(output_dir, tokenizer_loader() if tokenizer_loader else tokenizer, flag_values_)]
+        tokenizer_ = tokenizer_loader() if tokenizer_loader else tokenizer
+        return [write_settings(output_dir, tokenizer_, flag_values_, facts)]
 
     when_accepted(output_dir, write)
 
 
-def write_settings(output_dir: str, tokenizer=None, flag_values_: Optional[flags.FlagValues] = None) -> str:
+def write_settings(
+    output_dir: str, tokenizer=None, flag_values_: Optional[flags.FlagValues] = None, facts: Optional[dict] = None
+) -> str:
     """Writes `output_dir/settings.json` for this invocation now; returns its path (`record_settings` waits)."""
     values = flag_values(flag_values_)
     record = {
@@ -160,6 +164,7 @@ def write_settings(output_dir: str, tokenizer=None, flag_values_: Optional[flags
         "flags": values,
         "input_sha256": input_hashes(values),
         "vocabulary_sha256": tokenizer.model_sha256 if tokenizer is not None else None,
+        **(facts or {}),
     }
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, SETTINGS_FILE)
