@@ -9,6 +9,18 @@ import numpy as np
 
 from paths import REPO
 
+# run_pretraining with every step lasting at least 0.2 s (the loop calls worker_faults.step_finished after each),
+# so a signal sent once a checkpoint exists lands steps before the run's end however busy the machine.
+SLOWED_RUN = """
+import time
+import albert_tf.cli  # reads --backend from argv before Keras is imported
+from albert_tf.pretraining import worker_faults
+step_finished = worker_faults.step_finished
+worker_faults.step_finished = lambda: (time.sleep(0.2), step_finished())
+from albert_tf.cli.run_pretraining import cli
+cli()
+"""
+
 
 def cli(args, env=None, **kwargs):
     return subprocess.Popen(

@@ -16,7 +16,14 @@ import pytest
 
 from command_helpers import run_command
 from paths import REPO
-from pretraining_helpers import cli, common_args, final_weights, latest_checkpoint_step, save_fresh_pretrainer
+from pretraining_helpers import (
+    SLOWED_RUN,
+    cli,
+    common_args,
+    final_weights,
+    latest_checkpoint_step,
+    save_fresh_pretrainer,
+)
 
 SEQ = 64
 
@@ -76,18 +83,6 @@ def jax_reference(tmp_path_factory, pretraining_data, initial_model):
     code, _, stderr = jax_run(args + ["--export"])
     assert code == 0, stderr[-3000:]
     return args, output_dir
-
-
-# run_pretraining with every step lasting at least 0.2 s (the loop calls worker_faults.step_finished after each).
-SLOWED_RUN = """
-import time
-import albert_tf.cli  # reads --backend from argv before Keras is imported
-from albert_tf.pretraining import worker_faults
-step_finished = worker_faults.step_finished
-worker_faults.step_finished = lambda: (time.sleep(0.2), step_finished())
-from albert_tf.cli.run_pretraining import cli
-cli()
-"""
 
 
 @pytest.mark.realdata

@@ -19,18 +19,14 @@ import pytest
 from albert_tf.distribution import DistributionError, Processes
 
 from paths import REPO
-from pretraining_helpers import common_args, final_weights, free_ports, latest_checkpoint_step, save_fresh_pretrainer
-
-# run_pretraining with every step lasting at least 0.2 s, so a kill lands steps before the run's end.
-SLOWED_RUN = """
-import time
-import albert_tf.cli  # reads --backend from argv before Keras is imported
-from albert_tf.pretraining import worker_faults
-step_finished = worker_faults.step_finished
-worker_faults.step_finished = lambda: (time.sleep(0.2), step_finished())
-from albert_tf.cli.run_pretraining import cli
-cli()
-"""
+from pretraining_helpers import (
+    SLOWED_RUN,
+    common_args,
+    final_weights,
+    free_ports,
+    latest_checkpoint_step,
+    save_fresh_pretrainer,
+)
 
 STEPS = 20
 
