@@ -83,12 +83,16 @@ def resolve_input(patterns: str, flag: str = "--input_file") -> PretrainingInput
         raise DataError(f"{flag} {patterns!r}: no shard listed in the metadata.json of the matched directories")
     first, *others = datasets.values()
     for other in others:
+        if other.objective != first.objective:
+            raise DataError(
+                f"{other.directory} and {first.directory}: {other.objective} and {first.objective} data in one run"
+            )
         if other.max_instances_per_row != first.max_instances_per_row:
             raise DataError(
                 f"{other.directory} and {first.directory}: {packing(other)} and {packing(first)} in one run; "
                 "make both with the same create_pretraining_data --max_instances_per_row"
             )
-        for key in ("max_seq_length", "max_predictions_per_seq", "vocab_size", "vocab_sha256"):
+        for key in ("max_seq_length", "max_predictions_per_seq", "vocab_size", "vocab_sha256", "word_vocab_sha256"):
             if other.metadata.get(key) != first.metadata.get(key):
                 raise DataError(f"{other.directory} and {first.directory} differ in {key}")
     for data in datasets.values():
