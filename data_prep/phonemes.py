@@ -8,7 +8,9 @@ point five); PL-BERT's English-only number/date/money converters are not reprodu
 Words: numbers with their decimal or thousands marks (`12.5`, `1,000`), runs of letters and digits
 with inner apostrophes (`don't`, one word, where PL-BERT's BERT tokenizer splits it and patches the
 pieces), and each other non-space character alone (punctuation). Punctuation is its own phoneme, as
-in PL-BERT; a mark outside the symbol table then leaves an empty word, which is dropped and counted.
+in PL-BERT, where it is a symbol of the table (`, . ! ? ; : — … " « » “ ”` ...); other marks go to
+espeak-ng, which reads some aloud (`$` dollar, `%` percent, `&` and) and leaves others (`(`) as they
+are: a mark outside the table then leaves an empty word, which is dropped and counted.
 
 Phonemes: espeak-ng through `phonemizer` (PL-BERT's settings: stress marks, punctuation kept,
 language-switch flags removed), one word at a time as PL-BERT does, from the library and voice data
@@ -25,10 +27,10 @@ Example:
 
 import logging
 import re
-import string
 import unicodedata
 from typing import Dict, Iterable, List
 
+from albert_tf.tokenization.plbert_symbols import PUNCTUATION
 from data_prep.errors import DataPrepError
 
 _WORD = re.compile(r"\d+(?:[.,]\d+)+|\w+(?:'\w+)*|[^\w\s]")
@@ -96,10 +98,11 @@ class WordPhonemizer:
         self.cache: Dict[str, str] = {}
 
     def phonemes(self, batch: Iterable[str]) -> List[str]:
-        """Each word's phonemes (punctuation marks stay themselves); new words go to espeak-ng in one call."""
+        """Each word's phonemes (the table's punctuation marks stay themselves); new words go to espeak-ng in
+        one call."""
         batch = list(batch)
         new = sorted({w for w in batch if w not in self.cache})
-        spoken = [w for w in new if w not in string.punctuation and w.lower() not in self.alone]
+        spoken = [w for w in new if w not in PUNCTUATION and w.lower() not in self.alone]
         if spoken:
             said = self.backend.phonemize(spoken, strip=True)
             if len(said) != len(spoken):  # phonemizer drops lines it reads as empty: fall back to one a call

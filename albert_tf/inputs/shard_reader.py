@@ -47,6 +47,11 @@ def feature_description(
     }
 
 
+def data_feature_description(data: PretrainingData) -> Dict[str, tf.io.FixedLenFeature]:
+    """`tf.io.parse_example` spec of a data directory's rows, whatever its objective (ALBERT's or PL-BERT's)."""
+    return {name: tf.io.FixedLenFeature([f["length"]], _DTYPES[f["dtype"]]) for name, f in data.features().items()}
+
+
 def decode_batch(serialized: tf.Tensor, spec: Dict[str, tf.io.FixedLenFeature]) -> Dict[str, tf.Tensor]:
     """Parses a batch of Examples; int64 becomes int32 as the original's input_fn."""
     features = tf.io.parse_example(serialized, spec)
