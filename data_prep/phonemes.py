@@ -37,6 +37,7 @@ _WORD = re.compile(r"\d+(?:[.,]\d+)+|\w+(?:'\w+)*|[^\w\s]")
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
 # espeak-ng reads a word alone; where that differs from running text (the article "a" as the letter name).
 _ALONE_DIFFERS = {"en": {"a": "ɐ"}}
+MAX_CACHED_WORDS = 1_000_000  # ~200 MB of words and phonemes a worker
 TTS_EXTRA = "pip install 'albert_tf[tts]' (phonemizer and espeakng-loader)"
 
 
@@ -101,6 +102,8 @@ class WordPhonemizer:
         """Each word's phonemes (the table's punctuation marks stay themselves); new words go to espeak-ng in
         one call."""
         batch = list(batch)
+        if len(self.cache) > MAX_CACHED_WORDS:  # a web-scale corpus' long tail: memory stays bounded
+            self.cache.clear()
         new = sorted({w for w in batch if w not in self.cache})
         spoken = [w for w in new if w not in PUNCTUATION and w.lower() not in self.alone]
         if spoken:

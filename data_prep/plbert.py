@@ -43,6 +43,7 @@ from data_prep.beam import apache_beam as beam
 from data_prep.errors import DataPrepError
 from data_prep.packing import pack_rows
 from data_prep.pipeline import (
+    DASK_RUNNER,
     MAIN,
     STATS,
     ReadDocuments,
@@ -368,7 +369,14 @@ def run(settings: PlbertSettings, pipeline_args: Optional[List[str]] = None) -> 
             phoneme. Nothing in `output_dir` is touched in any of these cases.
     """
     settings.validate()
-    check_runner_supports(pipeline_options(pipeline_args or []))
+    options = pipeline_options(pipeline_args or [])
+    check_runner_supports(options)
+    if f"--runner={DASK_RUNNER}" in options:
+        raise DataPrepError(
+            "--runner DaskRunner cannot make PL-BERT data yet: its word vocabulary is a side input, and Beam's "
+            "DaskRunner computes side inputs wrong (see --random_next_sentence); use the DirectRunner "
+            "(--direct_num_workers N), Flink, Spark or Dataflow"
+        )
     if not settings.phonemized:
         phonemes_lib.check_language(settings.language)
     input_paths = input_paths_of(settings.input_file)
