@@ -233,6 +233,8 @@ def windows(entries: List[tuple], max_seq_length: int):
 
     >>> [w[0] for w in windows([(5, [1, 2]), (6, [3]), (7, [4, 4, 4, 4])], 5)]
     [[1, 2, 16, 3, 16], [4, 4, 4, 4, 16]]
+    >>> list(windows([(5, [1] * 9)], 4))  # a word longer than a window: cut
+    [([1, 1, 1, 16], [5, 5, 5, 2], [1, 1, 1, 0])]
     """
     ids: List[int] = []
     word_ids: List[int] = []
