@@ -43,9 +43,26 @@ LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 PACKED_MODEL_INPUTS = MODEL_INPUTS + ("cls_positions",)
 PACKED_LABELS = LABELS + ("next_sentence_weights",)
 REQUIRED_METADATA = ("format_version", "shards", "max_seq_length", "max_predictions_per_seq")
+# PL-BERT phoneme data (`data_prep.plbert`, `"objective": "plbert"` in metadata.json): four sequence
+# features, no masked positions (PL-BERT masks whole words at train time). `input_ids`: StyleTTS 2's
+# phoneme ids (`albert_tf.tokenization.plbert_symbols`), each word's followed by the separator " ";
+# `input_mask`: the instance (window) number from 1, 0 on padding; `word_ids`: the word-vocabulary id
+# (`word_vocab.txt`; 0 padding, 1 [UNK], 2 [SEP] on separators); `word_positions`: the word of its row,
+# from 1, 0 on separators and padding (whole-word masking picks words by it).
+ALBERT, PLBERT = "albert", "plbert"
+PLBERT_FEATURES = ("input_ids", "input_mask", "word_ids", "word_positions")
+PLBERT_REQUIRED_METADATA = ("format_version", "shards", "max_seq_length", "word_vocab_size", "symbols")
+WORD_VOCAB_FILE = "word_vocab.txt"
 # The sizes a reader shapes its tensors by: whole numbers of at least 1 (a `0` or `"3"` once reached
 # tf.data as a broadcasting traceback). The others only describe the data.
-SIZE_FIELDS = ("max_seq_length", "max_predictions_per_seq", "max_instances_per_row", "max_predictions_per_row")
+SIZE_FIELDS = (
+    "max_seq_length",
+    "max_predictions_per_seq",
+    "max_instances_per_row",
+    "max_predictions_per_row",
+    "word_vocab_size",
+    "symbols",
+)
 OPTIONAL_FIELDS = {
     "num_instances": int,
     "vocab_size": int,
@@ -57,6 +74,9 @@ OPTIONAL_FIELDS = {
     "shard_files": dict,
     "features": dict,
     "input_files": list,
+    "objective": str,
+    "language": str,
+    "word_vocab_sha256": str,
 }
 
 
@@ -121,6 +141,15 @@ def feature_spec(max_seq_length: int, predictions: int, max_instances_per_row: i
     return spec
 
 
+def plbert_feature_spec(max_seq_length: int) -> Dict[str, dict]:
+    """PL-BERT rows' features (`PLBERT_FEATURES`): int64, `max_seq_length` each.
+
+    >>> sorted(plbert_feature_spec(8))
+    ['input_ids', 'input_mask', 'word_ids', 'word_positions']
+    """
+    return {name: {"dtype": "int64", "length": max_seq_length} for name in PLBERT_FEATURES}
+
+
 def model_inputs(packed: bool):
     """The features the pretrainer takes; the rest are labels (`labels`)."""
     return PACKED_MODEL_INPUTS if packed else MODEL_INPUTS
@@ -161,8 +190,9 @@ def check_metadata_fields(path: str, metadata: dict) -> None:
     The sizes (`SIZE_FIELDS`) are whole numbers ≥ 1, `shards` maps shard names to record counts;
     an optional field may be absent (data of older versions) or null.
     """
+    required = required_metadata(metadata)
     for name in SIZE_FIELDS:
-        if name in metadata or name in REQUIRED_METADATA:
+        if name in metadata or name in required:
             problem = _field_problem(metadata[name], int, 1)
             if problem:
                 raise DataError(f"{path}: field '{name}': {problem}")
@@ -186,6 +216,11 @@ def check_metadata_fields(path: str, metadata: dict) -> None:
         problem = _field_problem(records, int, 0)
         if problem:
             raise DataError(f"{path}: field 'shards': {name}: {problem}")
+
+
+def required_metadata(metadata: dict):
+    """The fields a metadata.json of its objective must have (PL-BERT's has no masked positions)."""
+    return PLBERT_REQUIRED_METADATA if metadata.get("objective") == PLBERT else REQUIRED_METADATA
 
 
 def _join(directory: str, name: str) -> str:
@@ -225,7 +260,9 @@ class PretrainingData:
             raise DataError(f"{path}: cannot be read ({error.strerror or error})") from None
         if not isinstance(metadata, dict):
             raise DataError(f"{path}: expected a JSON object, got {_json_type(metadata)}")
-        missing = [key for key in REQUIRED_METADATA if key not in metadata]
+        if metadata.get("objective", ALBERT) not in (ALBERT, PLBERT):
+            raise DataError(f"{path}: objective {metadata['objective']!r}: this albert_tf reads {ALBERT} and {PLBERT}")
+        missing = [key for key in required_metadata(metadata) if key not in metadata]
         if missing:
             raise DataError(f"{path}: missing field(s) {', '.join(missing)}")
         version = metadata["format_version"]
@@ -241,6 +278,26 @@ class PretrainingData:
     @property
     def max_seq_length(self) -> int:
         return self.metadata["max_seq_length"]
+
+    @property
+    def objective(self) -> str:
+        """What the rows train: `albert` (MLM + SOP; data made before PL-BERT) or `plbert` (phonemes)."""
+        return self.metadata.get("objective", ALBERT)
+
+    @property
+    def word_vocab_size(self) -> Optional[int]:
+        """PL-BERT data: the words of `word_vocab.txt` (with [PAD], [UNK], [SEP]); None for ALBERT data."""
+        return self.metadata.get("word_vocab_size")
+
+    @property
+    def word_vocab_path(self) -> Optional[str]:
+        return _join(self.directory, WORD_VOCAB_FILE) if self.objective == PLBERT else None
+
+    def features(self) -> Dict[str, dict]:
+        """Every feature's dtype and length, as the rows hold them (`feature_spec` or `plbert_feature_spec`)."""
+        if self.objective == PLBERT:
+            return plbert_feature_spec(self.max_seq_length)
+        return feature_spec(self.max_seq_length, self.predictions_per_row, self.max_instances_per_row)
 
     @property
     def max_predictions_per_seq(self) -> int:
@@ -308,7 +365,7 @@ class PretrainingData:
 
     def field_of(self, feature: str) -> str:
         """The metadata field that sets `feature`'s length."""
-        if feature in SEQUENCE_FEATURES:
+        if feature in SEQUENCE_FEATURES or feature in PLBERT_FEATURES:
             return "max_seq_length"
         if feature in PREDICTION_FEATURES:
             return (
@@ -324,7 +381,7 @@ class PretrainingData:
                 the layout lacks or has in surplus: `max_instances_per_row`, which sets the layout).
         """
         metadata = _join(self.directory, METADATA_FILE)
-        spec = feature_spec(self.max_seq_length, self.predictions_per_row, self.max_instances_per_row)
+        spec = self.features()
         wrong = {}
         for name, (dtype, length) in features.items():
             field = self.field_of(name)
@@ -399,6 +456,41 @@ def metadata_record(
         "vocab_type": vocab_type,
         "vocab_sha256": vocab_sha256,
         "task": task,
+        "settings": settings,
+        "input_files": input_files,
+        "counts": counts,
+    }
+
+
+def plbert_metadata_record(
+    *,
+    num_instances: int,
+    shards: Dict[str, int],
+    shard_files: Dict[str, dict],
+    max_seq_length: int,
+    max_instances_per_row: int,
+    word_vocab_size: int,
+    word_vocab_sha256: str,
+    symbols: int,
+    language: str,
+    settings: dict,
+    input_files: List[str],
+    counts: dict,
+) -> dict:
+    """The `metadata.json` of PL-BERT phoneme data (`data_prep.plbert`): `objective` says so."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "objective": PLBERT,
+        "num_instances": num_instances,
+        "shards": dict(sorted(shards.items())),
+        "shard_files": dict(sorted(shard_files.items())),
+        "features": plbert_feature_spec(max_seq_length),
+        "max_seq_length": max_seq_length,
+        "max_instances_per_row": max_instances_per_row,
+        "word_vocab_size": word_vocab_size,
+        "word_vocab_sha256": word_vocab_sha256,
+        "symbols": symbols,
+        "language": language,
         "settings": settings,
         "input_files": input_files,
         "counts": counts,

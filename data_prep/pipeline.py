@@ -41,7 +41,7 @@ import os
 import random
 import sys
 import uuid
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from albert_tf import preemption
 from albert_tf.locking import OutputDirLock
@@ -172,7 +172,7 @@ class Settings:
                 raise DataPrepError(message)
 
 
-def _hash(text: str) -> int:
+def text_hash(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
 
 
@@ -190,14 +190,14 @@ def merge_counts(counts: Sequence[dict]) -> dict:
     return total
 
 
-class _ReadDocuments(beam.DoFn):
+class ReadDocuments(beam.DoFn):
     def __init__(self, input_format: str):
         self.input_format = input_format
 
     def process(self, path):
         stats = documents_lib.ReadStats(path)
         for sentences in documents_lib.read_documents(path, self.input_format, stats):
-            yield MAIN, (_hash("\n".join(sentences)), sentences)
+            yield MAIN, (text_hash("\n".join(sentences)), sentences)
         if stats.replaced_bytes:
             logging.warning("%s: %d invalid UTF-8 sequences replaced with U+FFFD", path, stats.replaced_bytes)
         if stats.cut_sentences:
@@ -269,7 +269,7 @@ class _MakeInstances(beam.DoFn):
                 rng = random.Random(f"{s.random_seed}/{key}/{dupe}")
                 for number, instance in enumerate(self.builder.build(pool[index], pool, index, rng)):
                     _count_instance(counts, instance)
-                    sort_key = _hash(f"{s.random_seed}/{key}/{dupe}/{number}")
+                    sort_key = text_hash(f"{s.random_seed}/{key}/{dupe}/{number}")
                     yield MAIN, (sort_key % s.num_shards, (sort_key, pack_instance(instance)))
         yield STATS, merge_counts([stats, counts])
 
@@ -326,7 +326,7 @@ class _WriteShard(beam.DoFn):
 MAIN, STATS = 0, 1
 
 
-def _select(pcoll, kind: int, label: str):
+def select(pcoll, kind: int, label: str):
     """The values of `pcoll`'s (kind, value) pairs of one kind."""
     return pcoll | label >> beam.FlatMap(lambda item: [item[1]] if item[0] == kind else [])
 
@@ -343,9 +343,9 @@ def build_pipeline(
     read = (
         pipeline
         | "InputFiles" >> beam.Create(input_paths)
-        | "ReadDocuments" >> beam.ParDo(_ReadDocuments(settings.input_format))
+        | "ReadDocuments" >> beam.ParDo(ReadDocuments(settings.input_format))
     )
-    documents = _select(read, MAIN, "Documents")
+    documents = select(read, MAIN, "Documents")
     if settings.instance_options().needs_other_documents:
         num_documents = beam.pvalue.AsSingleton(documents | "CountDocuments" >> beam.combiners.Count.Globally())
         keyed = documents | "ToPools" >> beam.Map(
@@ -355,31 +355,31 @@ def build_pipeline(
         keyed = documents | "OnePerBucket" >> beam.Map(lambda kv: (kv[0], kv))
     made = keyed | "GroupBuckets" >> beam.GroupByKey() | "MakeInstances" >> beam.ParDo(_MakeInstances(settings))
     written = (
-        _select(made, MAIN, "Records")
+        select(made, MAIN, "Records")
         | "GroupShards" >> beam.GroupByKey()
         | "WriteShards" >> beam.ParDo(_WriteShard(temp_dir, settings))
     )
 
     counts_path = FileSystems.join(temp_dir, "_counts.json")
     _ = (
-        (_select(read, STATS, "ReadStats"), _select(made, STATS, "InstanceStats"), written)
+        (select(read, STATS, "ReadStats"), select(made, STATS, "InstanceStats"), written)
         | "AllCounts" >> beam.Flatten()
         | "MergeCounts" >> beam.CombineGlobally(merge_counts)
-        | "WriteCounts" >> beam.Map(_write_json, counts_path)
+        | "WriteCounts" >> beam.Map(write_json_file, counts_path)
     )
 
 
-def _write_json(value, path):
+def write_json_file(value, path):
     with FileSystems.create(path) as stream:
         stream.write(json.dumps(value, indent=2, sort_keys=True).encode("utf-8"))
 
 
-def _read_json(path):
+def read_json_file(path):
     with FileSystems.open(path) as stream:
         return json.loads(stream.read().decode("utf-8"))
 
 
-def _existing_outputs(output_dir: str) -> List[str]:
+def existing_outputs(output_dir: str) -> List[str]:
     pattern = FileSystems.join(output_dir, "*")
     found = FileSystems.match([pattern])[0].metadata_list
     return sorted(m.path for m in found if is_shard_name(m.path) or os.path.basename(m.path) == METADATA_FILE)
@@ -394,41 +394,51 @@ def run(settings: Settings, pipeline_args: Optional[List[str]] = None) -> dict:
             `output_dir` is touched in any of these cases.
     """
     settings.validate()
-    _check_runner_supports(settings, _pipeline_options(pipeline_args or []))
+    check_runner_supports(pipeline_options(pipeline_args or []), settings.instance_options().needs_other_documents)
     if settings.tokenizer is None:
         raise DataPrepError(f"no vocabulary: give {vocabulary_flags()}")
+    input_paths = input_paths_of(settings.input_file)
+    tokenizer = settings.tokenizer
+    wait_for_dask(pipeline_options(pipeline_args or []), settings.dask_wait_seconds)
+    return run_locked(settings.output_dir, lambda: _write_dataset(settings, pipeline_args, input_paths, tokenizer))
+
+
+def input_paths_of(patterns: str) -> List[str]:
+    """The sorted files of `--input_file`'s patterns; `DataPrepError` naming a pattern that matches none."""
     try:
-        input_paths = documents_lib.expand_input_patterns(settings.input_file)
+        return documents_lib.expand_input_patterns(patterns)
     except (OSError, ValueError) as error:
         raise DataPrepError(str(error)) from None
-    tokenizer = settings.tokenizer
-    _wait_for_dask(_pipeline_options(pipeline_args or []), settings.dask_wait_seconds)
-    with OutputDirLock(settings.output_dir):
-        removed = remove_stale_staging(settings.output_dir)
+
+
+def run_locked(output_dir: str, write: Callable[[], dict]) -> dict:
+    """`write()` under `output_dir`'s lock, after removing stale staging; a worker's disk error is one line."""
+    with OutputDirLock(output_dir):
+        removed = remove_stale_staging(output_dir)
         if removed:
             logging.warning(
-                "%s: removed %d staging directories of earlier runs that did not finish", settings.output_dir, removed
+                "%s: removed %d staging directories of earlier runs that did not finish", output_dir, removed
             )
         try:
-            return _write_dataset(settings, pipeline_args, input_paths, tokenizer)
+            return write()
         except DataPrepError:
             raise
         except Exception as error:  # noqa: BLE001  (Beam wraps a worker's OSError in a RuntimeError)
-            if _cause_in(error, preemption.Terminated) is not None:
+            if cause_in(error, preemption.Terminated) is not None:
                 # SIGTERM landed inside a Beam stage, which re-raised it wrapped: unwind as the CLI expects.
                 raise preemption.Terminated() from None
-            cause = _cause_in(error, OSError)
+            cause = cause_in(error, OSError)
             if cause is None:
                 raise
             why = "no space left on device" if cause.errno == errno.ENOSPC else (cause.strerror or str(cause))
             raise DataPrepError(
-                f"{settings.output_dir}: {why} while writing the dataset; nothing was published "
+                f"{output_dir}: {why} while writing the dataset; nothing was published "
                 "(any earlier dataset there is intact)"
             ) from None
 
 
 @contextlib.contextmanager
-def _worker_tracebacks_unlogged():
+def worker_tracebacks_unlogged():
     """Beam logs a failing bundle's traceback at ERROR before re-raising, and Dask's client logs its lost
     connection's; the CLI says what happened in one line.
 
@@ -448,7 +458,7 @@ def _worker_tracebacks_unlogged():
             logger.setLevel(level)
 
 
-def _cause_in(error: BaseException, kind: type) -> Optional[BaseException]:
+def cause_in(error: BaseException, kind: type) -> Optional[BaseException]:
     """The `kind` error `error` is, or was raised from (Beam re-raises a worker's as a RuntimeError)."""
     seen = set()
     while error is not None and id(error) not in seen:
@@ -459,25 +469,45 @@ def _cause_in(error: BaseException, kind: type) -> Optional[BaseException]:
     return None
 
 
-def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], tokenizer) -> dict:
-    existing = _existing_outputs(settings.output_dir) if FileSystems.exists(settings.output_dir) else []
-    if existing and not settings.overwrite:
+@contextlib.contextmanager
+def staging(output_dir: str, overwrite: bool):
+    """Yields (a new staging directory inside `output_dir`, the dataset files already there); removes the
+    staging directory on the way out. Refuses a dataset already there without `overwrite`."""
+    existing = existing_outputs(output_dir) if FileSystems.exists(output_dir) else []
+    if existing and not overwrite:
         raise DataPrepError(
-            f"{settings.output_dir} already holds a dataset ({os.path.basename(existing[0])}, "
+            f"{output_dir} already holds a dataset ({os.path.basename(existing[0])}, "
             f"...); pass --overwrite to replace it"
         )
-    temp_dir = FileSystems.join(settings.output_dir, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
+    temp_dir = FileSystems.join(output_dir, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
     try:  # from its creation: a signal landing just after it must not leave an empty staging directory
         FileSystems.mkdirs(temp_dir)
-        options = _pipeline_options(pipeline_args or [])
-        with _worker_tracebacks_unlogged():
-            pipeline = beam.Pipeline(options=PipelineOptions(options))
-            build_pipeline(pipeline, settings, input_paths, tokenizer, temp_dir)
-            result = pipeline.run()
-            result.wait_until_finish()
-        preemption.check_terminated()  # a SIGTERM during the pipeline whose raise was swallowed: publish nothing
-        _check_every_task_finished(result, settings.output_dir)
-        counts = _read_json(FileSystems.join(temp_dir, "_counts.json"))
+        yield temp_dir, existing
+    finally:
+        if FileSystems.exists(temp_dir):
+            FileSystems.delete([temp_dir])
+
+
+def run_beam(pipeline_args, build: Callable[[beam.Pipeline], None], output_dir: str) -> None:
+    """Builds the pipeline (`build(pipeline)`) with data_prep's Beam options and runs it to the end."""
+    options = pipeline_options(pipeline_args or [])
+    with worker_tracebacks_unlogged():
+        pipeline = beam.Pipeline(options=PipelineOptions(options))
+        build(pipeline)
+        result = pipeline.run()
+        result.wait_until_finish()
+    preemption.check_terminated()  # a SIGTERM during the pipeline whose raise was swallowed: publish nothing
+    check_every_task_finished(result, output_dir)
+
+
+def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], tokenizer) -> dict:
+    with staging(settings.output_dir, settings.overwrite) as (temp_dir, existing):
+        run_beam(
+            pipeline_args,
+            lambda pipeline: build_pipeline(pipeline, settings, input_paths, tokenizer, temp_dir),
+            settings.output_dir,
+        )
+        counts = read_json_file(FileSystems.join(temp_dir, "_counts.json"))
         if not counts.get("instances"):
             raise DataPrepError(
                 f"no training instances: the inputs ({settings.input_file}) hold no text "
@@ -513,11 +543,11 @@ def _write_dataset(settings: Settings, pipeline_args, input_paths: List[str], to
             input_files=input_paths,
             counts=counts,
         )
-        _publish(settings, temp_dir, existing, metadata, tokenizer)
+        # The vocabulary travels with the data: pretraining on it needs no vocabulary flag and every
+        # model it publishes carries its tokenizer.
+        vocabulary = {tokenizer.asset_name: tokenizer.model_proto, TOKENIZER_FILE: tokenizer_json(tokenizer)}
+        publish(settings.output_dir, temp_dir, existing, metadata, vocabulary)
         return metadata
-    finally:
-        if FileSystems.exists(temp_dir):
-            FileSystems.delete([temp_dir])
 
 
 def row_fill(counts: dict, rows: int, max_seq_length: int) -> dict:
@@ -530,7 +560,7 @@ def row_fill(counts: dict, rows: int, max_seq_length: int) -> dict:
     }
 
 
-def _check_every_task_finished(result, output_dir: str) -> None:
+def check_every_task_finished(result, output_dir: str) -> None:
     """Beam's DaskRunner reports DONE when its scheduler is lost mid-job (the futures end cancelled)."""
     futures = getattr(result, "futures", None)  # a DaskRunnerResult's; other runners raise on failure
     if not futures:
@@ -540,7 +570,7 @@ def _check_every_task_finished(result, output_dir: str) -> None:
         return
     client = result.client
     address = getattr(client.scheduler, "address", None) or "its scheduler"
-    with _worker_tracebacks_unlogged():  # the client's reconnect attempts, cancelled
+    with worker_tracebacks_unlogged():  # the client's reconnect attempts, cancelled
         client.close(timeout=5)
     statuses = ", ".join(sorted({future.status for future in unfinished}))
     raise DataPrepError(
@@ -561,18 +591,13 @@ def sentences_per_document_note(counts: dict, task: str) -> str:
     )
 
 
-def _publish(settings: Settings, temp_dir: str, existing: List[str], metadata: dict, tokenizer):
-    """Moves the finished shards and the vocabulary into place; metadata.json goes last.
-
-    The vocabulary (`spm.model`/`vocab.txt` + `tokenizer.json`) travels with the data, so that
-    pretraining on it needs no vocabulary flag and every model it publishes carries its tokenizer.
-    """
-    metadata_path = FileSystems.join(settings.output_dir, METADATA_FILE)
+def publish(output_dir: str, temp_dir: str, existing: List[str], metadata: dict, files: Dict[str, bytes]):
+    """Moves the finished shards and `files` ({name: bytes}, the vocabulary) into place; metadata.json goes last."""
+    metadata_path = FileSystems.join(output_dir, METADATA_FILE)
     # Written before the old dataset goes: a full disk then fails with the old one intact.
     staged = FileSystems.join(temp_dir, METADATA_FILE)
-    _write_json(metadata, staged)
-    vocabulary = {tokenizer.asset_name: tokenizer.model_proto, TOKENIZER_FILE: tokenizer_json(tokenizer)}
-    for name, data in vocabulary.items():
+    write_json_file(metadata, staged)
+    for name, data in files.items():
         with FileSystems.create(FileSystems.join(temp_dir, name)) as stream:
             stream.write(data)
     if existing:
@@ -580,10 +605,8 @@ def _publish(settings: Settings, temp_dir: str, existing: List[str], metadata: d
         if metadata_path in existing:
             FileSystems.delete([metadata_path])
         FileSystems.delete([p for p in existing if p != metadata_path])
-    names = list(metadata["shards"]) + list(vocabulary)
-    FileSystems.rename(
-        [FileSystems.join(temp_dir, n) for n in names], [FileSystems.join(settings.output_dir, n) for n in names]
-    )
+    names = list(metadata["shards"]) + list(files)
+    FileSystems.rename([FileSystems.join(temp_dir, n) for n in names], [FileSystems.join(output_dir, n) for n in names])
     FileSystems.rename([staged], [metadata_path])
 
 
@@ -623,7 +646,7 @@ def beam_arguments(args: List[str]) -> Tuple[List[str], List[str]]:
     Raises:
         DataPrepError: an unknown runner, or a value an option cannot take (`--direct_num_workers abc`).
     """
-    options = _pipeline_options(args)
+    options = pipeline_options(args)
     _load_runners(options)
     parsers = []
 
@@ -639,8 +662,11 @@ def beam_arguments(args: List[str]) -> Tuple[List[str], List[str]]:
     return unknown, sorted(names)
 
 
-def _check_runner_supports(settings: Settings, options: List[str]) -> None:
-    """Refuses what a runner is known to get wrong, or cannot start without, before any work."""
+def check_runner_supports(options: List[str], needs_other_documents: bool = False) -> None:
+    """Refuses what a runner is known to get wrong, or cannot start without, before any work.
+
+    `needs_other_documents`: the job draws from other documents through a side input sized by a count.
+    """
     unknown, _ = beam_arguments(options)
     if unknown:
         raise DataPrepError(f"{unknown[0]}: neither a flag of data_prep nor an option of Beam")
@@ -650,7 +676,7 @@ def _check_runner_supports(settings: Settings, options: List[str]) -> None:
     dask = f"--runner={DASK_RUNNER}" in options
     if dask and importlib.util.find_spec("distributed") is None:
         raise DataPrepError("--runner DaskRunner needs dask and distributed: pip install 'dask[bag]' distributed")
-    if dask and settings.instance_options().needs_other_documents:
+    if dask and needs_other_documents:
         # Beam 2.77's DaskRunner recomputes a side input inside a task with the ParDos' output lists
         # already filled: the document count (the side input that sizes the document pools) comes out
         # doubled, so the pools, hence the bytes, differ from every other runner's.
@@ -662,7 +688,7 @@ def _check_runner_supports(settings: Settings, options: List[str]) -> None:
         )
 
 
-def _wait_for_dask(options: List[str], seconds: float) -> None:
+def wait_for_dask(options: List[str], seconds: float) -> None:
     """Waits at most `seconds` for the Dask scheduler the options name to answer and have a worker.
 
     Beam's DaskRunner would wait for ever on an address that answers but is no scheduler (an HTTP
@@ -696,7 +722,7 @@ def _wait_for_dask(options: List[str], seconds: float) -> None:
         finally:  # also when cancelled at the deadline
             await client.close(timeout=min(seconds, 5))
 
-    with _worker_tracebacks_unlogged():  # distributed logs each failed attempt
+    with worker_tracebacks_unlogged():  # distributed logs each failed attempt
         try:
             asyncio.run(asyncio.wait_for(probe(), seconds))
         except (OSError, ValueError, asyncio.TimeoutError) as error:  # (3.10: asyncio's is no OSError)
@@ -713,7 +739,7 @@ def _wait_for_dask(options: List[str], seconds: float) -> None:
             ) from None
 
 
-def _pipeline_options(args: List[str]) -> List[str]:
+def pipeline_options(args: List[str]) -> List[str]:
     """Beam options; locally the FnApiRunner, several workers meaning several processes.
 
     Without `--runner` we name Beam's local FnApiRunner: the DirectRunner would

@@ -135,10 +135,12 @@ def _tflite(path: str) -> dict:
 
 
 def _data(path: str) -> dict:
-    from albert_tf.shard_set import PretrainingData
+    from albert_tf.shard_set import PLBERT, PretrainingData
 
     data = PretrainingData.load(path)  # every field checked: a wrong one is one line naming it
     metadata = data.metadata
+    if data.objective == PLBERT:
+        return _plbert_data(path, data)
     keys = ("task", "num_instances", "max_seq_length", "max_instances_per_row", "vocab_type", "vocab_size")
     found = {"path": path, "format": "pretraining data", **{k: metadata.get(k) for k in keys}}
     found["max_instances_per_row"] = data.max_instances_per_row  # 1 for data made before packing
@@ -148,6 +150,25 @@ def _data(path: str) -> dict:
     run = _run_record(path)
     if run is not None:
         found["run"] = run
+    return found
+
+
+def _plbert_data(path: str, data) -> dict:
+    """PL-BERT phoneme data: its language, symbol table, word vocabulary and counts."""
+    metadata = data.metadata
+    keys = ("objective", "language", "num_instances", "max_seq_length", "symbols", "word_vocab_size")
+    found = {"path": path, "format": "pretraining data", **{k: metadata.get(k) for k in keys}}
+    found["word_vocab_file"] = data.word_vocab_path
+    found["max_instances_per_row"] = data.max_instances_per_row
+    found["shards"] = len(data.shard_names)
+    counts = metadata.get("counts") or {}
+    names = ("documents", "words", "phonemes", "unknown_words", "empty_words", "unknown_symbols")
+    found["counts"] = {k: counts[k] for k in names if k in counts}
+    found["counts"]["rows"] = (counts.get("packing") or {}).get("rows")
+    found["settings"] = metadata.get("settings")
+    run = _run_record(path)
+    if run is not None:
+        found["run"] = {k: v for k, v in run.items() if k != "flags"}  # the other objective's flags would mislead
     return found
 
 

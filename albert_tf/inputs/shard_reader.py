@@ -47,6 +47,11 @@ def feature_description(
     }
 
 
+def data_feature_description(data: PretrainingData) -> Dict[str, tf.io.FixedLenFeature]:
+    """`tf.io.parse_example` spec of a data directory's rows, whatever its objective (ALBERT's or PL-BERT's)."""
+    return {name: tf.io.FixedLenFeature([f["length"]], _DTYPES[f["dtype"]]) for name, f in data.features().items()}
+
+
 def decode_batch(serialized: tf.Tensor, spec: Dict[str, tf.io.FixedLenFeature]) -> Dict[str, tf.Tensor]:
     """Parses a batch of Examples; int64 becomes int32 as the original's input_fn."""
     features = tf.io.parse_example(serialized, spec)
@@ -83,12 +88,16 @@ def resolve_input(patterns: str, flag: str = "--input_file") -> PretrainingInput
         raise DataError(f"{flag} {patterns!r}: no shard listed in the metadata.json of the matched directories")
     first, *others = datasets.values()
     for other in others:
+        if other.objective != first.objective:
+            raise DataError(
+                f"{other.directory} and {first.directory}: {other.objective} and {first.objective} data in one run"
+            )
         if other.max_instances_per_row != first.max_instances_per_row:
             raise DataError(
                 f"{other.directory} and {first.directory}: {packing(other)} and {packing(first)} in one run; "
                 "make both with the same create_pretraining_data --max_instances_per_row"
             )
-        for key in ("max_seq_length", "max_predictions_per_seq", "vocab_size", "vocab_sha256"):
+        for key in ("max_seq_length", "max_predictions_per_seq", "vocab_size", "vocab_sha256", "word_vocab_sha256"):
             if other.metadata.get(key) != first.metadata.get(key):
                 raise DataError(f"{other.directory} and {first.directory} differ in {key}")
     for data in datasets.values():
