@@ -5,6 +5,8 @@ separator " ", `input_mask` numbering instances, `word_positions` numbering word
 """
 
 import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -19,6 +21,7 @@ from albert_tf.models.plbert import PlbertPretrainer, plbert_config
 from albert_tf.pretraining import plbert_masking, plbert_objective
 
 from command_helpers import run_command
+from paths import REPO
 
 SEPARATOR, MASK = plbert_masking.SEPARATOR_ID, plbert_masking.MASK_ID
 WORD_VOCAB = 50
@@ -101,6 +104,46 @@ def test_chunked_word_cross_entropy_equals_the_full_one_with_its_gradient():
         input_signature=[tf.TensorSpec([None, None, 8], tf.float32)],
     )
     np.testing.assert_allclose(float(traced(x)), float(full), rtol=1e-6)
+
+
+JAX_WORD_STATS = """
+import sys, jax, numpy as np
+from albert_tf.pretraining import plbert_objective
+a = dict(np.load(sys.argv[1]))
+def nll(x, kernel, bias, labels, weights):
+    return plbert_objective.word_stats(x, kernel, bias, labels, weights, 4)["word_nll"]
+value, grads = jax.jit(jax.value_and_grad(nll, (0, 1, 2)))(a["x"], a["kernel"], a["bias"], a["labels"], a["weights"])
+np.savez(sys.argv[2], nll=np.asarray(value), *[np.asarray(g) for g in grads])
+"""
+
+
+@pytest.mark.slow
+def test_the_chunked_word_loss_and_its_gradient_are_the_same_on_jax(tmp_path):
+    rng = np.random.default_rng(8)
+    arrays = {
+        "x": rng.normal(size=(2, 9, 8)).astype("float32"),
+        "kernel": rng.normal(size=(8, 23)).astype("float32"),
+        "bias": rng.normal(size=(23,)).astype("float32"),
+        "labels": rng.integers(0, 23, (2, 9)).astype("int32"),
+        "weights": (rng.random((2, 9)) < 0.8).astype("float32"),
+    }
+    np.savez(tmp_path / "in.npz", **arrays)
+    variables = [tf.Variable(arrays[k]) for k in ("x", "kernel", "bias")]
+    with tf.GradientTape() as tape:
+        full = full_word_nll(*variables, arrays["labels"], arrays["weights"])
+    expected = tape.gradient(full, variables)
+    result = subprocess.run(
+        [sys.executable, "-c", JAX_WORD_STATS, str(tmp_path / "in.npz"), str(tmp_path / "out.npz")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3"},
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = np.load(tmp_path / "out.npz")
+    np.testing.assert_allclose(got["nll"], float(full), rtol=1e-6)
+    for i, want in enumerate(expected):
+        np.testing.assert_allclose(got[f"arr_{i}"], want.numpy(), rtol=1e-5, atol=1e-6)
 
 
 # ---- masking ---------------------------------------------------------------------------------
