@@ -16,6 +16,7 @@ import tensorflow as tf
 from albert_tf import formats
 from albert_tf.convert_checkpoint import convert
 from albert_tf.formats import plbert as plbert_format
+from albert_tf.models import plbert as plbert_model
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.plbert import PlbertPretrainer, plbert_config
 from albert_tf.pretraining import plbert_masking, plbert_objective
@@ -23,7 +24,7 @@ from albert_tf.pretraining import plbert_masking, plbert_objective
 from command_helpers import run_command
 from paths import REPO
 
-SEPARATOR, MASK = plbert_masking.SEPARATOR_ID, plbert_masking.MASK_ID
+SEPARATOR, MASK = plbert_model.SEPARATOR_ID, plbert_model.MASK_ID
 WORD_VOCAB = 50
 LENGTH = 48
 

@@ -46,6 +46,7 @@ from albert_tf.formats.table import (
     export_table,
     load_table,
 )
+from albert_tf.models import plbert as plbert_model
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.plbert import PlbertPretrainer
 
@@ -98,17 +99,15 @@ def name_table(config: AlbertConfig) -> List[TensorMapping]:
 # ---- config.yml ---------------------------------------------------------------------------
 def config_yml(config: AlbertConfig) -> Dict:
     """config.yml: `model_params` (HF AlbertConfig kwargs) and the reference's masking in `dataset_params`."""
-    from albert_tf.pretraining import plbert_masking  # TensorFlow: loaded only when writing
-
     values = hf.hf_config(config, "AlbertModel")
     return {
         "dataset_params": {
             "token_separator": " ",
             "token_mask": "M",
             "max_mel_length": config.max_position_embeddings,
-            "word_mask_prob": plbert_masking.WORD_MASK_PROB,
-            "phoneme_mask_prob": plbert_masking.PHONEME_MASK_PROB,
-            "replace_prob": plbert_masking.REPLACE_PROB,
+            "word_mask_prob": plbert_model.WORD_MASK_PROB,
+            "phoneme_mask_prob": plbert_model.PHONEME_MASK_PROB,
+            "replace_prob": plbert_model.REPLACE_PROB,
         },
         "model_params": {name: values[name] for name in (*REQUIRED_FIELDS, "layer_norm_eps")},
     }

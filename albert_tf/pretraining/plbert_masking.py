@@ -33,12 +33,7 @@ Example:
 
 import tensorflow as tf
 
-WORD_MASK_PROB = 0.15  # the reference's config.yml `word_mask_prob`
-REPLACE_PROB = 0.2  # `replace_prob`: a picked word is not given "M" (random or kept)
-PHONEME_MASK_PROB = 0.1  # `phoneme_mask_prob`: a picked word gets random phonemes
-# StyleTTS 2's symbol table ("$" + ';:,.!?¡¿—…"«»“” ' + A-Z a-z + IPA): " " is 16, "M" is 17 + 12.
-SEPARATOR_ID = 16  # the reference's `token_separator` " ", after every word
-MASK_ID = 29  # the reference's `token_mask` "M"
+from albert_tf.models.plbert import MASK_ID, PHONEME_MASK_PROB, REPLACE_PROB, SEPARATOR_ID, WORD_MASK_PROB
 
 
 def mask_words(
