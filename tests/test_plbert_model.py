@@ -338,3 +338,21 @@ def test_the_shipped_config_is_the_references():
         "num_hidden_layers": 12,
     }
     assert params["hidden_act"] == "gelu_new" and params["embedding_size"] == 128
+
+
+def test_an_encoder_alone_is_written_without_heads_and_torch_is_asked_for_by_name(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    backbone = randomized(tiny_model()).backbone
+    plbert_format.save_plbert_dir(backbone, str(tmp_path))
+    keys = list(torch.load(str(tmp_path / "step_0.t7"))["net"])
+    assert all(k.startswith("module.encoder.") for k in keys) and "module.encoder.embeddings.position_ids" in keys
+    loaded = formats.load(str(tmp_path))
+    assert type(loaded.model) is AlbertBackbone
+    assert plbert_format.FORMAT.unwritten(backbone) == []
+    from albert_tf import AlbertPretrainer
+
+    [note] = plbert_format.FORMAT.unwritten(AlbertPretrainer(backbone))
+    assert "AlbertPretrainer's heads are not written" in note
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if PyTorch were not installed
+    with pytest.raises(plbert_format.PlbertFileError, match=r"^the plbert format needs PyTorch: pip install torch$"):
+        formats.load(str(tmp_path))
