@@ -356,3 +356,43 @@ def test_an_encoder_alone_is_written_without_heads_and_torch_is_asked_for_by_nam
     monkeypatch.setitem(sys.modules, "torch", None)  # as if PyTorch were not installed
     with pytest.raises(plbert_format.PlbertFileError, match=r"^the plbert format needs PyTorch: pip install torch$"):
         formats.load(str(tmp_path))
+
+
+def test_a_checkpoint_saved_as_the_reference_trains_loads_with_its_outputs(tmp_path):
+    """The reference's train.ipynb: MultiTaskModel(AlbertModel, 2 Linears) under DataParallel, AdamW state kept."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    yaml = pytest.importorskip("yaml")
+    params = {
+        "vocab_size": 178,
+        "hidden_size": 32,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "max_position_embeddings": 64,
+        "num_hidden_layers": 2,
+        "dropout": 0.1,  # the reference's key, which HF's AlbertConfig stores and never reads
+    }
+    torch.manual_seed(0)
+    net = torch.nn.Module()
+    net.encoder = transformers.AlbertModel(transformers.AlbertConfig(**params))
+    net.mask_predictor = torch.nn.Linear(32, 178)
+    net.word_predictor = torch.nn.Linear(32, WORD_VOCAB)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
+    ids = torch.randint(1, 178, (2, 10))
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    out = net.encoder(ids, attention_mask=mask).last_hidden_state
+    (net.mask_predictor(out).sum() + net.word_predictor(out).sum()).backward()
+    optimizer.step()
+    state = {"module." + k: v for k, v in net.state_dict().items()}
+    torch.save({"net": state, "step": 99, "optimizer": optimizer.state_dict()}, str(tmp_path / "step_100.t7"))
+    (tmp_path / "config.yml").write_text(yaml.safe_dump({"log_dir": "Checkpoint", "model_params": params}))
+    loaded = formats.load(str(tmp_path)).model
+    assert type(loaded) is PlbertPretrainer and loaded.backbone.albert_config.hidden_dropout_prob == 0.0
+    with torch.no_grad():
+        hidden = net.eval().encoder(ids, attention_mask=mask).last_hidden_state
+        phoneme_logits = net.mask_predictor(hidden).numpy()
+        word_logits = net.word_predictor(hidden).numpy()
+    ours = loaded({"input_ids": ids.numpy().astype("int32"), "input_mask": mask.numpy().astype("int32")})
+    np.testing.assert_allclose(ours["phoneme_logits"].numpy(), phoneme_logits, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(loaded.word_head.logits(ours["sequence_output"]).numpy(), word_logits, atol=1e-5, rtol=0)
