@@ -71,7 +71,6 @@ def word_stats(sequence_output, word_kernel, word_bias, word_labels, word_weight
     labels = ops.reshape(ops.pad(labels, [[0, pad]]), (-1, chunk))
     weights = ops.reshape(ops.pad(weights, [[0, pad]]), (-1, chunk))
     vocab = ops.shape(kernel)[-1]
-
     chunks = ops.shape(x)[0]
 
     def chunk_at(i, x):
