@@ -1,12 +1,13 @@
 """Converts ALBERT weights between Google's TF1 layout, ours, HF transformers and keras-hub.
 
     python -m albert_tf.convert_checkpoint --input PATH --output_dir OUT \
-        [--output_format albert_tf|original|hf|keras_hub] [--albert_config_file CONFIG]
+        [--output_format albert_tf|original|hf|keras_hub|plbert] [--albert_config_file CONFIG]
 
 `--input` is detected: a TF1 checkpoint (prefix or directory; its
 `albert_config.json` beside it or `--albert_config_file`), our model
 directory (or `.keras` file, or run directory), an HF transformers directory
-(`config.json` + `model.safetensors`) or a keras-hub preset directory. The
+(`config.json` + `model.safetensors`), a keras-hub preset directory or a
+PL-BERT directory (`config.yml` + `step_<N>.t7`, as StyleTTS 2 loads it). The
 default output is our model directory: `albert_config.json` and
 `pretrainer.weights.h5` / `backbone.weights.h5` (`model.keras` for a task
 model) plus the vocabulary as `spm.model`. `--to_original` is
@@ -42,7 +43,7 @@ class ConvertSettings:
     albert_config_file: Optional[str] = option(None, "albert_config.json of a TF1 checkpoint (default: beside it).")
     # A string, not an enum of the formats' registry: reading the registry loads the models (seconds for --help).
     output_format: Optional[str] = option(
-        None, "Format to write: a registered format's name: hf, keras_hub, original (default albert_tf)."
+        None, "Format to write: a registered format's name: hf, keras_hub, original, plbert (default albert_tf)."
     )
     to_original: bool = option(False, "Same as --output_format=original.")
     tokenizer: Optional[Tokenizer] = None  # to ship instead of the one found with the input

@@ -6,6 +6,7 @@
 | `original` | Google's TF1 checkpoint (prefix or directory), `albert_config.json` beside it | `original` |
 | `hf` | an HF transformers directory (`config.json` + `model.safetensors`) | `hf` |
 | `keras_hub` | a keras-hub preset directory (`config.json` + `model.weights.h5`) | `keras_hub` |
+| `plbert` | a PL-BERT checkpoint directory (`config.yml` + `step_<N>.t7`), as StyleTTS 2 loads it | `plbert` |
 
 Each is a `base.Format` registered below; these calls loop over the
 registered formats and never name one. A `run_pretraining` / fine-tuning
@@ -36,7 +37,7 @@ Example:
 import os
 from typing import Dict, List, Optional, Tuple
 
-from albert_tf.formats import hf, keras_hub, native, original, run_dir
+from albert_tf.formats import hf, keras_hub, native, original, plbert, run_dir
 from albert_tf.formats.base import Format
 from albert_tf.formats.loaded import LoadedModel, ModelFileError
 from albert_tf.formats.table import CheckpointError, LoadReport, NoHeadsError, backbone_of
@@ -47,7 +48,7 @@ from albert_tf.models import (  # noqa: F401  (registers the task models that a 
     span_qa,
     span_qa_answerability,
     token_classifier,
-)
+)  # (albert_tf.formats.plbert imports and registers PlbertPretrainer)
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.tokenization import Tokenizer, check_vocab_size
@@ -86,6 +87,7 @@ register(keras_hub.FORMAT)
 register(hf.FORMAT)
 register(native.FORMAT)
 register(original.FORMAT)
+register(plbert.FORMAT)
 
 
 def names() -> Tuple[str, ...]:
@@ -145,7 +147,7 @@ def load(
             f"{path}: holds no model. Expected a .keras file, a directory with {native.KERAS_MODEL_FILE}, "
             f"our model directory ({native.CONFIG_FILE} + *.weights.h5), a run_pretraining "
             "output directory (final/ or best/), a TF1 checkpoint (prefix or directory), "
-            "an HF transformers directory or a keras-hub preset"
+            "an HF transformers directory, a keras-hub preset or a PL-BERT directory (config.yml + step_<N>.t7)"
         )
     loaded = format.load(path, albert_config_file, tokenizer, do_lower_case)
     if loaded.tokenizer is None:

@@ -239,9 +239,27 @@ def read_hf_config(path: str):
     if not isinstance(values, dict) or values.get("model_type") != "albert":
         raise ConfigError(f"{path}: field 'model_type' is {values.get('model_type')!r}, not 'albert'")
     merged = {**HF_DEFAULTS, **values}
+    architectures = merged.get("architectures") or ["AlbertModel"]
+    architecture = architectures[0]
+    config = albert_config_from_hf(values, path)
+    if architecture not in ARCHITECTURES:
+        raise ConfigError(
+            f"{path}: field 'architectures': {architecture!r} has no albert_tf model; "
+            f"supported: {', '.join(ARCHITECTURES)}"
+        )
+    dropout = merged["classifier_dropout_prob"]
+    return config, architecture, merged["hidden_dropout_prob"] if dropout is None else dropout
+
+
+def albert_config_from_hf(values: Dict, source: str) -> AlbertConfig:
+    """Our AlbertConfig of HF `AlbertConfig` keyword arguments (`values`; what it leaves out: HF's defaults).
+
+    Keys HF's `AlbertConfig` does not know are ignored, as HF stores them and never reads them.
+    """
+    merged = {**HF_DEFAULTS, **values}
 
     def fail(field, message):
-        raise ConfigError(f"{path}: field '{field}': {message}")
+        raise ConfigError(f"{source}: field '{field}': {message}")
 
     act = merged["hidden_act"]
     if act not in HF_TO_OUR_ACTIVATION:
@@ -250,15 +268,9 @@ def read_hf_config(path: str):
         fail("layer_norm_eps", f"{merged['layer_norm_eps']} is not supported; ALBERT uses 1e-12")
     if merged.get("position_embedding_type", "absolute") != "absolute":
         fail("position_embedding_type", f"{merged['position_embedding_type']!r}: only 'absolute'")
-    architectures = merged.get("architectures") or ["AlbertModel"]
-    architecture = architectures[0]
-    if architecture not in ARCHITECTURES:
-        fail("architectures", f"{architecture!r} has no albert_tf model; supported: {', '.join(ARCHITECTURES)}")
     ours = {name: merged[name] for name in REQUIRED_FIELDS}
     ours["hidden_act"] = HF_TO_OUR_ACTIVATION[act]
-    config = AlbertConfig.from_dict(ours, source=path)
-    dropout = merged["classifier_dropout_prob"]
-    return config, architecture, merged["hidden_dropout_prob"] if dropout is None else dropout
+    return AlbertConfig.from_dict(ours, source=source)
 
 
 # ---- files ------------------------------------------------------------------------------------
