@@ -25,11 +25,11 @@ from keras import ops
 from albert_tf.config import AlbertConfig
 from albert_tf.models.backbone import AlbertBackbone  # noqa: F401  (the docstring example)
 from albert_tf.models.task_base import TaskModel, head_initializer
+from albert_tf.tokenization.plbert_symbols import NUM_SYMBOLS, SYMBOL_IDS, WORD_SEPARATOR
 
-PLBERT_SYMBOLS = 178  # StyleTTS 2's phoneme symbol table (the reference's `num_tokens`)
-# StyleTTS 2's symbol table ("$" + ';:,.!?¡¿—…"«»“” ' + A-Z a-z + IPA): " " is 16, "M" is 17 + 12.
-SEPARATOR_ID = 16  # the reference's `token_separator` " ", after every word
-MASK_ID = 29  # the reference's `token_mask` "M"
+PLBERT_SYMBOLS = NUM_SYMBOLS  # StyleTTS 2's phoneme symbol table (the reference's `num_tokens`: 178)
+SEPARATOR_ID = SYMBOL_IDS[WORD_SEPARATOR]  # the reference's `token_separator` " ", after every word
+MASK_ID = SYMBOL_IDS["M"]  # the reference's `token_mask` "M"
 # The reference's config.yml `dataset_params` (its masking: albert_tf.pretraining.plbert_masking).
 WORD_MASK_PROB = 0.15  # `word_mask_prob`: a word is picked
 REPLACE_PROB = 0.2  # `replace_prob`: a picked word is not given "M" (random or kept)
