@@ -16,12 +16,7 @@ from paths import CONFIGS, REPO
 
 # (CLI module, its settings dataclass, fields whose flag is the CLI's own: a value it transforms or finds)
 CLIS = [
-    # run_pretraining's lengths default to the data's (metadata.json).
-    (
-        "albert_tf.cli.run_pretraining",
-        "albert_tf.pretraining.settings:PretrainSettings",
-        ("max_seq_length", "max_predictions_per_seq"),
-    ),
+    ("albert_tf.cli.run_pretraining", "albert_tf.pretraining.settings:PretrainSettings", ()),
     ("albert_tf.cli.run_pretraining", "albert_tf.distribution:DistributionSettings", ()),
     # The vocabulary flags' --do_lower_case (`define_vocabulary_flags`): the model's own vocabulary's setting.
     ("albert_tf.cli.run_classifier", "albert_tf.cli.run_classifier:ClassifierSettings", ("do_lower_case",)),
