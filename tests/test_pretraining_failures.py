@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -256,6 +257,66 @@ def test_pretraining_settings_refuse_values_out_of_range(tmp_path, name, value):
 
     with pytest.raises(PretrainingError, match=f"^--{name} {value}: must be"):
         PretrainSettings(output_dir=str(tmp_path), **{name: value})
+
+
+@pytest.mark.parametrize(
+    "changes,says",
+    [
+        ({"input_file": None}, "--input_file required (data_prep's output)"),
+        (
+            {"albert_config_file": None, "output_dir": ""},
+            "--albert_config_file, --output_dir required with --input_file",
+        ),
+        ({"do_train": False, "albert_config_file": None}, "--albert_config_file required with --nodo_train"),
+        ({"do_train": False, "dry_run": True}, "--dry_run plans a training run; drop --nodo_train"),
+        (
+            {"do_train": False, "input_file": None},
+            "--nodo_train needs --eval_file (the data to evaluate the checkpoints on)",
+        ),
+        (
+            {"init_from_group0": True},
+            "--init_from_group0 needs --init_checkpoint (the checkpoint whose group 0 starts every group)",
+        ),
+    ],
+)
+def test_pretraining_settings_say_what_the_run_lacks_before_any_work(tmp_path, changes, says):
+    import dataclasses
+
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
+
+    complete = PretrainSettings(
+        output_dir=str(tmp_path / "run"), input_file=str(tmp_path / "data"), albert_config_file="config.json"
+    )
+    complete.check_inputs()
+    lacking = dataclasses.replace(complete, **changes)
+    with pytest.raises(PretrainingError) as raised:
+        lacking.check_inputs()
+    assert str(raised.value) == says
+    with pytest.raises(PretrainingError, match=f"^{re.escape(says)}$"):
+        pretrain(lacking)  # refused first: no data read, nothing written
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_sequence_lengths_default_to_the_datas_and_given_ones_are_kept(pretraining_data):
+    from albert_tf.pretraining.settings import PretrainSettings
+    from albert_tf.shard_set import DataError, PretrainingData
+
+    data = PretrainingData.load(pretraining_data["data"])
+    metadata = json.loads(open(os.path.join(pretraining_data["data"], "metadata.json")).read())
+    unset = PretrainSettings(output_dir="run", input_file=pretraining_data["data"])
+    assert (unset.max_seq_length, unset.max_predictions_per_seq) == (None, None)
+    resolved = unset.for_data(data)
+    assert (resolved.max_seq_length, resolved.max_predictions_per_seq) == (
+        metadata["max_seq_length"],
+        metadata["max_predictions_per_seq"],
+    )
+    assert resolved.for_data(data) == resolved
+    given = PretrainSettings(output_dir="run", max_seq_length=2 * metadata["max_seq_length"]).for_data(data)
+    assert given.max_seq_length == 2 * metadata["max_seq_length"]  # kept, and refused against the data
+    assert given.max_predictions_per_seq == metadata["max_predictions_per_seq"]
+    with pytest.raises(DataError, match=rf"sequence length {metadata['max_seq_length']} \(--max_seq_length is"):
+        data.check_fits(given.max_seq_length, given.max_predictions_per_seq, data.vocab_size)
 
 
 @pytest.mark.realdata
