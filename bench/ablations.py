@@ -25,6 +25,7 @@ finished runs; an interrupted pretraining run resumes from its last checkpoint i
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
@@ -260,13 +261,16 @@ def model_config(args, run, work: pathlib.Path) -> str:
     return str(path)
 
 
-def train_settings(args, run, output_dir):
+def train_settings(args, run, output_dir, config_file, data):
     from albert_tf.pretraining.settings import PretrainSettings
 
     steps = run["steps"]
     every = max(1, steps // args.evals_per_run)
     return PretrainSettings(
         output_dir=output_dir,
+        input_file=data[f"train_{run['task']}"],
+        eval_file=data["eval_sop"],
+        albert_config_file=config_file,
         train_batch_size=args.batch,
         eval_batch_size=args.eval_batch,
         max_seq_length=args.seq,
@@ -284,7 +288,7 @@ def train_settings(args, run, output_dir):
     )
 
 
-def evaluate_on(settings, config_file, eval_sets: dict) -> dict:
+def evaluate_on(settings, eval_sets: dict) -> dict:
     """Each kept checkpoint of the run on each of `eval_sets` (curve key → data dir): {step: {key: metrics}}.
 
     The library's eval-only mode (`run_pretraining --nodo_train`), as a function.
@@ -293,7 +297,7 @@ def evaluate_on(settings, config_file, eval_sets: dict) -> dict:
 
     curve = {}
     for key, path in eval_sets.items():
-        for step, metrics in evaluate_checkpoints(settings, config_file, path).items():
+        for step, metrics in evaluate_checkpoints(dataclasses.replace(settings, eval_file=path)).items():
             curve.setdefault(step, {})[key] = {k: round(float(metrics[k]), 5) for k in METRICS}
     return curve
 
@@ -334,22 +338,16 @@ def pretraining_run(args, run, data, work: pathlib.Path, out: pathlib.Path) -> d
 
     config_file = model_config(args, run, work)
     output_dir = str(work / "runs" / run["name"])
-    settings = train_settings(args, run, output_dir)
+    settings = train_settings(args, run, output_dir, config_file, data)
     began = time.time()
-    summary = pretrain(
-        settings,
-        config_file,
-        data[f"train_{run['task']}"],
-        eval_file=data["eval_sop"],
-        tokenizer=SentencePieceTokenizer(data["spm"]),
-    )
+    summary = pretrain(settings, tokenizer=SentencePieceTokenizer(data["spm"]))
     train_seconds = time.time() - began
     # The SOP eval set during training (pretrain's own eval); the pair afterwards also on the NSP eval set
     # and on (a slice of) its own training data: "fit" tells "not learnt" from "learnt, not generalized".
     eval_sets = {}
     if "sop_nsp" in run["studies"]:
         eval_sets = {"eval_nsp": data["eval_nsp"], "fit": data[f"train_{run['task']}"]}
-    other, params = evaluate_on(settings, config_file, eval_sets), count_params(config_file)
+    other, params = evaluate_on(settings, eval_sets), count_params(config_file)
     curve = []
     for step, metrics in sorted(read_eval_results(output_dir).items()):
         curve.append({"step": step, "eval_sop": metrics, **other.get(step, {})})

@@ -100,6 +100,9 @@ def run(args, precision, config_file, data, work: pathlib.Path) -> dict:
     shutil.rmtree(output_dir, ignore_errors=True)  # a fresh run each time: the curve starts at step 1
     settings = PretrainSettings(
         output_dir=str(output_dir),
+        input_file=data["train"],
+        eval_file=data["eval"],
+        albert_config_file=config_file,
         train_batch_size=args.batch,
         eval_batch_size=32,
         max_seq_length=args.seq,
@@ -115,9 +118,7 @@ def run(args, precision, config_file, data, work: pathlib.Path) -> dict:
         verbose=False,
     )
     began = time.perf_counter()
-    summary = pretrain(
-        settings, config_file, data["train"], eval_file=data["eval"], tokenizer=SentencePieceTokenizer(data["spm"])
-    )
+    summary = pretrain(settings, tokenizer=SentencePieceTokenizer(data["spm"]))
     seconds = time.perf_counter() - began
     curve = [
         {"step": int(h["step"]), **{k: round(float(h[k]), 5) for k in CURVE_KEYS if k in h}}

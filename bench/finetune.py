@@ -68,6 +68,8 @@ def pretrain(args, work):
     (work / "albert_config.json").write_text(json.dumps(config))
     settings = PretrainSettings(
         output_dir=str(work / "pretrain"),
+        input_file=str(work / "data"),
+        albert_config_file=str(work / "albert_config.json"),
         train_batch_size=args.pretrain_batch,
         max_seq_length=args.seq,
         num_train_steps=args.pretrain_steps,
@@ -79,9 +81,7 @@ def pretrain(args, work):
         log_every_steps=args.pretrain_steps // 5,
         verbose=False,
     )
-    summary = run_pretraining(
-        settings, str(work / "albert_config.json"), str(work / "data"), tokenizer=SentencePieceTokenizer(spm)
-    )
+    summary = run_pretraining(settings, tokenizer=SentencePieceTokenizer(spm))
     return str(work / "pretrain"), {k: summary.get(k) for k in ("end_step", "eval")}
 
 

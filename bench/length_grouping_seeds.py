@@ -62,6 +62,8 @@ def pretrained_tiny(work: pathlib.Path, data: pathlib.Path) -> dict:
     (work / "albert_config.json").write_text(json.dumps({**config, "vocab_size": 4000}))
     settings = PretrainSettings(
         output_dir=str(work / "pretrained"),
+        input_file=str(work / "data"),
+        albert_config_file=str(work / "albert_config.json"),
         train_batch_size=32,
         max_seq_length=PRETRAIN_SEQ,
         num_train_steps=800,
@@ -72,7 +74,7 @@ def pretrained_tiny(work: pathlib.Path, data: pathlib.Path) -> dict:
         log_every_steps=100,
         verbose=False,
     )
-    pretrain(settings, str(work / "albert_config.json"), str(work / "data"), tokenizer=load_tokenizer(spm))
+    pretrain(settings, tokenizer=load_tokenizer(spm))
     result = {"run_dir": str(work / "pretrained"), "spm": str(work / "pretrained" / "final" / "spm.model")}
     done.write_text(json.dumps(result))
     return result

@@ -47,12 +47,13 @@ from albert_tf.pretraining.job import pretrain
 from albert_tf.pretraining.settings import PretrainSettings
 data, eval_data, config, output_dir, steps, seed, eval_every, eval_steps, batch = sys.argv[1:10]
 settings = PretrainSettings(
-    output_dir=output_dir, train_batch_size=int(batch), eval_batch_size=32, max_seq_length=128,
+    output_dir=output_dir, input_file=data, eval_file=eval_data, albert_config_file=config,
+    train_batch_size=int(batch), eval_batch_size=32, max_seq_length=128,
     num_train_steps=int(steps), num_warmup_steps=int(steps) // 10, learning_rate=0.005,
     save_checkpoints_steps=int(eval_every), keep_checkpoint_max=1, do_eval=True, max_eval_steps=int(eval_steps),
     log_every_steps=int(eval_every), seed=int(seed), verbose=False,
 )
-pretrain(settings, config, data, eval_file=eval_data)
+pretrain(settings)
 """
 
 

@@ -149,6 +149,8 @@ def pretrained_tiny(tmp_path_factory, pretraining_data):
     def build(output_dir):
         settings = PretrainSettings(
             output_dir=str(output_dir),
+            input_file=pretraining_data["data"],
+            albert_config_file=pretraining_data["config"],
             train_batch_size=32,
             max_seq_length=PRETRAIN_SEQ,
             num_train_steps=800,
@@ -160,7 +162,7 @@ def pretrained_tiny(tmp_path_factory, pretraining_data):
             verbose=False,
         )
         tokenizer = SentencePieceTokenizer(pretraining_data["spm"])
-        pretrain(settings, pretraining_data["config"], pretraining_data["data"], tokenizer=tokenizer)
+        pretrain(settings, tokenizer=tokenizer)
         return str(output_dir)
 
     return pathlib.Path(built_once(tmp_path_factory, "pretrained_tiny", build))

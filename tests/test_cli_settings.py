@@ -16,12 +16,7 @@ from paths import CONFIGS, REPO
 
 # (CLI module, its settings dataclass, fields whose flag is the CLI's own: a value it transforms or finds)
 CLIS = [
-    # run_pretraining's lengths default to the data's (metadata.json).
-    (
-        "albert_tf.cli.run_pretraining",
-        "albert_tf.pretraining.settings:PretrainSettings",
-        ("max_seq_length", "max_predictions_per_seq"),
-    ),
+    ("albert_tf.cli.run_pretraining", "albert_tf.pretraining.settings:PretrainSettings", ()),
     ("albert_tf.cli.run_pretraining", "albert_tf.distribution:DistributionSettings", ()),
     # The vocabulary flags' --do_lower_case (`define_vocabulary_flags`): the model's own vocabulary's setting.
     ("albert_tf.cli.run_classifier", "albert_tf.cli.run_classifier:ClassifierSettings", ("do_lower_case",)),
@@ -311,3 +306,38 @@ def test_data_prep_writes_settings_beside_its_dataset_and_a_refused_rerun_keeps_
     again = run_command("data_prep.create_pretraining_data", argv)  # no --overwrite: refused
     assert again.returncode == 1 and "already holds a dataset" in again.stderr, again.stderr[-2000:]
     assert (out / "settings.json").read_text() == before
+
+
+def test_run_pretraining_defines_the_generated_flags_and_the_demos_only():
+    """Every run_pretraining flag is generated (the settings' options, the vocabulary, the backend) but the demo's."""
+    from albert_tf import tokenization
+    from albert_tf.cli import run_pretraining
+    from albert_tf.distribution import DistributionSettings
+    from albert_tf.options import option_specs
+    from albert_tf.pretraining.settings import PretrainSettings
+
+    with command_flags() as flag_values:
+        before = set(flag_values)
+        run_pretraining.define_flags()
+        defined = set(flag_values) - before
+    generated = {spec.name for settings in (PretrainSettings, DistributionSettings) for spec in option_specs(settings)}
+    vocabulary = {kind.flag for kind in tokenization.kinds()}
+    assert defined == generated | vocabulary | {"backend", "demo_minutes", "demo_dir"}
+    assert {"input_file", "eval_file", "albert_config_file", "max_seq_length", "do_train", "dry_run"} <= generated
+
+
+def test_run_pretraining_help_lists_the_generated_flags_before_keras_and_tensorflow_load():
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print(sorted(m for m in ('keras', 'tensorflow') if m in sys.modules)))\n"
+        "from albert_tf.cli.run_pretraining import cli\n"
+        "cli()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, "--help"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    for name in ("input_file", "max_seq_length", "do_train", "dry_run", "demo_minutes", "strategy"):
+        assert f"{name}:" in result.stdout, name
+    assert "Must match the data (default: the data's metadata.json)." in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "[]"  # neither was imported

@@ -103,3 +103,33 @@ def test_fine_tuning_plans_from_its_files_and_checks_a_resume(real_data, pretrai
         "albert_tf.run_classifier", argv[:-3] + ["--train_step=2", "--learning_rate=1e-3", "--dry_run"]
     )
     assert changed.returncode == 1 and "made with other settings (learning_rate" in changed.stderr, changed.stderr
+
+
+def test_pretraining_and_fine_tuning_plans_share_their_common_parts(real_data, pretraining_data, tmp_path):
+    """One planner (albert_tf/run_plan.py): the same keys around each command's own sections."""
+    result, pretraining = dry_run(pretraining_data, tmp_path / "pre", "--train_batch_size=8")
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = (real_data / "glue" / "SST-2" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "train.tsv").write_text("\n".join(rows[:17]) + "\n", encoding="utf-8")
+    argv = ["--task_name=sst-2", f"--data_dir={tmp_path}", f"--output_dir={tmp_path / 'fine'}", "--do_train"]
+    argv += [f"--albert_config_file={pretraining_data['config']}", f"--spm_model_file={pretraining_data['spm']}"]
+    argv += ["--nodo_eval", "--max_seq_length=32", "--train_batch_size=8", "--train_step=4", "--dry_run"]
+    result = run_command("albert_tf.run_classifier", argv)
+    assert result.returncode == 0, result.stderr[-2000:]
+    fine_tuning = json.loads(result.stdout)
+    assert set(pretraining) - {"data"} == set(fine_tuning) - {"task", "metric", "splits", "binding"}
+    assert set(pretraining["model"]) == set(fine_tuning["model"]) - {"from"}
+    assert pretraining["model"]["config"] == pretraining_data["config"]
+    assert pretraining["model"]["parameters"] == fine_tuning["model"]["parameters"]  # the same config
+    for part in ("batch", "memory"):
+        assert set(pretraining[part]) == set(fine_tuning[part]), part
+    assert pretraining["steps"] == {
+        "num_train_steps": 2,
+        "num_warmup_steps": 0,
+        "epochs": pretraining["steps"]["epochs"],
+    }
+    assert fine_tuning["steps"] == {"train_step": 4, "warmup_step": 0, "epochs": 2.0}  # 16 examples, 4 × 8
+    assert (pretraining["max_seq_length"], fine_tuning["max_seq_length"]) == (64, 32)  # the data's; the flag's
+    assert pretraining["tokenizer"]["vocab_sha256"] == fine_tuning["tokenizer"]["vocab_sha256"]
+    assert pretraining["backend"] == fine_tuning["backend"] and fine_tuning["resumes_from_step"] is None
+    assert not (tmp_path / "pre").exists() and not (tmp_path / "fine").exists()

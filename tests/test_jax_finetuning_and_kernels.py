@@ -244,11 +244,11 @@ JAX_RUN_CHECKS = textwrap.dedent("""
             made.append(getattr(self, "compiler_options", None))
         jax_step.JaxTrainStep.__init__ = recording
         settings = PretrainSettings(
-            output_dir=output_dir + "/pretrain", train_batch_size=8, max_seq_length=64, num_train_steps=3,
-            save_checkpoints_steps=3, mixed_precision="float16", deterministic=True, verbose=False,
+            output_dir=output_dir + "/pretrain", input_file=data, albert_config_file=config, train_batch_size=8,
+            num_train_steps=3, save_checkpoints_steps=3, mixed_precision="float16", deterministic=True, verbose=False,
         )
         try:
-            pretrain(settings, config, data)
+            pretrain(settings)
             return {"ended": "trained"}
         except Exception as error:
             return {"ended": str(error), "compiler_options": made}

@@ -203,10 +203,14 @@ def test_the_dry_run_shows_the_processes_and_each_ones_rows(pretraining_data, tm
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import PretrainSettings
 
-    settings = PretrainSettings(output_dir=str(tmp_path / "run"), train_batch_size=16, max_seq_length=64)
-    plan = pretrain(
-        settings, pretraining_data["config"], pretraining_data["data"], strategy=TwoProcesses(), dry_run=True
+    settings = PretrainSettings(
+        output_dir=str(tmp_path / "run"),
+        input_file=pretraining_data["data"],
+        albert_config_file=pretraining_data["config"],
+        train_batch_size=16,
+        dry_run=True,
     )
+    plan = pretrain(settings, TwoProcesses())
     assert plan["processes"] == {
         "processes": 2,
         "process_id": 0,

@@ -61,10 +61,14 @@ def test_two_pretraining_runs_on_one_output_dir(pretraining_data, tmp_path):
         with pytest.raises(LockError, match=rf"pid {holder.pid}"):
             pretrain(
                 PretrainSettings(
-                    output_dir=str(tmp_path), train_batch_size=8, max_seq_length=64, num_train_steps=1, verbose=False
-                ),
-                pretraining_data["config"],
-                pretraining_data["data"],
+                    output_dir=str(tmp_path),
+                    train_batch_size=8,
+                    max_seq_length=64,
+                    num_train_steps=1,
+                    verbose=False,
+                    albert_config_file=pretraining_data["config"],
+                    input_file=pretraining_data["data"],
+                )
             )
         assert not (tmp_path / "checkpoints").exists()  # the first run's directory is untouched
     finally:

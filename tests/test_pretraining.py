@@ -1,5 +1,6 @@
 """run_pretraining on real data: learning, resume after SIGKILL, multi-worker, exports, bad input."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -26,6 +27,8 @@ def test_tiny_albert_learns_on_wikitext(pretraining_data, tmp_path, optimizer):
 
     settings = PretrainSettings(
         output_dir=str(tmp_path),
+        input_file=pretraining_data["data"],
+        albert_config_file=pretraining_data["config"],
         train_batch_size=32,
         max_seq_length=SEQ,
         num_train_steps=150,
@@ -40,7 +43,7 @@ def test_tiny_albert_learns_on_wikitext(pretraining_data, tmp_path, optimizer):
         log_every_steps=50,
         verbose=False,
     )
-    summary = pretrain(settings, pretraining_data["config"], pretraining_data["data"])
+    summary = pretrain(settings)
     before, after = summary["eval_start"], summary["eval"]
     assert after["masked_lm_loss"] < before["masked_lm_loss"] - 1.5, (before, after)
     assert after["masked_lm_accuracy"] > before["masked_lm_accuracy"] + 0.05, (before, after)
@@ -89,6 +92,7 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(pretraining_data, tmp_
 def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tmp_path):
     import tensorflow as tf
 
+    from albert_tf.distribution import make_strategy
     from albert_tf.export import export_pretraining_run
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import PretrainSettings
@@ -96,6 +100,8 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
 
     settings = PretrainSettings(
         output_dir=str(tmp_path),
+        input_file=pretraining_data["data"],
+        albert_config_file=pretraining_data["config"],
         train_batch_size=16,
         max_seq_length=SEQ,
         num_train_steps=4,
@@ -104,13 +110,7 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
         save_checkpoints_steps=2,
         verbose=False,
     )
-    summary = pretrain(
-        settings,
-        pretraining_data["config"],
-        pretraining_data["data"],
-        tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
-        strategy_name="mirrored",
-    )
+    summary = pretrain(settings, make_strategy("mirrored"), tokenizer=SentencePieceTokenizer(pretraining_data["spm"]))
     summary["outputs"].update(export_pretraining_run(str(tmp_path), version=4, max_seq_length=SEQ))
     assert summary["end_step"] == 4
     backbone_dir = summary["outputs"]["saved_model_backbone"]
@@ -144,63 +144,51 @@ def test_bad_inputs_are_clear_errors(pretraining_data, tmp_path):
     from albert_tf.tokenization import SentencePieceTokenizer, TokenizerError, resolve_tokenizer
 
     settings = PretrainSettings(
-        output_dir=str(tmp_path / "out"), train_batch_size=8, max_seq_length=SEQ, num_train_steps=2, verbose=False
+        output_dir=str(tmp_path / "out"),
+        input_file=pretraining_data["data"],
+        albert_config_file=pretraining_data["config"],
+        train_batch_size=8,
+        num_train_steps=2,
+        verbose=False,
     )
     with pytest.raises(DataError, match="matches no file"):
-        pretrain(settings, pretraining_data["config"], str(tmp_path / "nothing*.tfrecord"))
-    other_length = PretrainSettings(output_dir=str(tmp_path / "out"), max_seq_length=128, num_train_steps=2)
+        pretrain(dataclasses.replace(settings, input_file=str(tmp_path / "nothing*.tfrecord")))
     with pytest.raises(DataError, match=r"sequence length 64 \(--max_seq_length is 128\)"):
-        pretrain(other_length, pretraining_data["config"], pretraining_data["data"])
+        pretrain(dataclasses.replace(settings, max_seq_length=128))
     # The CLI resolves --spm_model_file into the tokenizer `pretrain` takes.
     with pytest.raises(TokenizerError, match=r"--spm_model_file .*missing.model: cannot be read \(No such file"):
         resolve_tokenizer(files={"spm_model_file": str(tmp_path / "missing.model")}, required=False)
     cased = SentencePieceTokenizer(pretraining_data["spm"], do_lower_case=False)
     with pytest.raises(DataError, match="do_lower_case is False but the data was made with do_lower_case True"):
-        pretrain(settings, pretraining_data["config"], pretraining_data["data"], tokenizer=cased)
+        pretrain(settings, tokenizer=cased)
     with pytest.raises(DataError, match=r"vocabulary of 4000 pieces \(the config's vocab_size is 8000\)"):
-        pretrain(settings, str(CONFIGS / "albert_tiny.json"), pretraining_data["data"])
+        pretrain(dataclasses.replace(settings, albert_config_file=str(CONFIGS / "albert_tiny.json")))
     small = json.loads(open(pretraining_data["config"]).read())
     small["hidden_size"] = 32
     (tmp_path / "small.json").write_text(json.dumps(small))
 
-    def one_step(output_dir):
-        return PretrainSettings(
-            output_dir=str(output_dir), train_batch_size=8, max_seq_length=SEQ, num_train_steps=1, verbose=False
-        )
+    def one_step(output_dir, **changes):
+        return dataclasses.replace(settings, output_dir=str(output_dir), num_train_steps=1, **changes)
 
     first = tmp_path / "first"
-    pretrain(one_step(first), pretraining_data["config"], pretraining_data["data"])
+    pretrain(one_step(first))
     with pytest.raises(PretrainingError, match="does not fit"):
         pretrain(
-            one_step(tmp_path / "second"),
-            str(tmp_path / "small.json"),
-            pretraining_data["data"],
-            init_checkpoint=str(first / "final"),
+            one_step(
+                tmp_path / "second",
+                albert_config_file=str(tmp_path / "small.json"),
+                init_checkpoint=str(first / "final"),
+            )
         )
     # A warm start from a run's own training checkpoint names it as such (its optimizer and
     # iterator state once read as a "truncated or corrupt" TF1 checkpoint).
     for training_checkpoint in (first / "checkpoints", first / "checkpoints" / "ckpt-1"):
         with pytest.raises(PretrainingError, match=r"training checkpoint .*final/ or best/"):
-            pretrain(
-                one_step(tmp_path / "warm"),
-                pretraining_data["config"],
-                pretraining_data["data"],
-                init_checkpoint=str(training_checkpoint),
-            )
+            pretrain(one_step(tmp_path / "warm", init_checkpoint=str(training_checkpoint)))
     # The failed start recorded no config, so a retry with another config is not refused.
     assert not (tmp_path / "warm" / "checkpoints" / "albert_config.json").exists()
     with pytest.raises(PretrainingError, match="must divide"):
-        pretrain(
-            PretrainSettings(
-                output_dir=str(tmp_path / "third"),
-                train_batch_size=10,
-                grad_accum_steps=4,
-                max_seq_length=SEQ,
-                num_train_steps=1,
-            ),
-            pretraining_data["config"],
-            pretraining_data["data"],
-        )
+        pretrain(one_step(tmp_path / "third", train_batch_size=10, grad_accum_steps=4))
     assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
 
 
@@ -217,6 +205,8 @@ def test_exploding_run_keeps_only_good_checkpoints_and_resumes_with_a_lower_rate
     def settings(lr):
         return PretrainSettings(
             output_dir=str(tmp_path),
+            input_file=pretraining_data["data"],
+            albert_config_file=pretraining_data["config"],
             train_batch_size=8,
             max_seq_length=SEQ,
             num_train_steps=6,
@@ -232,7 +222,7 @@ def test_exploding_run_keeps_only_good_checkpoints_and_resumes_with_a_lower_rate
         match=r"(loss is (nan|inf)|weights are not finite) at step \d+.*"
         r"lower --learning_rate",
     ) as raised:
-        pretrain(settings(learning_rate), pretraining_data["config"], pretraining_data["data"])
+        pretrain(settings(learning_rate))
     checkpoint_dir = os.path.join(tmp_path, "checkpoints")
     latest = tf.train.latest_checkpoint(checkpoint_dir)
     # Every checkpoint left is one a finite loss was computed from: its weights are sane.
@@ -243,7 +233,7 @@ def test_exploding_run_keeps_only_good_checkpoints_and_resumes_with_a_lower_rate
                 assert np.isfinite(value).all() and np.abs(value).max() < 1e3, (prefix, name)
     assert (latest or "(none") in str(raised.value) or "no good checkpoint" in str(raised.value)
     # The message's advice: the same command with a lower rate finishes the run.
-    summary = pretrain(settings(1e-3), pretraining_data["config"], pretraining_data["data"])
+    summary = pretrain(settings(1e-3))
     assert summary["end_step"] == 6
 
 
@@ -270,6 +260,8 @@ def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining
 
     settings = PretrainSettings(
         output_dir=str(tmp_path / "run"),
+        input_file=pretraining_data["data"],
+        albert_config_file=pretraining_data["config"],
         train_batch_size=16,
         eval_batch_size=16,
         max_seq_length=SEQ,
@@ -281,7 +273,7 @@ def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining
         max_eval_steps=2,
         verbose=False,
     )
-    pretrain(settings, pretraining_data["config"], pretraining_data["data"])
+    pretrain(settings)
     during_training = {}
     for line in (tmp_path / "run" / "eval_results.txt").read_text().splitlines():
         entry = json.loads(line)
@@ -318,11 +310,7 @@ def test_eval_only_measures_every_kept_checkpoint_and_writes_nothing(pretraining
     assert files_after == files_before
 
     with pytest.raises(PretrainingError, match="no checkpoint to evaluate"):
-        evaluate_checkpoints(
-            PretrainSettings(output_dir=str(tmp_path / "empty"), max_seq_length=SEQ),
-            pretraining_data["config"],
-            pretraining_data["data"],
-        )
+        evaluate_checkpoints(dataclasses.replace(settings, output_dir=str(tmp_path / "empty")))
 
 
 @pytest.mark.slow

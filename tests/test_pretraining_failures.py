@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -13,11 +14,14 @@ pytestmark = pytest.mark.realdata
 SEQ = 64
 
 
-def settings(output_dir, steps=2, **extra):
+def settings(output_dir, data, steps=2, **extra):
+    """A short run on `data` (the `pretraining_data` fixture: its shards and config)."""
     from albert_tf.pretraining.settings import PretrainSettings
 
     values = dict(
         output_dir=str(output_dir),
+        input_file=data["data"],
+        albert_config_file=data["config"],
         train_batch_size=8,
         max_seq_length=SEQ,
         num_train_steps=steps,
@@ -52,10 +56,10 @@ def test_a_corrupt_record_names_its_shard_and_keeps_the_checkpoints(pretraining_
         raw[offset : offset + 8] = b"\xff" * 8
     victim.write_bytes(bytes(raw))
     with pytest.raises(DataError, match=rf"{victim.name}: checksum differs"):
-        pretrain(settings(tmp_path / "verified", verify_data=True), pretraining_data["config"], str(data_copy))
+        pretrain(settings(tmp_path / "verified", pretraining_data, verify_data=True, input_file=str(data_copy)))
     assert not (tmp_path / "verified" / "checkpoints").exists()  # refused before training
     with pytest.raises(DataError, match=rf"{victim.name}: corrupt record .*checkpoints are intact"):
-        pretrain(settings(tmp_path / "run", steps=400, shuffle_buffer=10), pretraining_data["config"], str(data_copy))
+        pretrain(settings(tmp_path / "run", pretraining_data, steps=400, shuffle_buffer=10, input_file=str(data_copy)))
 
 
 def test_a_truncated_shard_or_edited_metadata_is_refused_before_training(pretraining_data, data_copy, tmp_path):
@@ -70,15 +74,15 @@ def test_a_truncated_shard_or_edited_metadata_is_refused_before_training(pretrai
         match=r"part-00000-of-00003.tfrecord: its records do not match .*"
         r"max_seq_length 64 \(metadata.json says 128\)",
     ):
-        pretrain(settings(tmp_path / "a", max_seq_length=128), pretraining_data["config"], str(data_copy))
+        pretrain(settings(tmp_path / "a", pretraining_data, max_seq_length=128, input_file=str(data_copy)))
     shutil.copy(os.path.join(pretraining_data["data"], "metadata.json"), data_copy / "metadata.json")
     victim = shards(data_copy)[2]
     victim.write_bytes(victim.read_bytes()[:-100])
     with pytest.raises(DataError, match=rf"{victim.name}: \d+ bytes, but metadata.json records \d+"):
-        pretrain(settings(tmp_path / "b"), pretraining_data["config"], str(data_copy))
+        pretrain(settings(tmp_path / "b", pretraining_data, input_file=str(data_copy)))
     (data_copy / "metadata.json").unlink()
     with pytest.raises(DataError, match=r"metadata.json not found: .* not a finished data_prep output"):
-        pretrain(settings(tmp_path / "c"), pretraining_data["config"], str(data_copy))
+        pretrain(settings(tmp_path / "c", pretraining_data, input_file=str(data_copy)))
     assert not any((tmp_path / name).exists() for name in "abc")
 
 
@@ -99,22 +103,22 @@ def test_positions_shorter_than_the_data_and_a_changed_config_on_resume_are_clea
     short = dict(config, max_position_embeddings=32)
     (tmp_path / "short.json").write_text(json.dumps(short))
     with pytest.raises(DataError, match=r"max_position_embeddings 32 is shorter than the data's sequences \(64\)"):
-        pretrain(settings(tmp_path / "short"), str(tmp_path / "short.json"), pretraining_data["data"])
-    pretrain(settings(tmp_path / "run"), pretraining_data["config"], pretraining_data["data"])
+        pretrain(settings(tmp_path / "short", pretraining_data, albert_config_file=str(tmp_path / "short.json")))
+    pretrain(settings(tmp_path / "run", pretraining_data))
     (tmp_path / "wider.json").write_text(json.dumps(dict(config, intermediate_size=64)))
     with pytest.raises(PretrainingError, match=r"was trained with another config \(intermediate_size differ"):
-        pretrain(settings(tmp_path / "run", steps=4), str(tmp_path / "wider.json"), pretraining_data["data"])
+        pretrain(settings(tmp_path / "run", pretraining_data, steps=4, albert_config_file=str(tmp_path / "wider.json")))
 
 
 @pytest.mark.slow
 def test_an_unreadable_latest_checkpoint_falls_back_to_the_previous_one(pretraining_data, tmp_path, capsys):
     from albert_tf.pretraining.job import pretrain
 
-    pretrain(settings(tmp_path, steps=4), pretraining_data["config"], pretraining_data["data"])
+    pretrain(settings(tmp_path, pretraining_data, steps=4))
     checkpoint_dir = tmp_path / "checkpoints"
     data_file = next(checkpoint_dir.glob("ckpt-4.data-*"))
     data_file.write_bytes(data_file.read_bytes()[:100])  # a kill or a full disk mid-copy
-    summary = pretrain(settings(tmp_path, steps=6, verbose=True), pretraining_data["config"], pretraining_data["data"])
+    summary = pretrain(settings(tmp_path, pretraining_data, steps=6, verbose=True))
     assert summary["start_step"] == 2 and summary["end_step"] == 6
     out = capsys.readouterr().out
     assert "resumed from" in out and "ckpt-2 at step 2 (unreadable, skipped: ckpt-4" in out
@@ -170,7 +174,7 @@ def test_an_absurd_config_is_refused_before_anything_is_built(
     if field == "vocab_size":
         return  # pretrain refuses it earlier still: the data's vocabulary has 4,000 pieces
     with pytest.raises(memory_check_error, match=f"^{config_file}: {says}"):
-        pretrain(settings(tmp_path / "out"), str(config_file), pretraining_data["data"])
+        pretrain(settings(tmp_path / "out", pretraining_data, albert_config_file=str(config_file)))
     assert not (tmp_path / "out").exists()
 
 
@@ -224,7 +228,7 @@ def test_a_full_disk_while_checkpointing_names_the_path_and_leaves_no_temp_dir(p
     monkeypatch.setattr(tf.train.CheckpointManager, "save", disk_full)
     checkpoints = tmp_path / "out" / "checkpoints"
     with pytest.raises(PretrainingError) as caught:
-        pretrain(settings(tmp_path / "out"), pretraining_data["config"], pretraining_data["data"])
+        pretrain(settings(tmp_path / "out", pretraining_data))
     assert str(caught.value) == (
         f"{checkpoints / 'ckpt-2'}: saving the checkpoint of step 2 failed ([Errno 28] No space left on device); "
         "no earlier checkpoint exists; free space (or fix the directory) and run the same command again"
@@ -255,6 +259,66 @@ def test_pretraining_settings_refuse_values_out_of_range(tmp_path, name, value):
         PretrainSettings(output_dir=str(tmp_path), **{name: value})
 
 
+@pytest.mark.parametrize(
+    "changes,says",
+    [
+        ({"input_file": None}, "--input_file required (data_prep's output)"),
+        (
+            {"albert_config_file": None, "output_dir": ""},
+            "--albert_config_file, --output_dir required with --input_file",
+        ),
+        ({"do_train": False, "albert_config_file": None}, "--albert_config_file required with --nodo_train"),
+        ({"do_train": False, "dry_run": True}, "--dry_run plans a training run; drop --nodo_train"),
+        (
+            {"do_train": False, "input_file": None},
+            "--nodo_train needs --eval_file (the data to evaluate the checkpoints on)",
+        ),
+        (
+            {"init_from_group0": True},
+            "--init_from_group0 needs --init_checkpoint (the checkpoint whose group 0 starts every group)",
+        ),
+    ],
+)
+def test_pretraining_settings_say_what_the_run_lacks_before_any_work(tmp_path, changes, says):
+    import dataclasses
+
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
+
+    complete = PretrainSettings(
+        output_dir=str(tmp_path / "run"), input_file=str(tmp_path / "data"), albert_config_file="config.json"
+    )
+    complete.check_inputs()
+    lacking = dataclasses.replace(complete, **changes)
+    with pytest.raises(PretrainingError) as raised:
+        lacking.check_inputs()
+    assert str(raised.value) == says
+    with pytest.raises(PretrainingError, match=f"^{re.escape(says)}$"):
+        pretrain(lacking)  # refused first: no data read, nothing written
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_sequence_lengths_default_to_the_datas_and_given_ones_are_kept(pretraining_data):
+    from albert_tf.pretraining.settings import PretrainSettings
+    from albert_tf.shard_set import DataError, PretrainingData
+
+    data = PretrainingData.load(pretraining_data["data"])
+    metadata = json.loads(open(os.path.join(pretraining_data["data"], "metadata.json")).read())
+    unset = PretrainSettings(output_dir="run", input_file=pretraining_data["data"])
+    assert (unset.max_seq_length, unset.max_predictions_per_seq) == (None, None)
+    resolved = unset.for_data(data)
+    assert (resolved.max_seq_length, resolved.max_predictions_per_seq) == (
+        metadata["max_seq_length"],
+        metadata["max_predictions_per_seq"],
+    )
+    assert resolved.for_data(data) == resolved
+    given = PretrainSettings(output_dir="run", max_seq_length=2 * metadata["max_seq_length"]).for_data(data)
+    assert given.max_seq_length == 2 * metadata["max_seq_length"]  # kept, and refused against the data
+    assert given.max_predictions_per_seq == metadata["max_predictions_per_seq"]
+    with pytest.raises(DataError, match=rf"sequence length {metadata['max_seq_length']} \(--max_seq_length is"):
+        data.check_fits(given.max_seq_length, given.max_predictions_per_seq, data.vocab_size)
+
+
 @pytest.mark.realdata
 @pytest.mark.slow
 def test_resume_with_another_batch_size_is_one_clear_error(pretraining_data, tmp_path):
@@ -264,6 +328,8 @@ def test_resume_with_another_batch_size_is_one_clear_error(pretraining_data, tmp
     def settings(batch, steps):
         return PretrainSettings(
             output_dir=str(tmp_path / "run"),
+            input_file=pretraining_data["data"],
+            albert_config_file=pretraining_data["config"],
             train_batch_size=batch,
             max_seq_length=64,
             num_train_steps=steps,
@@ -272,12 +338,12 @@ def test_resume_with_another_batch_size_is_one_clear_error(pretraining_data, tmp
             verbose=False,
         )
 
-    pretrain(settings(8, 2), pretraining_data["config"], pretraining_data["data"])
+    pretrain(settings(8, 2))
     kept = sorted(os.listdir(tmp_path / "run" / "checkpoints"))
     with pytest.raises(PretrainingError, match="trained with --train_batch_size 8 \\(now 4\\).*same flags"):
-        pretrain(settings(4, 4), pretraining_data["config"], pretraining_data["data"])
+        pretrain(settings(4, 4))
     assert sorted(os.listdir(tmp_path / "run" / "checkpoints")) == kept
-    pretrain(settings(8, 4), pretraining_data["config"], pretraining_data["data"])  # the same flags resume
+    pretrain(settings(8, 4))  # the same flags resume
 
 
 @pytest.mark.parametrize(

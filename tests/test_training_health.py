@@ -131,6 +131,8 @@ def pretrain_exploding(pretraining_data, output_dir, on_divergence, caplog):
 
     settings = PretrainSettings(
         output_dir=str(output_dir),
+        input_file=pretraining_data["data"],
+        albert_config_file=pretraining_data["config"],
         train_batch_size=16,
         max_seq_length=SEQ,
         log_every_steps=10,
@@ -141,7 +143,7 @@ def pretrain_exploding(pretraining_data, output_dir, on_divergence, caplog):
     )
     caplog.clear()
     with caplog.at_level(logging.INFO), pytest.raises(PretrainingError) as raised:
-        pretrain(settings, pretraining_data["config"], pretraining_data["data"])
+        pretrain(settings)
     return str(raised.value), [r.getMessage() for r in caplog.records if r.getMessage().startswith("health: ")]
 
 
@@ -187,6 +189,8 @@ def test_rollback_restores_the_weights_drops_newer_checkpoints_and_skips_the_bat
 
     settings = PretrainSettings(
         output_dir=str(tmp_path),
+        input_file=pretraining_data["data"],
+        albert_config_file=pretraining_data["config"],
         train_batch_size=8,
         max_seq_length=SEQ,
         num_train_steps=20,
@@ -195,7 +199,7 @@ def test_rollback_restores_the_weights_drops_newer_checkpoints_and_skips_the_bat
         save_checkpoints_steps=5,
         verbose=False,
     )
-    pretrain(settings, pretraining_data["config"], pretraining_data["data"])
+    pretrain(settings)
     checkpoint_dir = tmp_path / "checkpoints"
     config = AlbertConfig.from_json_file(pretraining_data["config"])
     at_15 = AlbertPretrainer(AlbertBackbone.from_albert_config(config))

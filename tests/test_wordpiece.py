@@ -249,6 +249,8 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
     (tmp_path / "albert_config.json").write_text(json.dumps(config))
     settings = PretrainSettings(
         output_dir=str(tmp_path / "pretrain"),
+        input_file=str(tmp_path / "data"),
+        albert_config_file=str(tmp_path / "albert_config.json"),
         train_batch_size=8,
         max_seq_length=64,
         num_train_steps=3,
@@ -256,7 +258,7 @@ def test_chinese_style_model_end_to_end(real_data, wordpiece_vocab, wordpiece_co
         save_checkpoints_steps=3,
         verbose=False,
     )
-    summary = pretrain(settings, str(tmp_path / "albert_config.json"), str(tmp_path / "data"), tokenizer=tokenizer)
+    summary = pretrain(settings, tokenizer=tokenizer)
     summary["outputs"].update(export_pretraining_run(settings.output_dir, version=3, max_seq_length=64))
     served = tf.saved_model.load(summary["outputs"]["saved_model_pretrainer"])
     assert "vocab.txt" in os.listdir(os.path.join(summary["outputs"]["saved_model_pretrainer"], "assets"))

@@ -124,9 +124,9 @@ def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
     steps = _steps_for(minutes, train_input)
     settings = PretrainSettings(
         output_dir=output_dir,
-        train_batch_size=BATCH_SIZE,
-        max_seq_length=SEQ_LENGTH,
-        max_predictions_per_seq=metadata["max_predictions_per_seq"],
+        input_file=data_dir,
+        albert_config_file=DEMO_CONFIG,
+        train_batch_size=BATCH_SIZE,  # the sequence lengths are the data's
         num_train_steps=steps,
         num_warmup_steps=steps // 10,
         learning_rate=0.01,
@@ -141,7 +141,7 @@ def run_demo(demo_dir: str, minutes: float = 3.0) -> dict:
     )
     say(f"4/5 pretraining albert_tiny for {steps} steps (batch {BATCH_SIZE} x {SEQ_LENGTH}, LAMB)")
     start = time.perf_counter()
-    summary = pretrain(settings, DEMO_CONFIG, train_input, tokenizer=SentencePieceTokenizer(spm_model))
+    summary = pretrain(settings, tokenizer=SentencePieceTokenizer(spm_model), data=train_input)
     # Run again once complete, the run's exports are already there.
     summary["outputs"].update(exported_versions(output_dir, summary["end_step"], SEQ_LENGTH))
     before, after = summary["eval_start"], summary["eval"]

@@ -14,7 +14,6 @@ end, `final/` holds the model and `saved_model/{backbone,pretrainer}/<step>/`
 the SavedModels (`--noexport` to skip them).
 """
 
-import functools
 import json
 
 from absl import flags
@@ -38,34 +37,11 @@ FLAGS = flags.FLAGS
 
 
 def define_flags():
-    flags.DEFINE_string(
-        "input_file",
-        None,
-        "data_prep output directories, globs or shard files, comma-separated. With no flag at all the demo runs.",
-    )
-    flags.DEFINE_string("eval_file", None, "Eval shards (default: --input_file, as the original).")
-    flags.DEFINE_string("albert_config_file", None, "ALBERT config JSON.")
-    flags.DEFINE_string("init_checkpoint", None, "Warm start: Google's TF1 checkpoint or ours (weights only).")
     # Lowercasing is the data's (metadata.json), so there is no --do_lower_case here.
     define_vocabulary_flags(" Saved into final/ and the SavedModels.", lower_case_flag=False)
     define_option_flags(PretrainSettings)
     define_option_flags(DistributionSettings)
-    flags.DEFINE_integer("max_seq_length", None, "Must match the data (default: the data's metadata.json).")
-    flags.DEFINE_integer("max_predictions_per_seq", None, "Must match the data (default: the data's).")
-    flags.DEFINE_bool(
-        "do_train",
-        True,
-        "With --do_train=false: evaluate every checkpoint kept in --output_dir on --eval_file (default "
-        "--input_file) and print one JSON line each; nothing is trained or written.",
-    )
     define_backend_flag()
-    flags.DEFINE_bool("export", True, "Write SavedModels at the end.")
-    flags.DEFINE_bool(
-        "dry_run",
-        False,
-        "Check the flags, data, config, vocabulary, memory and a resume's settings, print the plan (rows, "
-        "epochs, batch per replica, memory) as JSON, and train and write nothing.",
-    )
     flags.DEFINE_float("demo_minutes", 3.0, "Demo only: minutes of training (about).")
     flags.DEFINE_string("demo_dir", "albert_tf_demo", "Demo only: where everything goes.")
 
@@ -84,14 +60,7 @@ def check_flags():
         return
     if FLAGS.do_train and not FLAGS.input_file:
         raise AlbertError("--input_file required (data_prep's output); run without any flag for the demo")
-    missing = [name for name in ("albert_config_file", "output_dir") if not FLAGS[name].value]
-    if missing:
-        mode = "--input_file" if FLAGS.do_train else "--nodo_train"
-        raise AlbertError(", ".join(f"--{m}" for m in missing) + f" required with {mode}")
-    if FLAGS.dry_run and not FLAGS.do_train:
-        raise AlbertError("--dry_run plans a training run; drop --nodo_train")
-    if not FLAGS.do_train and not (FLAGS.eval_file or FLAGS.input_file):
-        raise AlbertError("--nodo_train needs --eval_file (the data to evaluate the checkpoints on)")
+    settings_from_flags(PretrainSettings).check_inputs()
 
 
 def main(argv):
@@ -100,8 +69,7 @@ def main(argv):
     from albert_tf.cli import demo
     from albert_tf.distribution import is_chief, make_strategy
     from albert_tf.export import exported_versions
-    from albert_tf.inputs.shard_reader import resolve_input
-    from albert_tf.pretraining.job import data_tokenizer, evaluate_checkpoints, pretrain
+    from albert_tf.pretraining.job import data_tokenizer, evaluate_checkpoints, pretrain, run_data
 
     if runs_the_demo():
         with preemption.stop_signals():  # the demo's training stops as a run's does (run it again to resume)
@@ -110,52 +78,30 @@ def main(argv):
 
     distribution = settings_from_flags(DistributionSettings)
     # Before any TF op or JAX computation: multi-worker collectives and JAX's processes are set up at startup.
-    strategy = make_strategy(distribution.strategy, distribution.tpu, distribution.processes())
-    # Read once; its lengths are the defaults. Evaluating only: the eval data are the data.
-    if FLAGS.do_train:
-        data_input = resolve_input(FLAGS.input_file)
-    else:
-        data_input = (
-            resolve_input(FLAGS.eval_file, "--eval_file") if FLAGS.eval_file else resolve_input(FLAGS.input_file)
-        )
-    settings = settings_from_flags(
-        PretrainSettings,
-        max_seq_length=FLAGS.max_seq_length or data_input.data.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq or data_input.data.max_predictions_per_seq,
-    )
-    if not FLAGS.do_train:
-        checkpoints = evaluate_checkpoints(settings, FLAGS.albert_config_file, data_input, strategy=strategy)
-        for step, metrics in checkpoints.items():
+    compute = make_strategy(distribution.strategy, distribution.tpu, distribution.processes())
+    settings = settings_from_flags(PretrainSettings)
+    data = run_data(settings)  # read once (evaluating only: the eval data); its lengths are the defaults
+    settings = settings.for_data(data.data)
+    if not settings.do_train:
+        for step, metrics in evaluate_checkpoints(settings, compute, data).items():
             print(json.dumps({"global_step": step, **metrics}), flush=True)
         return
     # The flags' vocabulary, resolved once: pretrain() checks it against the data's.
-    tokenizer = resolve_tokenizer(
-        files=vocabulary_flag_values(), do_lower_case=data_input.data.do_lower_case, required=False
-    )
-    run = functools.partial(
-        pretrain,
-        settings,
-        FLAGS.albert_config_file,
-        data_input,
-        eval_file=FLAGS.eval_file,
-        init_checkpoint=FLAGS.init_checkpoint,
-        tokenizer=tokenizer,
-        strategy=strategy,
-    )
-    if FLAGS.dry_run:
-        print(json.dumps(run(dry_run=True), indent=2))
+    tokenizer = resolve_tokenizer(files=vocabulary_flag_values(), do_lower_case=data.data.do_lower_case, required=False)
+    if settings.dry_run:
+        print(json.dumps(pretrain(settings, compute, tokenizer, data), indent=2))
         return
     # Written once pretrain() has checked its inputs and holds the lock; the vocabulary is the data's.
-    if is_chief(strategy):  # one record of the run, however many processes share the directory
-        describe = getattr(strategy, "describe", None)  # JAX's processes and devices (found, or given by flags)
+    if is_chief(compute):  # one record of the run, however many processes share the directory
+        describe = getattr(compute, "describe", None)  # JAX's processes and devices (found, or given by flags)
         record_settings(
             settings.output_dir,
-            tokenizer_loader=lambda: data_tokenizer(data_input, tokenizer),
+            tokenizer_loader=lambda: data_tokenizer(data, tokenizer),
             facts={"processes": describe()} if describe else None,
         )
     with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75
-        summary = run()
-        if FLAGS.export and summary["outputs"]:
+        summary = pretrain(settings, compute, tokenizer, data)
+        if settings.export and summary["outputs"]:
             preemption.raise_if_requested("training finished and final/ is written; the SavedModels are not")
             # A signal from here on lets the export finish (it publishes whole directories only).
             summary["outputs"].update(

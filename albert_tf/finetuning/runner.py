@@ -30,9 +30,8 @@ from typing import Callable, Optional
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from albert_tf import preemption
+from albert_tf import preemption, run_plan
 from albert_tf.distribution import PRECISIONS, make_strategy
 from albert_tf.finetuning import best_model, datasets, start, training
 from albert_tf.finetuning.base import Encoded, Task
@@ -92,7 +91,7 @@ def run(
         model_start.model.check_fits(task, model_start.config)  # another task's file fails before any reading
     _check_inputs(task, settings, evaluate, eval_split, predict_split)
     if settings.dry_run:
-        return run_plan(task, settings, model_start, evaluate, eval_split, predict_split, strategy)
+        return dry_run_plan(task, settings, model_start, evaluate, eval_split, predict_split, strategy)
     # SIGTERM/SIGINT stop training after the current batch (`albert_tf.preemption`), lock released.
     # The run is accepted (its settings.json written) once a resume's whole binding is checked.
     with preemption.stop_signals(), OutputDirLock(settings.output_dir, accept=False) as lock:
@@ -104,9 +103,10 @@ def reads_dev(task: Task, settings: FineTuneSettings, evaluate: bool, eval_split
     return evaluate or (settings.do_train and task.has_data(eval_split))
 
 
-def run_plan(task, settings, model_start, evaluate, eval_split, predict_split, strategy) -> dict:
+def dry_run_plan(task, settings, model_start, evaluate, eval_split, predict_split, strategy) -> dict:
     """What the run would do (`--dry_run`): each split read and encoded as the run reads it, the schedule,
-    one step's memory and the checkpoint it would resume from; nothing is written."""
+    one step's memory and the checkpoint it would resume from; nothing is written. The shared plan
+    (`albert_tf.run_plan`) with the task's sections."""
     from albert_tf import memory_check
 
     needed = [("train", True)] if settings.do_train else []
@@ -123,50 +123,39 @@ def run_plan(task, settings, model_start, evaluate, eval_split, predict_split, s
                 f"{report.file}: {report.skipped} of {report.rows} records skipped; first: " + report.first_problems[0]
             )
     config, replicas = model_start.config, strategy.num_replicas_in_sync
-    plan = {"dry_run": True, "task": task.name, "metric": settings.metric or task.metric, "splits": splits}
-    plan["binding"] = task.binding()
-    plan["model"] = {"from": model_start.origin or f"a fresh model of {model_start.where}"}
-    plan["model"]["backbone_parameters"] = memory_check.parameter_count(config)
-    plan["max_seq_length"] = settings.max_seq_length
+    sections = {"task": task.name, "metric": settings.metric or task.metric, "splits": splits}
+    sections["binding"] = task.binding()
+    schedule, sequences_per_row = None, 1
     if settings.do_train:
         if not reads_dev(task, settings, evaluate, eval_split):
             warnings.append(training.no_dev_line(eval_split))
-        schedule = settings.with_schedule(splits["train"]["examples"])
+        settings = settings.with_schedule(splits["train"]["examples"])
+        check_resume(settings, task.binding())  # a resume under other settings is refused now
         train_rows = rows["train"]
+        sequences_per_row = int(np.prod(train_rows.shape[1:-1], dtype=int))  # RACE: 4 choices a row
         micro_batch = settings.train_batch_size // settings.grad_accum_steps // replicas
-        sequences = int(np.prod(train_rows.shape[1:-1], dtype=int)) * micro_batch  # RACE: 4 choices a row
         memory_check.check_batch_fits(
-            config, plan["model"]["backbone_parameters"], sequences, settings.max_seq_length, settings.remat
+            config,
+            memory_check.parameter_count(config),
+            sequences_per_row * micro_batch,
+            settings.max_seq_length,
+            settings.remat,
         )
-        needed_bytes = memory_check.step_bytes(
-            config, plan["model"]["backbone_parameters"], sequences, settings.max_seq_length, settings.remat
+        schedule = run_plan.Schedule(
+            ("train_step", settings.train_step), ("warmup_step", settings.warmup_step), len(train_rows)
         )
-        available = memory_check.available_bytes()
-        plan["steps"] = {
-            "train_step": schedule.train_step,
-            "warmup_step": schedule.warmup_step,
-            "epochs": round(schedule.train_step * settings.train_batch_size / len(train_rows), 2),
-        }
-        plan["batch"] = {
-            "train_batch_size": settings.train_batch_size,
-            "grad_accum_steps": settings.grad_accum_steps,
-            "replicas": replicas,
-            "micro_batch_per_replica": micro_batch,
-        }
-        plan["memory"] = {
-            "step_lower_bound_gib": round(needed_bytes / 2**30, 2),
-            "available_gib": round(available / 2**30, 2) if available else None,
-        }
-        if schedule.warmup_step >= schedule.train_step:
-            warnings.append(
-                f"--warmup_step {schedule.warmup_step} is not below --train_step {schedule.train_step}: "
-                "the learning rate never reaches --learning_rate"
-            )
-        checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
-        latest = tf.train.latest_checkpoint(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
-        check_resume(schedule, task.binding())  # a resume under other settings is refused now
-        plan["resumes_from_step"] = int(latest.rsplit("-", 1)[-1]) if latest else None
-    plan["warnings"] = warnings
+    plan = run_plan.run_plan(
+        settings,
+        config,
+        model_start.where,
+        replicas=replicas,
+        schedule=schedule,
+        sections=sections,
+        tokenizer=model_start.tokenizer,
+        sequences_per_row=sequences_per_row,
+        warnings=warnings,
+    )
+    plan["model"]["from"] = model_start.origin or f"a fresh model of {model_start.where}"
     return plan
 
 

@@ -1,4 +1,4 @@
-"""The whole pretraining job as a function: `pretrain(settings, config, data)`.
+"""The whole pretraining job as a function: `pretrain(settings)` (its inputs are the settings').
 
 Data → checks → loop (resumes where a previous run stopped) → final model.
 Exports are the caller's (the `run_pretraining` CLI and the demo export the
@@ -6,14 +6,15 @@ Exports are the caller's (the `run_pretraining` CLI and the demo export the
 """
 
 import contextlib
+import dataclasses
 import logging
 import os
-from typing import Dict, Optional, Union
+from typing import Dict, Optional
 
 import keras
 import tensorflow as tf
 
-from albert_tf import memory_check
+from albert_tf import memory_check, run_plan
 from albert_tf.config import AlbertConfig
 from albert_tf.distribution import is_chief, make_strategy
 from albert_tf.inputs.shard_reader import PretrainingInput, check_same_layout, resolve_input
@@ -92,100 +93,91 @@ def check_resume(settings: PretrainSettings, config: AlbertConfig, train_input: 
         batch_binding.check_same_batch(settings, checkpoint_dir, train_input.data.max_instances_per_row)
 
 
-def run_plan(settings, config, albert_config_file: str, train_input, tokenizer, replicas: int) -> dict:
-    """What a run would do, from its checked inputs (`--dry_run`): data, model, batch, steps, memory, resume."""
+def dry_run_plan(
+    settings: PretrainSettings, config: AlbertConfig, train_input: PretrainingInput, tokenizer, compute
+) -> dict:
+    """What a run would do, from its checked inputs (`--dry_run`): the shared plan (`albert_tf.run_plan`) with
+    the data's section and, for JAX's processes, theirs."""
     data = train_input.data
     rows = (data.metadata.get("counts", {}).get("packing") or {}).get("rows") or data.metadata.get("num_instances")
-    micro_batch = settings.train_batch_size // settings.grad_accum_steps // replicas
-    parameters = memory_check.parameter_count(config)
-    needed = memory_check.step_bytes(
-        config, parameters, micro_batch, settings.max_seq_length, settings.remat, data.predictions_per_row
-    )
-    available = memory_check.available_bytes()
-    checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
-    latest = tf.train.latest_checkpoint(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
-    examples = settings.num_train_steps * settings.train_batch_size
-    warnings = []
-    if settings.num_warmup_steps >= settings.num_train_steps:
-        warnings.append(
-            f"--num_warmup_steps {settings.num_warmup_steps} is not below --num_train_steps "
-            f"{settings.num_train_steps}: the learning rate never reaches --learning_rate"
-        )
-    if available and needed > available / 2:
-        warnings.append(
-            "one step's lower bound is over half the available memory: a larger config or batch will not fit"
-        )
-    return {
-        "dry_run": True,
-        "output_dir": settings.output_dir,
-        "resumes_from_step": int(latest.rsplit("-", 1)[-1]) if latest else None,
-        "data": {
-            "files": len(train_input.files),
-            "rows": rows,
-            "instances": data.metadata.get("num_instances"),
-            "max_seq_length": data.max_seq_length,
-            "max_instances_per_row": data.max_instances_per_row,
-            "predictions_per_row": data.predictions_per_row,
-        },
-        "model": {"config": albert_config_file, "parameters": parameters}
-        | {name: getattr(config, name) for name in ("hidden_size", "num_hidden_layers", "vocab_size")},
-        "batch": {
-            "train_batch_size": settings.train_batch_size,
-            "grad_accum_steps": settings.grad_accum_steps,
-            "replicas": replicas,
-            "micro_batch_per_replica": micro_batch,
-        },
-        "steps": {
-            "num_train_steps": settings.num_train_steps,
-            "num_warmup_steps": settings.num_warmup_steps,
-            "epochs": round(examples / rows, 2) if rows else None,
-        },
-        "memory": {"step_lower_bound_gib": round(needed / 2**30, 2)}
-        | {"available_gib": round(available / 2**30, 2) if available else None},
-        "precision": settings.mixed_precision,
-        "backend": keras.backend.backend(),
-        "tokenizer": tokenizer.metadata() if tokenizer is not None else None,
-        "warnings": warnings,
+    data_section = {
+        "files": len(train_input.files),
+        "rows": rows,
+        "instances": data.metadata.get("num_instances"),
+        "max_seq_length": data.max_seq_length,
+        "max_instances_per_row": data.max_instances_per_row,
+        "predictions_per_row": data.predictions_per_row,
     }
+    result = run_plan.run_plan(
+        settings,
+        config,
+        settings.albert_config_file,
+        replicas=compute.num_replicas_in_sync,
+        schedule=run_plan.Schedule(
+            ("num_train_steps", settings.num_train_steps), ("num_warmup_steps", settings.num_warmup_steps), rows
+        ),
+        sections={"data": data_section},
+        tokenizer=tokenizer,
+        predictions_per_row=data.predictions_per_row,
+    )
+    if worker_faults.jax_processes(compute):
+        result["processes"] = compute.describe() | {
+            "rows_per_process": settings.train_batch_size // compute.num_processes,
+            "rows_per_device": settings.train_batch_size // compute.num_replicas_in_sync,
+        }
+    return result
+
+
+def run_data(settings: PretrainSettings) -> PretrainingInput:
+    """The data a run reads first, resolved: the training data, or evaluating only, the eval data."""
+    if settings.do_train or not settings.eval_file:
+        return resolve_input(settings.input_file)
+    return resolve_input(settings.eval_file, "--eval_file")
 
 
 def pretrain(
     settings: PretrainSettings,
-    albert_config_file: str,
-    input_file: Union[str, PretrainingInput],
-    *,
-    eval_file: Optional[Union[str, PretrainingInput]] = None,
-    init_checkpoint: Optional[str] = None,
+    compute=None,
     tokenizer: Optional[Tokenizer] = None,
-    strategy_name: str = "default",
-    tpu: Optional[str] = None,
-    strategy=None,
-    dry_run: bool = False,
+    data: Optional[PretrainingInput] = None,
 ) -> dict:
     """Pretrains; returns the summary (also written to `output_dir/train_summary.json`).
 
     Args:
-        settings: the run's `PretrainSettings`.
-        albert_config_file: the model's config.
-        input_file: shards (directory, glob or comma list), or an already resolved `PretrainingInput`.
-        eval_file: eval shards (default: the training shards, as the original).
-        init_checkpoint: warm start of a fresh run (Google's TF1 checkpoint or ours).
+        settings: the run: its inputs (`input_file`, `eval_file`, `albert_config_file`, `init_checkpoint`),
+            its flags, and with `dry_run`, only a plan: every check (data, config, vocabulary, memory, a
+            resume's binding), then the plan (`dry_run_plan`) instead of training; nothing is written.
+        compute: where the run computes (`albert_tf.distribution.make_strategy`; None: the default). A
+            multi-worker one must exist before any TensorFlow op runs, so the CLI makes it first.
         tokenizer: the data's tokenizer (default: the one saved beside the data), saved into `final/`.
-        strategy_name / tpu: the tf.distribute strategy (or `strategy`, already made: a multi-worker
-            strategy must exist before any TensorFlow op runs, so the CLI makes it first).
-        dry_run: run every check (data, config, vocabulary, memory, a resume's binding), then return the
-            plan (`run_plan`) instead of training; nothing is written.
+        data: `settings.input_file` already resolved (`resolve_input`; the CLI reads it once), or None.
+
+    Example (the demo's data; `configs/albert_tiny.json` fits it):
+
+        from albert_tf.pretraining.job import pretrain
+        from albert_tf.pretraining.settings import PretrainSettings
+
+        summary = pretrain(PretrainSettings(
+            output_dir="runs/tiny", input_file="albert_tf_demo/data", albert_config_file="configs/albert_tiny.json",
+            train_batch_size=32, num_train_steps=100, num_warmup_steps=10,
+        ))
+
+    Raises:
+        PretrainingError: settings that cannot run (`PretrainSettings.check_inputs`), a resume under other
+            settings, weights that stop being finite.
+        DataError: data that do not fit the settings, the config or the vocabulary.
     """
-    if settings.init_from_group0 and not init_checkpoint:
-        raise PretrainingError(
-            "--init_from_group0 needs --init_checkpoint (the checkpoint whose group 0 starts every group)"
-        )
-    strategy = strategy or make_strategy(strategy_name, tpu)  # first: collectives are configured at startup
+    settings.check_inputs()
+    if not settings.do_train:
+        raise PretrainingError("--nodo_train evaluates checkpoints: call evaluate_checkpoints(), not pretrain()")
+    compute = compute or make_strategy("default")  # first: collectives are configured at startup
     keras.utils.set_random_seed(settings.seed)
     if settings.deterministic:  # the input pipeline's ops on both backends (the JAX step: jax_step)
         tf.config.experimental.enable_op_determinism()
+    albert_config_file = settings.albert_config_file
     config = AlbertConfig.from_json_file(albert_config_file)
-    train_input = resolve_input(input_file) if isinstance(input_file, str) else input_file
+    train_input = data or resolve_input(settings.input_file)
+    settings = settings.for_data(train_input.data)  # from here on, the lengths are ints
     train_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
     if train_input.data.max_seq_length > config.max_position_embeddings:
         raise DataError(
@@ -203,31 +195,25 @@ def pretrain(
     memory_check.check_batch_fits(
         config,
         memory_check.parameter_count(config),
-        settings.train_batch_size // settings.grad_accum_steps // strategy.num_replicas_in_sync,
+        settings.train_batch_size // settings.grad_accum_steps // compute.num_replicas_in_sync,
         settings.max_seq_length,
         settings.remat,
         max_predictions=train_input.data.predictions_per_row,
     )
     if settings.do_eval or settings.eval_at_start:
-        check_eval_batch(settings, strategy.num_replicas_in_sync)
+        check_eval_batch(settings, compute.num_replicas_in_sync)
     eval_input = None
-    if eval_file is not None:
-        eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
+    if settings.eval_file is not None:
+        eval_input = resolve_input(settings.eval_file, "--eval_file")
         eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
         check_same_layout(train_input, eval_input)
-    chief = is_chief(strategy)
+    chief = is_chief(compute)
     if chief:  # a resume under other settings is refused now, not after the model is built
         check_resume(settings, config, train_input)
-    if dry_run:
-        plan = run_plan(settings, config, albert_config_file, train_input, tokenizer, strategy.num_replicas_in_sync)
-        if worker_faults.jax_processes(strategy):
-            plan["processes"] = strategy.describe() | {
-                "rows_per_process": settings.train_batch_size // strategy.num_processes,
-                "rows_per_device": settings.train_batch_size // strategy.num_replicas_in_sync,
-            }
-        return plan
+    if settings.dry_run:
+        return dry_run_plan(settings, config, train_input, tokenizer, compute)
     os.makedirs(settings.output_dir, exist_ok=True)
-    worker_faults.register_process(settings.output_dir, strategy)
+    worker_faults.register_process(settings.output_dir, compute)
     # One writer per output directory; the other workers of a multi-worker run write only their own dirs.
     # The run is accepted (its settings.json written) once its checkpoints are restored or it starts afresh.
     lock = OutputDirLock(settings.output_dir, accept=False) if chief else contextlib.nullcontext()
@@ -239,10 +225,10 @@ def pretrain(
     # A lost worker of a multi-worker run: one line naming it, wherever the others notice (worker_faults).
     with (
         lock,
-        worker_faults.reported_as_lost_worker(strategy, latest),
-        worker_faults.reported_as_lost_process(strategy, settings.output_dir, latest),
+        worker_faults.reported_as_lost_worker(compute, latest),
+        worker_faults.reported_as_lost_process(compute, settings.output_dir, latest),
     ):
-        loop = PretrainingLoop(strategy, config, settings, train_input, eval_input)
+        loop = PretrainingLoop(compute, config, settings, train_input, eval_input)
 
         def say(message: str):
             if loop.chief:
@@ -250,7 +236,7 @@ def pretrain(
                 if settings.verbose:
                     print(message, flush=True)
 
-        policy = CheckpointPolicy(loop, init_checkpoint, say, tokenizer)
+        policy = CheckpointPolicy(loop, settings.init_checkpoint, say, tokenizer)
         say(policy.restore_or_initialize(config.to_dict()))
         if chief:
             lock.accept()
@@ -258,7 +244,7 @@ def pretrain(
             remove_stale_staging(settings.output_dir)
             remove_stale_staging(checkpoint_dir, checkpoints=True)
         # Every JAX process reads the shared output directory: all stop, or all train.
-        finished = finished_run_summary(settings, loop.step, loop.chief or worker_faults.jax_processes(strategy) > 1)
+        finished = finished_run_summary(settings, loop.step, loop.chief or worker_faults.jax_processes(compute) > 1)
         if finished is not None:  # the README's "run the same command again" after the run ended
             say(
                 f"the run is complete: step {loop.step} of --num_train_steps {settings.num_train_steps}, final model "
@@ -268,7 +254,7 @@ def pretrain(
         summary = {"start_step": loop.step}
         if settings.eval_at_start:
             summary["eval_start"] = loop.evaluate()
-        with worker_faults.StepWatchdog(strategy, settings.worker_timeout_seconds, latest):
+        with worker_faults.StepWatchdog(compute, settings.worker_timeout_seconds, latest):
             summary["history"] = loop.train(policy, say, os.path.join(settings.output_dir, TRAIN_SUMMARY_DIR))
         if not loop.weights_are_finite():  # the last checkpoint has no next step to confirm it
             good = policy.discard_unconfirmed()
@@ -282,8 +268,8 @@ def pretrain(
         if loop.run_steps:
             say(metrics_line(summary["train_cumulative"]))
         summary["replicas"] = loop.strategy.num_replicas_in_sync
-        if worker_faults.jax_processes(strategy):
-            summary["processes"] = strategy.num_processes
+        if worker_faults.jax_processes(compute):
+            summary["processes"] = compute.num_processes
         summary["weights_sha256"] = loop.weights_fingerprint()
         if settings.do_eval:
             summary["eval"] = policy.evaluate_and_keep_best()
@@ -295,19 +281,19 @@ def pretrain(
 
 
 def evaluate_checkpoints(
-    settings: PretrainSettings,
-    albert_config_file: str,
-    eval_file: Union[str, PretrainingInput],
-    *,
-    strategy_name: str = "default",
-    tpu: Optional[str] = None,
-    strategy=None,
+    settings: PretrainSettings, compute=None, data: Optional[PretrainingInput] = None
 ) -> Dict[int, Dict[str, float]]:
-    """Every checkpoint kept in `settings.output_dir`, evaluated on `eval_file`; nothing is trained or written.
+    """Every checkpoint kept in `settings.output_dir`, evaluated on `settings.eval_file` (default:
+    `settings.input_file`); nothing is trained or written.
 
     The original's `--do_train=false --do_eval`, for every kept checkpoint: a run (finished or still
     going) measured on another eval set, e.g. held-out documents, or NSP data for a model trained with SOP.
     `max_eval_steps` batches of `eval_batch_size` each, as the evaluation during training.
+
+    Args:
+        settings: the run's settings (whatever their `do_train`: this evaluates only).
+        compute: where it computes (`albert_tf.distribution.make_strategy`; None: the default).
+        data: the eval data already resolved (`run_data` of these settings evaluating only), or None.
 
     Returns:
         {global step: metrics}, in step order.
@@ -316,16 +302,19 @@ def evaluate_checkpoints(
         PretrainingError: the run has no checkpoint.
         DataError: the eval data do not fit the settings or the model.
     """
+    settings = dataclasses.replace(settings, do_train=False, dry_run=False)  # evaluating only
+    settings.check_inputs()
     checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
     state = tf.train.get_checkpoint_state(checkpoint_dir) if tf.io.gfile.isdir(checkpoint_dir) else None
     if state is None or not state.all_model_checkpoint_paths:
         raise PretrainingError(f"{checkpoint_dir}: no checkpoint to evaluate (train first, or check --output_dir)")
     batch_binding.check_same_backend(settings, checkpoint_dir)  # the other backend's checkpoints would not match
-    strategy = strategy or make_strategy(strategy_name, tpu)
-    config = AlbertConfig.from_json_file(albert_config_file)
-    eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
+    compute = compute or make_strategy("default")
+    config = AlbertConfig.from_json_file(settings.albert_config_file)
+    eval_input = data or run_data(settings)
+    settings = settings.for_data(eval_input.data)
     eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
-    loop = PretrainingLoop(strategy, config, settings, eval_input, eval_input)
+    loop = PretrainingLoop(compute, config, settings, eval_input, eval_input)
     # The weights and the step only: the training iterator in the checkpoint belongs to other data.
     weights = tf.train.Checkpoint(**{k: v for k, v in loop.trackables().items() if k != "train_iterator"})
     results = {}

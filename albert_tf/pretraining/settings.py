@@ -1,4 +1,19 @@
-"""The pretraining settings (the original's flag names and defaults where it has them)."""
+"""The pretraining settings (the original's flag names and defaults where it has them): the run's inputs and
+how it trains, as `FineTuneSettings` are a fine-tuning run's.
+
+The sequence lengths default to the data's (its `metadata.json`); `for_data` fills them in.
+
+Example:
+
+>>> settings = PretrainSettings(output_dir="/tmp/run", input_file="data/pretrain", albert_config_file="c.json")
+>>> settings.check_inputs()  # what the settings alone can say is missing: nothing here
+>>> settings.max_seq_length is None  # the data's, once known
+True
+>>> PretrainSettings(output_dir="/tmp/run", albert_config_file="c.json").check_inputs()
+Traceback (most recent call last):
+...
+albert_tf.pretraining.settings.PretrainingError: --input_file required (data_prep's output)
+"""
 
 import dataclasses
 from typing import Optional
@@ -8,6 +23,7 @@ from albert_tf.errors import AlbertError
 from albert_tf.options import option
 from albert_tf.pretraining.health import DIVERGENCE_ACTIONS, SENTENCE_TASKS, HealthSettings
 from albert_tf.range_checks import check_ranges, check_seed
+from albert_tf.shard_set import PretrainingData
 
 
 class PretrainingError(AlbertError, RuntimeError):
@@ -16,14 +32,33 @@ class PretrainingError(AlbertError, RuntimeError):
 
 @dataclasses.dataclass
 class PretrainSettings:
-    """The pretraining flags that shape the run."""
+    """A pretraining run: its inputs and outputs, and the flags that shape it."""
 
     output_dir: str = option(help="Checkpoints, summaries, final model and SavedModels.")
+    input_file: Optional[str] = option(
+        None,
+        "data_prep output directories, globs or shard files, comma-separated. With no flag at all the demo runs.",
+    )
+    eval_file: Optional[str] = option(None, "Eval shards (default: --input_file, as the original).")
+    albert_config_file: Optional[str] = option(None, "ALBERT config JSON.")
+    init_checkpoint: Optional[str] = option(None, "Warm start: Google's TF1 checkpoint or ours (weights only).")
+    do_train: bool = option(
+        True,
+        "With --do_train=false: evaluate every checkpoint kept in --output_dir on --eval_file (default "
+        "--input_file) and print one JSON line each; nothing is trained or written.",
+    )
+    dry_run: bool = option(
+        False,
+        "Check the flags, data, config, vocabulary, memory and a resume's settings, print the plan (rows, "
+        "epochs, batch per replica, memory) as JSON, and train and write nothing.",
+    )
+    # The command's: `pretrain()` writes final/, the CLI exports it (`albert_tf.export.exported_versions`).
+    export: bool = option(True, "Write SavedModels at the end.")
     train_batch_size: int = option(4096, "Global batch (all replicas, all micro-steps).")
     eval_batch_size: int = option(64, "Eval batch.")
-    # The data's lengths (metadata.json) unless their own flags, which default to None, say otherwise.
-    max_seq_length: int = 512
-    max_predictions_per_seq: int = 20
+    # None: the data's (metadata.json), filled in by `for_data` before anything reads them.
+    max_seq_length: Optional[int] = option(None, "Must match the data (default: the data's metadata.json).")
+    max_predictions_per_seq: Optional[int] = option(None, "Must match the data (default: the data's).")
     num_train_steps: int = option(125000, "Optimizer steps.")
     num_warmup_steps: int = option(3125, "Linear warmup steps.")
     learning_rate: float = option(0.00176, "Peak learning rate.")
@@ -88,3 +123,33 @@ class PretrainSettings:
         )
         check_seed(self, PretrainingError)
         check_jit_compile(self.jit_compile)
+
+    def check_inputs(self) -> None:
+        """What a run needs that the settings alone can say is missing or contradictory (before any file is read).
+
+        Raises:
+            PretrainingError: naming the flag.
+        """
+        if self.do_train and not self.input_file:
+            raise PretrainingError("--input_file required (data_prep's output)")
+        missing = [name for name in ("albert_config_file", "output_dir") if not getattr(self, name)]
+        if missing:
+            mode = "--input_file" if self.do_train else "--nodo_train"
+            raise PretrainingError(", ".join(f"--{name}" for name in missing) + f" required with {mode}")
+        if self.dry_run and not self.do_train:
+            raise PretrainingError("--dry_run plans a training run; drop --nodo_train")
+        if not self.do_train and not (self.eval_file or self.input_file):
+            raise PretrainingError("--nodo_train needs --eval_file (the data to evaluate the checkpoints on)")
+        if self.init_from_group0 and not self.init_checkpoint:
+            raise PretrainingError(
+                "--init_from_group0 needs --init_checkpoint (the checkpoint whose group 0 starts every group)"
+            )
+
+    def for_data(self, data: PretrainingData) -> "PretrainSettings":
+        """These settings with the lengths not given set to the data's (`metadata.json`); given ones are kept
+        (and checked against the data by `PretrainingData.check_fits`)."""
+        return dataclasses.replace(
+            self,
+            max_seq_length=self.max_seq_length or data.max_seq_length,
+            max_predictions_per_seq=self.max_predictions_per_seq or data.max_predictions_per_seq,
+        )
