@@ -89,6 +89,8 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(pretraining_data, tmp_
 def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tmp_path):
     import tensorflow as tf
 
+    from albert_tf.compute import make_compute
+    from albert_tf.distribution import DistributionSettings
     from albert_tf.export import export_pretraining_run
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import PretrainSettings
@@ -109,7 +111,7 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
         pretraining_data["config"],
         pretraining_data["data"],
         tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
-        strategy_name="mirrored",
+        compute=make_compute(DistributionSettings(strategy="mirrored")),
     )
     summary["outputs"].update(export_pretraining_run(str(tmp_path), version=4, max_seq_length=SEQ))
     assert summary["end_step"] == 4

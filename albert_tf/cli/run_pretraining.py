@@ -98,7 +98,7 @@ def main(argv):
     del argv
     # Imported once the flags are read (TensorFlow and Keras take seconds): --help and flag mistakes are fast.
     from albert_tf.cli import demo
-    from albert_tf.distribution import is_chief, make_strategy
+    from albert_tf.compute import make_compute
     from albert_tf.export import exported_versions
     from albert_tf.inputs.shard_reader import resolve_input
     from albert_tf.pretraining.job import data_tokenizer, evaluate_checkpoints, pretrain
@@ -110,7 +110,7 @@ def main(argv):
 
     distribution = settings_from_flags(DistributionSettings)
     # Before any TF op or JAX computation: multi-worker collectives and JAX's processes are set up at startup.
-    strategy = make_strategy(distribution.strategy, distribution.tpu, distribution.processes())
+    compute = make_compute(distribution)
     # Read once; its lengths are the defaults. Evaluating only: the eval data are the data.
     if FLAGS.do_train:
         data_input = resolve_input(FLAGS.input_file)
@@ -124,7 +124,7 @@ def main(argv):
         max_predictions_per_seq=FLAGS.max_predictions_per_seq or data_input.data.max_predictions_per_seq,
     )
     if not FLAGS.do_train:
-        checkpoints = evaluate_checkpoints(settings, FLAGS.albert_config_file, data_input, strategy=strategy)
+        checkpoints = evaluate_checkpoints(settings, FLAGS.albert_config_file, data_input, compute=compute)
         for step, metrics in checkpoints.items():
             print(json.dumps({"global_step": step, **metrics}), flush=True)
         return
@@ -140,18 +140,18 @@ def main(argv):
         eval_file=FLAGS.eval_file,
         init_checkpoint=FLAGS.init_checkpoint,
         tokenizer=tokenizer,
-        strategy=strategy,
+        compute=compute,
     )
     if FLAGS.dry_run:
         print(json.dumps(run(dry_run=True), indent=2))
         return
     # Written once pretrain() has checked its inputs and holds the lock; the vocabulary is the data's.
-    if is_chief(strategy):  # one record of the run, however many processes share the directory
-        describe = getattr(strategy, "describe", None)  # JAX's processes and devices (found, or given by flags)
+    if compute.chief:  # one record of the run, however many processes share the directory
+        processes = compute.describe()  # JAX's processes and devices (found, or given by flags)
         record_settings(
             settings.output_dir,
             tokenizer_loader=lambda: data_tokenizer(data_input, tokenizer),
-            facts={"processes": describe()} if describe else None,
+            facts={"processes": processes} if processes is not None else None,
         )
     with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75
         summary = run()

@@ -33,7 +33,8 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import preemption
-from albert_tf.distribution import PRECISIONS, make_strategy
+from albert_tf.compute import Compute, make_compute
+from albert_tf.distribution import PRECISIONS
 from albert_tf.finetuning import best_model, datasets, start, training
 from albert_tf.finetuning.base import Encoded, Task
 from albert_tf.finetuning.checkpoints import check_resume
@@ -70,7 +71,7 @@ def run(
     """
     if not (settings.do_train or evaluate or predict_split):  # the original's rule: exit 0 doing nothing hides a typo
         raise FineTuneError("nothing to do: pass --do_train, --do_eval or --do_predict")
-    strategy = make_strategy(settings.strategy, settings.tpu)  # before any TF op (multi-worker collectives)
+    compute = make_compute(settings.distribution)  # before any TF op (multi-worker collectives)
     if settings.max_seq_length is not None:  # given: checked before the model is loaded
         check_min_seq_length(task, settings)
     if settings.metric and task.metric_names() is not None:
@@ -79,7 +80,7 @@ def run(
         raise FineTuneError(f"--early_stopping_patience needs {eval_split} data to evaluate on; none is given")
     model_start = None
     if settings.do_train:
-        check_resume(settings, task.binding())  # other labels, columns or backend: refused before any loading
+        check_resume(settings, task.binding(), compute.name)  # other labels, columns or backend: refused now
         model_start = start.for_training(settings)
     elif evaluate or predict_split:
         model_start = start.fine_tuned(settings)
@@ -92,11 +93,11 @@ def run(
         model_start.model.check_fits(task, model_start.config)  # another task's file fails before any reading
     _check_inputs(task, settings, evaluate, eval_split, predict_split)
     if settings.dry_run:
-        return run_plan(task, settings, model_start, evaluate, eval_split, predict_split, strategy)
+        return run_plan(task, settings, model_start, evaluate, eval_split, predict_split, compute)
     # SIGTERM/SIGINT stop training after the current batch (`albert_tf.preemption`), lock released.
     # The run is accepted (its settings.json written) once a resume's whole binding is checked.
     with preemption.stop_signals(), OutputDirLock(settings.output_dir, accept=False) as lock:
-        return _run(task, settings, model_start, evaluate, eval_split, predict_split, strategy, lock.accept)
+        return _run(task, settings, model_start, evaluate, eval_split, predict_split, compute, lock.accept)
 
 
 def reads_dev(task: Task, settings: FineTuneSettings, evaluate: bool, eval_split: str) -> bool:
@@ -104,7 +105,7 @@ def reads_dev(task: Task, settings: FineTuneSettings, evaluate: bool, eval_split
     return evaluate or (settings.do_train and task.has_data(eval_split))
 
 
-def run_plan(task, settings, model_start, evaluate, eval_split, predict_split, strategy) -> dict:
+def run_plan(task, settings, model_start, evaluate, eval_split, predict_split, compute: Compute) -> dict:
     """What the run would do (`--dry_run`): each split read and encoded as the run reads it, the schedule,
     one step's memory and the checkpoint it would resume from; nothing is written."""
     from albert_tf import memory_check
@@ -122,7 +123,7 @@ def run_plan(task, settings, model_start, evaluate, eval_split, predict_split, s
             warnings.append(
                 f"{report.file}: {report.skipped} of {report.rows} records skipped; first: " + report.first_problems[0]
             )
-    config, replicas = model_start.config, strategy.num_replicas_in_sync
+    config, replicas = model_start.config, compute.num_replicas_in_sync
     plan = {"dry_run": True, "task": task.name, "metric": settings.metric or task.metric, "splits": splits}
     plan["binding"] = task.binding()
     plan["model"] = {"from": model_start.origin or f"a fresh model of {model_start.where}"}
@@ -164,7 +165,7 @@ def run_plan(task, settings, model_start, evaluate, eval_split, predict_split, s
             )
         checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
         latest = tf.train.latest_checkpoint(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
-        check_resume(schedule, task.binding())  # a resume under other settings is refused now
+        check_resume(schedule, task.binding(), compute.name)  # a resume under other settings is refused now
         plan["resumes_from_step"] = int(latest.rsplit("-", 1)[-1]) if latest else None
     plan["warnings"] = warnings
     return plan
@@ -215,7 +216,7 @@ def _run(
     evaluate: bool,
     eval_split: str,
     predict_split: Optional[str],
-    strategy,
+    compute: Compute,
     accept: Callable[[], None],
 ):
     log = print if settings.verbose else logging.info
@@ -243,6 +244,7 @@ def _run(
                 settings.eval_batch_size,
                 length_grouping=settings.length_grouping,
                 min_width=task.min_batch_width(),
+                compiled=compute.predicts_per_shape,
             )
         return task.postprocess(data, outputs, tokenizer)
 
@@ -251,7 +253,7 @@ def _run(
         keras.utils.set_random_seed(settings.seed)
         train = load("train", training=True)
         settings = settings.with_schedule(len(train.examples))
-        check_resume(settings, task.binding())  # the steps and the length too, now known
+        check_resume(settings, task.binding(), compute.name)  # the steps and the length too, now known
     accept()
     # What a killed run left half-written (staging copies, TensorFlow's checkpoint temporaries).
     remove_stale_staging(settings.output_dir)
@@ -259,7 +261,7 @@ def _run(
     if settings.do_train:
         summary["train_step"], summary["warmup_step"] = settings.train_step, settings.warmup_step
         # Built, compiled and fit under the strategy: Keras distributes `fit` over its replicas.
-        with strategy.scope():
+        with compute.scope():
             backbone = model_start.backbone(remat=settings.remat, dtype=PRECISIONS[settings.mixed_precision])
             model = task.build_model(backbone, settings.dropout)
             result = training.train(
@@ -272,13 +274,14 @@ def _run(
                     settings.micro_batch_size,
                     settings.seed,
                     length_grouping=settings.length_grouping,
-                    compiled=settings.compiles_every_shape,
+                    compiled=compute.compiles_every_shape(settings.jit_compile),
                 ),
                 settings,
                 dev,
                 predict,
                 tokenizer,
                 start_line=model_start.origin,
+                compute=compute,
             )
         summary["history"] = result["history"]
         summary["best_step"] = result["best"]["global_step"] if result["best"] else None

@@ -14,8 +14,8 @@ import keras
 import tensorflow as tf
 
 from albert_tf import memory_check
+from albert_tf.compute import Compute, make_compute
 from albert_tf.config import AlbertConfig
-from albert_tf.distribution import is_chief, make_strategy
 from albert_tf.inputs.shard_reader import PretrainingInput, check_same_layout, resolve_input
 from albert_tf.json_records import read_json, write_json
 from albert_tf.locking import OutputDirLock
@@ -84,18 +84,19 @@ def finished_run_summary(settings: PretrainSettings, step: int, chief: bool) -> 
     return summary
 
 
-def check_resume(settings: PretrainSettings, config: AlbertConfig, train_input: PretrainingInput) -> None:
+def check_resume(settings: PretrainSettings, config: AlbertConfig, train_input: PretrainingInput, backend: str) -> None:
     """Refuses, before anything is built, a resume under another config, backend, batch or row layout."""
     checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
     check_same_config(settings.output_dir, config.to_dict())
     if os.path.isdir(checkpoint_dir) and tf.train.latest_checkpoint(checkpoint_dir):
-        batch_binding.check_same_batch(settings, checkpoint_dir, train_input.data.max_instances_per_row)
+        batch_binding.check_same_batch(settings, checkpoint_dir, train_input.data.max_instances_per_row, backend)
 
 
-def run_plan(settings, config, albert_config_file: str, train_input, tokenizer, replicas: int) -> dict:
+def run_plan(settings, config, albert_config_file: str, train_input, tokenizer, compute: Compute) -> dict:
     """What a run would do, from its checked inputs (`--dry_run`): data, model, batch, steps, memory, resume."""
     data = train_input.data
     rows = (data.metadata.get("counts", {}).get("packing") or {}).get("rows") or data.metadata.get("num_instances")
+    replicas = compute.num_replicas_in_sync
     micro_batch = settings.train_batch_size // settings.grad_accum_steps // replicas
     parameters = memory_check.parameter_count(config)
     needed = memory_check.step_bytes(
@@ -143,7 +144,7 @@ def run_plan(settings, config, albert_config_file: str, train_input, tokenizer, 
         "memory": {"step_lower_bound_gib": round(needed / 2**30, 2)}
         | {"available_gib": round(available / 2**30, 2) if available else None},
         "precision": settings.mixed_precision,
-        "backend": keras.backend.backend(),
+        "backend": compute.name,
         "tokenizer": tokenizer.metadata() if tokenizer is not None else None,
         "warnings": warnings,
     }
@@ -157,9 +158,7 @@ def pretrain(
     eval_file: Optional[Union[str, PretrainingInput]] = None,
     init_checkpoint: Optional[str] = None,
     tokenizer: Optional[Tokenizer] = None,
-    strategy_name: str = "default",
-    tpu: Optional[str] = None,
-    strategy=None,
+    compute: Optional[Compute] = None,
     dry_run: bool = False,
 ) -> dict:
     """Pretrains; returns the summary (also written to `output_dir/train_summary.json`).
@@ -171,8 +170,9 @@ def pretrain(
         eval_file: eval shards (default: the training shards, as the original).
         init_checkpoint: warm start of a fresh run (Google's TF1 checkpoint or ours).
         tokenizer: the data's tokenizer (default: the one saved beside the data), saved into `final/`.
-        strategy_name / tpu: the tf.distribute strategy (or `strategy`, already made: a multi-worker
-            strategy must exist before any TensorFlow op runs, so the CLI makes it first).
+        compute: where the run computes (`compute.make_compute`; default: `--strategy default` on the
+            backend Keras runs on). A multi-worker one must exist before any TensorFlow op runs, so the
+            CLI makes it first.
         dry_run: run every check (data, config, vocabulary, memory, a resume's binding), then return the
             plan (`run_plan`) instead of training; nothing is written.
     """
@@ -180,7 +180,7 @@ def pretrain(
         raise PretrainingError(
             "--init_from_group0 needs --init_checkpoint (the checkpoint whose group 0 starts every group)"
         )
-    strategy = strategy or make_strategy(strategy_name, tpu)  # first: collectives are configured at startup
+    compute = compute or make_compute()  # first: collectives are configured at startup
     keras.utils.set_random_seed(settings.seed)
     if settings.deterministic:  # the input pipeline's ops on both backends (the JAX step: jax_step)
         tf.config.experimental.enable_op_determinism()
@@ -203,31 +203,31 @@ def pretrain(
     memory_check.check_batch_fits(
         config,
         memory_check.parameter_count(config),
-        settings.train_batch_size // settings.grad_accum_steps // strategy.num_replicas_in_sync,
+        settings.train_batch_size // settings.grad_accum_steps // compute.num_replicas_in_sync,
         settings.max_seq_length,
         settings.remat,
         max_predictions=train_input.data.predictions_per_row,
     )
     if settings.do_eval or settings.eval_at_start:
-        check_eval_batch(settings, strategy.num_replicas_in_sync)
+        check_eval_batch(settings, compute.num_replicas_in_sync)
     eval_input = None
     if eval_file is not None:
         eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
         eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
         check_same_layout(train_input, eval_input)
-    chief = is_chief(strategy)
+    chief = compute.chief
     if chief:  # a resume under other settings is refused now, not after the model is built
-        check_resume(settings, config, train_input)
+        check_resume(settings, config, train_input, compute.name)
     if dry_run:
-        plan = run_plan(settings, config, albert_config_file, train_input, tokenizer, strategy.num_replicas_in_sync)
-        if worker_faults.jax_processes(strategy):
-            plan["processes"] = strategy.describe() | {
-                "rows_per_process": settings.train_batch_size // strategy.num_processes,
-                "rows_per_device": settings.train_batch_size // strategy.num_replicas_in_sync,
+        plan = run_plan(settings, config, albert_config_file, train_input, tokenizer, compute)
+        if compute.describe() is not None:
+            plan["processes"] = compute.describe() | {
+                "rows_per_process": settings.train_batch_size // compute.num_processes,
+                "rows_per_device": settings.train_batch_size // compute.num_replicas_in_sync,
             }
         return plan
     os.makedirs(settings.output_dir, exist_ok=True)
-    worker_faults.register_process(settings.output_dir, strategy)
+    worker_faults.register_process(settings.output_dir, compute)
     # One writer per output directory; the other workers of a multi-worker run write only their own dirs.
     # The run is accepted (its settings.json written) once its checkpoints are restored or it starts afresh.
     lock = OutputDirLock(settings.output_dir, accept=False) if chief else contextlib.nullcontext()
@@ -239,10 +239,10 @@ def pretrain(
     # A lost worker of a multi-worker run: one line naming it, wherever the others notice (worker_faults).
     with (
         lock,
-        worker_faults.reported_as_lost_worker(strategy, latest),
-        worker_faults.reported_as_lost_process(strategy, settings.output_dir, latest),
+        worker_faults.reported_as_lost_worker(compute, latest),
+        worker_faults.reported_as_lost_process(compute, settings.output_dir, latest),
     ):
-        loop = PretrainingLoop(strategy, config, settings, train_input, eval_input)
+        loop = PretrainingLoop(compute, config, settings, train_input, eval_input)
 
         def say(message: str):
             if loop.chief:
@@ -258,7 +258,7 @@ def pretrain(
             remove_stale_staging(settings.output_dir)
             remove_stale_staging(checkpoint_dir, checkpoints=True)
         # Every JAX process reads the shared output directory: all stop, or all train.
-        finished = finished_run_summary(settings, loop.step, loop.chief or worker_faults.jax_processes(strategy) > 1)
+        finished = finished_run_summary(settings, loop.step, loop.chief or compute.num_processes > 1)
         if finished is not None:  # the README's "run the same command again" after the run ended
             say(
                 f"the run is complete: step {loop.step} of --num_train_steps {settings.num_train_steps}, final model "
@@ -268,7 +268,7 @@ def pretrain(
         summary = {"start_step": loop.step}
         if settings.eval_at_start:
             summary["eval_start"] = loop.evaluate()
-        with worker_faults.StepWatchdog(strategy, settings.worker_timeout_seconds, latest):
+        with worker_faults.StepWatchdog(compute, settings.worker_timeout_seconds, latest):
             summary["history"] = loop.train(policy, say, os.path.join(settings.output_dir, TRAIN_SUMMARY_DIR))
         if not loop.weights_are_finite():  # the last checkpoint has no next step to confirm it
             good = policy.discard_unconfirmed()
@@ -281,9 +281,9 @@ def pretrain(
         summary["train_cumulative"] = loop.run_metrics()
         if loop.run_steps:
             say(metrics_line(summary["train_cumulative"]))
-        summary["replicas"] = loop.strategy.num_replicas_in_sync
-        if worker_faults.jax_processes(strategy):
-            summary["processes"] = strategy.num_processes
+        summary["replicas"] = compute.num_replicas_in_sync
+        if compute.describe() is not None:
+            summary["processes"] = compute.num_processes
         summary["weights_sha256"] = loop.weights_fingerprint()
         if settings.do_eval:
             summary["eval"] = policy.evaluate_and_keep_best()
@@ -299,9 +299,7 @@ def evaluate_checkpoints(
     albert_config_file: str,
     eval_file: Union[str, PretrainingInput],
     *,
-    strategy_name: str = "default",
-    tpu: Optional[str] = None,
-    strategy=None,
+    compute: Optional[Compute] = None,
 ) -> Dict[int, Dict[str, float]]:
     """Every checkpoint kept in `settings.output_dir`, evaluated on `eval_file`; nothing is trained or written.
 
@@ -320,12 +318,12 @@ def evaluate_checkpoints(
     state = tf.train.get_checkpoint_state(checkpoint_dir) if tf.io.gfile.isdir(checkpoint_dir) else None
     if state is None or not state.all_model_checkpoint_paths:
         raise PretrainingError(f"{checkpoint_dir}: no checkpoint to evaluate (train first, or check --output_dir)")
-    batch_binding.check_same_backend(settings, checkpoint_dir)  # the other backend's checkpoints would not match
-    strategy = strategy or make_strategy(strategy_name, tpu)
+    compute = compute or make_compute()
+    batch_binding.check_same_backend(settings, checkpoint_dir, compute.name)  # the other's would not match
     config = AlbertConfig.from_json_file(albert_config_file)
     eval_input = resolve_input(eval_file, "--eval_file") if isinstance(eval_file, str) else eval_file
     eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
-    loop = PretrainingLoop(strategy, config, settings, eval_input, eval_input)
+    loop = PretrainingLoop(compute, config, settings, eval_input, eval_input)
     # The weights and the step only: the training iterator in the checkpoint belongs to other data.
     weights = tf.train.Checkpoint(**{k: v for k, v in loop.trackables().items() if k != "train_iterator"})
     results = {}
