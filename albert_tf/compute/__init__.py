@@ -19,10 +19,10 @@ Example:
 
 from typing import Optional
 
-from albert_tf.compute.base import CheckpointState, Compute
+from albert_tf.compute.base import CheckpointState, Compute, TrainStep
 from albert_tf.distribution import DistributionSettings
 
-__all__ = ["CheckpointState", "Compute", "check_jit_compile", "make_compute"]
+__all__ = ["CheckpointState", "Compute", "TrainStep", "check_jit_compile", "make_compute"]
 
 
 def _implementation():

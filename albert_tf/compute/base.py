@@ -21,6 +21,30 @@ class CheckpointState(abc.ABC):
         """A checkpoint was read into its objects: their values go into the model and optimizer."""
 
 
+class TrainStep(abc.ABC):
+    """Pretraining's step on a `Compute`: `step(iterator) → stats`, one optimizer step a call.
+
+    It may hold the newest state where it computes (JAX: on the devices) rather than in the Keras
+    variables: `sync()` before reading them, `reset()` after writing them.
+    """
+
+    @abc.abstractmethod
+    def __call__(self, iterator) -> Dict[str, object]:
+        """One optimizer step on the iterator's next batch; the objective's stats (`pretraining.objective`)."""
+
+    @abc.abstractmethod
+    def iterations(self) -> int:
+        """The optimizer's step count (a float16 step the loss scale skipped does not count)."""
+
+    @abc.abstractmethod
+    def sync(self) -> None:
+        """The Keras variables take the newest state, for whatever reads them next."""
+
+    @abc.abstractmethod
+    def reset(self) -> None:
+        """The Keras variables were written (a restore): the next step starts from them."""
+
+
 class Compute(abc.ABC):
     """One run's place of computation: a backend and its devices, replicas and processes.
 
@@ -91,8 +115,10 @@ class Compute(abc.ABC):
         """As `train_iterator`, for the eval step (a fresh one per evaluation)."""
 
     @abc.abstractmethod
-    def train_step(self, model, optimizer, grad_accum_steps: int, jit_compile: Optional[bool], deterministic: bool):
-        """`step(iterator) → stats`: one optimizer step on the iterator's next batch (`pretraining.objective`)."""
+    def train_step(
+        self, model, optimizer, grad_accum_steps: int, jit_compile: Optional[bool], deterministic: bool
+    ) -> TrainStep:
+        """Pretraining's `TrainStep` for `model` and `optimizer`."""
 
     @abc.abstractmethod
     def eval_step(self, model, deterministic: bool):

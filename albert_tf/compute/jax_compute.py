@@ -13,7 +13,38 @@ Example:
 from typing import Callable, Optional
 
 from albert_tf import distribution
-from albert_tf.compute.base import CheckpointState, Compute
+from albert_tf.compute.base import CheckpointState, Compute, TrainStep
+
+
+class JaxStep(TrainStep):
+    """`jax_step.JaxTrainStep` on an iterator: the state stays on the devices between steps.
+
+    Each call reads back the stats and the step count together (one transfer): the loop reads the
+    loss of every step (a non-finite one stops or rolls back the run) and counts the steps.
+    """
+
+    def __init__(self, step):
+        self.step = step
+        self.count = None
+
+    def __call__(self, iterator):
+        import jax
+
+        stats = self.step(*next(iterator))
+        stats, self.count = jax.device_get((stats, self.step.iterations_array()))
+        return stats
+
+    def iterations(self) -> int:
+        if self.count is None:  # before any step, or after a restore
+            self.count = self.step.iterations_array()
+        return int(self.count)
+
+    def sync(self) -> None:
+        self.step.sync()
+
+    def reset(self) -> None:
+        self.step.reset()
+        self.count = None
 
 
 class JaxCompute(Compute):
@@ -75,8 +106,7 @@ class JaxCompute(Compute):
         from albert_tf.pretraining.jax_step import JaxTrainStep
 
         self.step_jit_compile(jit_compile)
-        step = JaxTrainStep(model, optimizer, grad_accum_steps, self.distribution, deterministic=deterministic)
-        return lambda iterator: step(*next(iterator))
+        return JaxStep(JaxTrainStep(model, optimizer, grad_accum_steps, self.distribution, deterministic=deterministic))
 
     def eval_step(self, model, deterministic: bool):
         from albert_tf.pretraining.jax_step import JaxEvalStep

@@ -13,7 +13,7 @@ from typing import Callable, Dict, Optional
 import tensorflow as tf
 
 from albert_tf import distribution
-from albert_tf.compute.base import CheckpointState, Compute
+from albert_tf.compute.base import CheckpointState, Compute, TrainStep
 from albert_tf.pretraining import tf_step
 
 
@@ -31,6 +31,26 @@ class TrackedState(CheckpointState):
 
     def after_restore(self) -> None:
         """Nothing to copy: the restore wrote the variables."""
+
+
+class TensorFlowStep(TrainStep):
+    """`tf_step`'s step: the variables are the state, always current."""
+
+    def __init__(self, step, optimizer):
+        self.step = step
+        self.optimizer = optimizer
+
+    def __call__(self, iterator):
+        return self.step(iterator)
+
+    def iterations(self) -> int:
+        return int(self.optimizer.iterations.numpy())
+
+    def sync(self) -> None:
+        """Nothing held: the step updates the variables themselves."""
+
+    def reset(self) -> None:
+        """Nothing held: the next step reads the variables."""
 
 
 class TensorFlowCompute(Compute):
@@ -93,9 +113,10 @@ class TensorFlowCompute(Compute):
 
     def train_step(self, model, optimizer, grad_accum_steps: int, jit_compile: Optional[bool], deterministic: bool):
         del deterministic  # TensorFlow's op determinism is process-wide (the job enables it)
-        return tf_step.make_train_step(
+        step = tf_step.make_train_step(
             self.distribution, model, optimizer, grad_accum_steps, self.step_jit_compile(jit_compile)
         )
+        return TensorFlowStep(step, optimizer)
 
     def eval_step(self, model, deterministic: bool):
         return tf_step.make_eval_step(self.distribution, model)

@@ -102,7 +102,12 @@ class PretrainingLoop:
 
     @property
     def step(self) -> int:
-        return int(self.optimizer.iterations.numpy())
+        return self._train_step.iterations()
+
+    def sync(self) -> None:
+        """The model's and optimizer's variables take the newest state (JAX holds it on the devices between
+        steps): before anything reads them."""
+        self._train_step.sync()
 
     def trackables(self) -> Dict[str, object]:
         """What a checkpoint holds: model, optimizer (step, slots) and, where possible, the iterator."""
@@ -113,6 +118,7 @@ class PretrainingLoop:
 
     def before_save(self):
         """The checkpoint is about to be written: the values it must hold are copied into it (JAX)."""
+        self.sync()
         self.state.before_save()
 
     def wait_for_all(self, name: str) -> None:
@@ -120,8 +126,9 @@ class PretrainingLoop:
         self.compute.wait_for_all(name)
 
     def after_restore(self):
-        """A checkpoint was read: its values go into the model and optimizer (JAX)."""
+        """A checkpoint was read: its values go into the model and optimizer (JAX), where the next step starts."""
         self.state.after_restore()
+        self._train_step.reset()
 
     def ensure_iterator(self):
         """After a restore: a run that cannot checkpoint its iterator skips the batches already used."""
@@ -167,6 +174,7 @@ class PretrainingLoop:
 
     def evaluate(self) -> Dict[str, float]:
         """`max_eval_steps` batches of the eval shards, as the original's eval."""
+        self.sync()  # the eval step reads the model's variables
         s = self.settings
         check_eval_batch(s, self.compute.num_replicas_in_sync)
         if self._eval_step is None:
@@ -258,6 +266,7 @@ class PretrainingLoop:
             if step % s.log_every_steps == 0 or step == s.num_train_steps:
                 elapsed = time.perf_counter() - window_start
                 metrics = objective.summarize(window, window_steps)
+                self.sync()  # the learning rate is the schedule's at the optimizer's step count
                 metrics["lr"] = float(self.optimizer.learning_rate)
                 metrics["steps/s"] = window_steps / elapsed
                 history.append({"step": step, "window_steps": window_steps, **metrics})
@@ -290,6 +299,7 @@ class PretrainingLoop:
                 if not scheduled:
                     checkpointer.save(step, evaluate=False)
                 preemption.raise_preempted(f"checkpoint of step {step} saved in {checkpointer.checkpoint_dir}")
+        self.sync()  # whatever the caller reads next sees the trained weights
         if writer:
             writer.flush()
         return history
@@ -308,13 +318,17 @@ class PretrainingLoop:
         for _ in range(steps):
             # Read back as `train` does: JAX dispatches asynchronously, so a step ends when its loss is read.
             float(self._train_step(self.train_iterator)["loss"])
-        return (time.perf_counter() - start) / steps
+        seconds = (time.perf_counter() - start) / steps
+        self.sync()
+        return seconds
 
     def weights_are_finite(self) -> bool:
+        self.sync()
         return all(np.isfinite(w).all() for w in self.model.get_weights())
 
     def weights_fingerprint(self) -> str:
         """sha256 of every weight's bytes: equal on all workers of a synchronous run."""
+        self.sync()
         digest = hashlib.sha256()
         for weight in self.model.get_weights():
             digest.update(np.ascontiguousarray(weight).tobytes())
@@ -322,6 +336,7 @@ class PretrainingLoop:
 
     def plain_copy(self) -> AlbertPretrainer:
         """The model outside the strategy (float32), for saving and export."""
+        self.sync()
         # from_albert_config keeps the file's passthrough keys (gap_size, ...) in the saved config.
         copy = AlbertPretrainer(AlbertBackbone.from_albert_config(self.config))
         copy.set_weights([np.asarray(w) for w in self.model.get_weights()])
