@@ -7,6 +7,7 @@ import keras
 import pytest
 import tensorflow as tf
 
+from albert_tf import flops
 from albert_tf.compute import make_compute
 from albert_tf.compute.jax_compute import JaxCompute
 from albert_tf.compute.tf_compute import TensorFlowCompute
@@ -74,3 +75,45 @@ def test_training_code_asks_the_compute_not_keras():
     sources = [package / "pretraining" / "loop.py", *sorted((package / "finetuning").glob("*.py"))]
     asking = [str(path.relative_to(REPO)) for path in sources if "keras.backend.backend()" in path.read_text()]
     assert asking == []
+
+
+def test_cpus_have_no_peak_and_known_accelerators_do():
+    assert make_compute().peak_flops("float32") is None  # this machine computes on its CPUs
+    assert flops.peak_flops_of("NVIDIA H200", "bfloat16") == 989.4e12
+    assert flops.peak_flops_of("NVIDIA H100 PCIe", "float32") == 378e12  # not the SXM part's
+    assert flops.peak_flops_of("TPU v5 lite", "float32") == 197e12 and flops.peak_flops_of("Quadro", "bf16") is None
+
+
+class PeakedCompute(TensorFlowCompute):
+    """This CPU, as if its peak were known (no accelerator here to read one from)."""
+
+    def peak_flops(self, mixed_precision):
+        return 1e12
+
+
+@pytest.mark.realdata
+def test_the_progress_window_shows_mfu_where_the_peak_is_known(pretraining_data, tmp_path):
+    """On CPUs the peak is None and the window has no mfu (`test_cpus_have_no_peak_and_known_accelerators_do`)."""
+    from albert_tf.config import AlbertConfig
+    from albert_tf.inputs.shard_reader import resolve_input
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import PretrainSettings
+
+    settings = PretrainSettings(
+        output_dir=str(tmp_path / "run"),
+        train_batch_size=4,
+        max_seq_length=64,
+        num_train_steps=2,
+        num_warmup_steps=1,
+        save_checkpoints_steps=2,
+        log_every_steps=1,
+        verbose=False,
+    )
+    data = resolve_input(pretraining_data["data"])
+    compute = PeakedCompute(tf.distribute.get_strategy())
+    history = pretrain(settings, pretraining_data["config"], data, compute=compute)["history"]
+    config = AlbertConfig.from_json_file(pretraining_data["config"])
+    step_flops = flops.train_step_flops(config, 4, 64, predictions=data.data.predictions_per_row)
+    assert [window["step"] for window in history] == [1, 2]
+    for window in history:
+        assert window["mfu"] == pytest.approx(step_flops * window["steps/s"] / 1e12)

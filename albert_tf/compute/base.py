@@ -93,6 +93,11 @@ class Compute(abc.ABC):
         """Returns once every process reached the barrier `name` (no-op with one process)."""
         del name  # one process: nobody to wait for
 
+    @abc.abstractmethod
+    def peak_flops(self, mixed_precision: str) -> Optional[float]:
+        """The replicas' peak FLOP/s together under `--mixed_precision` (`flops.PEAKS`); None on CPUs or an
+        unknown device."""
+
     # --- compilation ---------------------------------------------------------------------------------
 
     @staticmethod

@@ -12,7 +12,7 @@ Example:
 
 from typing import Callable, Optional
 
-from albert_tf import distribution
+from albert_tf import distribution, flops
 from albert_tf.compute.base import CheckpointState, Compute, TrainStep
 
 
@@ -80,6 +80,15 @@ class JaxCompute(Compute):
 
     def wait_for_all(self, name: str) -> None:
         self.distribution.wait_for_all(name)
+
+    def peak_flops(self, mixed_precision: str) -> Optional[float]:
+        import jax
+
+        device = jax.devices()[0]
+        if device.platform == "cpu":
+            return None
+        peak = flops.peak_flops_of(device.device_kind, mixed_precision)
+        return peak * self.num_replicas_in_sync if peak else None
 
     @staticmethod
     def step_jit_compile(jit_compile: Optional[bool]) -> bool:

@@ -12,7 +12,7 @@ from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 
-from albert_tf import distribution
+from albert_tf import distribution, flops
 from albert_tf.compute.base import CheckpointState, Compute, TrainStep
 from albert_tf.pretraining import tf_step
 
@@ -94,6 +94,16 @@ class TensorFlowCompute(Compute):
         strategy = self.distribution
         vote = tf.constant(1 if flag else 0, tf.int32)
         return int(strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: vote), axis=None)) > 0
+
+    def peak_flops(self, mixed_precision: str) -> Optional[float]:
+        """The GPUs' (a TPU's is not looked up here); None without one."""
+        gpus = tf.config.list_physical_devices("GPU")
+        if not gpus:
+            return None
+        peak = flops.peak_flops_of(
+            tf.config.experimental.get_device_details(gpus[0]).get("device_name", ""), mixed_precision
+        )
+        return peak * self.num_replicas_in_sync if peak else None
 
     @staticmethod
     def step_jit_compile(jit_compile: Optional[bool]) -> bool:

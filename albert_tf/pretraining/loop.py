@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import preemption
+from albert_tf import flops, preemption
 from albert_tf.compute import Compute
 from albert_tf.config import AlbertConfig
 from albert_tf.distribution import check_precision
@@ -36,8 +36,9 @@ from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
 from albert_tf.progress import TrainingBar, write_scalars
 from albert_tf.shard_set import DataError
 
-# The metrics on the progress bar, besides lr and steps/s.
+# The metrics on the progress bar, and the rates after them (mfu: on accelerators of known peak).
 BAR_METRICS = ("loss", "masked_lm_accuracy", "sentence_order_accuracy")
+BAR_RATES = ("lr", "steps/s", "mfu")
 # float16: the loss scale halves at each step it skips (gradients not finite); after this many in a row no scale
 # makes them finite, and the run would go on forever without another update.
 MAX_SKIPPED_STEPS = 64
@@ -98,6 +99,11 @@ class PretrainingLoop:
         # A checkpointable iterator must exist before the checkpoint that tracks it.
         self.train_iterator = self._make_train_iterator(0) if self.iterator_in_checkpoint else None
         self._train_step = self._make_train_step()
+        # Model FLOPs utilization on the progress line, where the devices' peak is known (not on CPUs).
+        self.peak_flops = compute.peak_flops(s.mixed_precision)
+        self.step_flops = flops.train_step_flops(
+            albert_config, s.train_batch_size, s.max_seq_length, train_input.data.predictions_per_row
+        )
         self._eval_step = None
 
     @property
@@ -269,8 +275,10 @@ class PretrainingLoop:
                 self.sync()  # the learning rate is the schedule's at the optimizer's step count
                 metrics["lr"] = float(self.optimizer.learning_rate)
                 metrics["steps/s"] = window_steps / elapsed
+                if self.peak_flops:
+                    metrics["mfu"] = self.step_flops * metrics["steps/s"] / self.peak_flops
                 history.append({"step": step, "window_steps": window_steps, **metrics})
-                progress.update(step, {k: metrics[k] for k in BAR_METRICS + ("lr", "steps/s")})
+                progress.update(step, {k: metrics[k] for k in BAR_METRICS + BAR_RATES if k in metrics})
                 logging.info(
                     "step %d, %s: %s",
                     step,
