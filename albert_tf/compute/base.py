@@ -67,6 +67,11 @@ class Compute(abc.ABC):
     # rather than one tf.function traced for any width.
     predicts_per_shape: bool = False
 
+    @staticmethod
+    @abc.abstractmethod
+    def make_distribution(settings):
+        """`--strategy`'s distribution on this backend (`DistributionSettings`), which the constructor takes."""
+
     @property
     def cluster_resolver(self):
         """TensorFlow's cluster (TF_CONFIG) of a multi-worker strategy, else None."""
