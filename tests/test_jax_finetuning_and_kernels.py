@@ -233,28 +233,6 @@ JAX_RUN_CHECKS = textwrap.dedent("""
     check("finetune_nojit", lambda: repr(FineTuneSettings(output_dir="x", jit_compile=False)))
     check("pretrain_nojit", lambda: repr(PretrainSettings(output_dir="x", jit_compile=False)))
 
-    def float16_never_finite():
-        # Gradients not finite at any loss scale: each step skipped and the scale halved, as float16 overflow does.
-        keras.optimizers.LossScaleOptimizer.check_finite = lambda self, grads: keras.ops.convert_to_tensor(False)
-        loop.MAX_SKIPPED_STEPS = 3  # a few prove the bound
-        made = []
-        original = jax_step.JaxTrainStep.__init__
-        def recording(self, *args, **kwargs):
-            original(self, *args, **kwargs)
-            made.append(getattr(self, "compiler_options", None))
-        jax_step.JaxTrainStep.__init__ = recording
-        settings = PretrainSettings(
-            output_dir=output_dir + "/pretrain", train_batch_size=8, max_seq_length=64, num_train_steps=3,
-            save_checkpoints_steps=3, mixed_precision="float16", deterministic=True, verbose=False,
-        )
-        try:
-            pretrain(settings, config, data)
-            return {"ended": "trained"}
-        except Exception as error:
-            return {"ended": str(error), "compiler_options": made}
-
-    check("float16", float16_never_finite)
-
     def one_checkpoint_bridge():
         # Pretraining's and fine-tuning's checkpoints both go through the Compute's state (jax_state's copies).
         import tensorflow as tf
@@ -270,7 +248,7 @@ JAX_RUN_CHECKS = textwrap.dedent("""
             before = [np.array(w) for w in model.get_weights()]
             path = save()
             for variable in model.trainable_variables:
-                variable.assign(keras.ops.zeros_like(variable))
+                variable.assign(keras.ops.zeros(variable.shape, variable.dtype))
             restore(path)
             after = model.get_weights()
             names = sorted({name.split("/")[0] for name, _ in tf.train.list_variables(path)})
@@ -301,6 +279,29 @@ JAX_RUN_CHECKS = textwrap.dedent("""
         return {"pretraining": pretraining, "fine_tuning": fine_tuning}
 
     check("checkpoint_bridge", one_checkpoint_bridge)
+
+    def float16_never_finite():
+        # Gradients not finite at any loss scale: each step skipped and the scale halved, as float16 overflow does.
+        keras.optimizers.LossScaleOptimizer.check_finite = lambda self, grads: keras.ops.convert_to_tensor(False)
+        loop.MAX_SKIPPED_STEPS = 3  # a few prove the bound
+        made = []
+        original = jax_step.JaxTrainStep.__init__
+        def recording(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            made.append(getattr(self, "compiler_options", None))
+        jax_step.JaxTrainStep.__init__ = recording
+        settings = PretrainSettings(
+            output_dir=output_dir + "/pretrain", train_batch_size=8, max_seq_length=64, num_train_steps=3,
+            save_checkpoints_steps=3, mixed_precision="float16", deterministic=True, verbose=False,
+        )
+        try:
+            pretrain(settings, config, data)
+            return {"ended": "trained"}
+        except Exception as error:
+            return {"ended": str(error), "compiler_options": made}
+
+    check("float16", float16_never_finite)
+
     print(json.dumps(results, default=str))
 """)
 
