@@ -1,9 +1,10 @@
-"""Where a run computes: `--mixed_precision`'s policies and `--strategy`'s distribution, for every training command.
+"""`--mixed_precision`'s policies and `--strategy`'s distribution, for every training command.
 
-Pretraining and fine-tuning both take them from here. Under Keras' JAX backend the distribution is
-`JaxDevices` (data parallel over the local devices); on TensorFlow, a tf.distribute strategy. Neither
-TensorFlow nor JAX is imported until a distribution is made, so `jax_step` (run where there is no
-TensorFlow) and the settings modules can import this one.
+Pretraining and fine-tuning both take them from here, through `albert_tf.compute.make_compute`.
+Under Keras' JAX backend the distribution is `JaxDevices` (data parallel over the local devices); on
+TensorFlow, a tf.distribute strategy (`tf_strategy`). Neither TensorFlow nor JAX is imported until a
+distribution is made, so `jax_step` (run where there is no TensorFlow) and the settings modules can
+import this one.
 
 Example:
 
@@ -36,7 +37,7 @@ def mixed_precision_option():
 
 
 def jit_compile_option():
-    """The `--jit_compile` field of pretraining's and fine-tuning's settings (`step_jit_compile` resolves it)."""
+    """The `--jit_compile` field of the training settings (`Compute.step_jit_compile` resolves it)."""
     return option(
         None,
         "XLA-compile the training step (default: off on TensorFlow; on Keras' JAX backend the step is always "
@@ -110,28 +111,6 @@ class DistributionError(AlbertError, ValueError):
     """A `--strategy` or `--mixed_precision` this process cannot run; the message says why."""
 
 
-def check_jit_compile(jit_compile: Optional[bool]) -> None:
-    """Refuses `--nojit_compile` on Keras' JAX backend, where the step is always compiled (Keras is imported
-    only for an explicit False: settings stay constructible without it)."""
-    if jit_compile is False:
-        step_jit_compile(jit_compile)
-
-
-def step_jit_compile(jit_compile: Optional[bool]) -> bool:
-    """Whether the training step is XLA-compiled: on Keras' JAX backend always (uncompiled, its `fit` runs each
-    primitive on its own, ~100x slower), on TensorFlow when `--jit_compile` asks."""
-    import keras
-
-    if keras.backend.backend() != "jax":
-        return bool(jit_compile)
-    if jit_compile is False:
-        raise DistributionError(
-            "--nojit_compile: on Keras' JAX backend the training step is always compiled (uncompiled, each "
-            "operation would run on its own, ~100x slower); drop the flag"
-        )
-    return True
-
-
 def check_precision(name: str) -> str:
     """The Keras dtype policy of `--mixed_precision name`."""
     if name not in PRECISIONS:
@@ -139,18 +118,15 @@ def check_precision(name: str) -> str:
     return PRECISIONS[name]
 
 
-def make_strategy(name: str, tpu: Optional[str] = None, processes: Optional["Processes"] = None):
-    """The distribution of `--strategy name`: a tf.distribute strategy (multi_worker reads TF_CONFIG).
-
-    Under Keras' JAX backend: data parallelism over every device: the local ones (`default`, `mirrored`),
-    or those of every process (`multi_worker`: `processes`, or what `jax.distributed` detects).
-    """
-    import keras
-
+def check_tpu_flag(name: str, tpu: Optional[str]) -> None:
     if tpu is not None and name != "tpu":
         raise DistributionError(f"--tpu {tpu}: names the TPU of --strategy tpu, but --strategy is {name}")
-    if keras.backend.backend() == "jax":
-        return jax_devices(name, processes or Processes())
+
+
+def tf_strategy(name: str, tpu: Optional[str] = None, processes: Optional["Processes"] = None):
+    """The tf.distribute strategy of `--strategy name` (multi_worker reads TF_CONFIG); `compute.make_compute`
+    makes it on Keras' TensorFlow backend (on JAX: `jax_devices`)."""
+    check_tpu_flag(name, tpu)
     if processes is not None and processes.given():
         raise DistributionError(
             "--coordinator_address/--num_processes/--process_id are for --backend jax; TensorFlow's "
@@ -327,31 +303,3 @@ class JaxDevices:
             "devices": self.num_replicas_in_sync,
             "local_devices": self.local_devices,
         }
-
-
-def is_chief(strategy) -> bool:
-    if isinstance(strategy, JaxDevices):
-        return strategy.chief
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.task_type:
-        return True
-    cluster = resolver.cluster_spec().as_dict()
-    if "chief" in cluster:
-        return resolver.task_type == "chief"
-    return resolver.task_type == "worker" and resolver.task_id == 0
-
-
-def checkpoints_iterator(strategy) -> bool:
-    """Whether the input iterator can be saved in the checkpoint (one worker, one replica).
-
-    tf.distribute's iterators cannot be checkpointed; a multi-replica run
-    instead skips the batches already used (the pipeline is deterministic).
-    Under JAX one iterator reads the global batch, which the step shards.
-    """
-    if isinstance(strategy, JaxDevices):
-        return True
-    import tensorflow as tf
-
-    return strategy.num_replicas_in_sync == 1 and not isinstance(
-        strategy, (tf.distribute.MultiWorkerMirroredStrategy, tf.distribute.TPUStrategy)
-    )

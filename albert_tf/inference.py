@@ -177,6 +177,8 @@ class Predictor:
             raise PredictError(f"--max_seq_length {max_seq_length} exceeds the model's max_position_embeddings={limit}")
         self.model, self.tokenizer, self.max_seq_length = model, tokenizer, max_seq_length
         self.notes = notes  # what loading said (`albert_tf.formats.LoadedModel.notes`)
+        # A model of another Keras backend runs its own predict step (a tf.function cannot run it).
+        self.keras_predict = keras.backend.backend() != "tensorflow"
         # The class names the model was fine-tuned with (its config), or None.
         self.labels = label_names(model) if is_classifier(model) else None
 
@@ -247,7 +249,9 @@ class Predictor:
             if inference is None:
                 features = pad_batch(rows)
                 buckets = length_batching.cut_lengths(features["input_ids"].shape[1], compiled=False)
-                outputs = length_batching.predict_in_order(self.model, features, batch_size, buckets=buckets)
+                outputs = length_batching.predict_in_order(
+                    self.model, features, batch_size, buckets=buckets, keras_predict=self.keras_predict
+                )
                 logits.append(np.asarray(outputs["logits"], np.float32))
             else:
                 outputs = inference(pad_batch(rows), patience=patience, threshold=threshold or 0.0)

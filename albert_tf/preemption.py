@@ -114,8 +114,8 @@ def signal_name() -> str:
     return signal.Signals(_received).name if _received is not None else "a signal"
 
 
-def requested_on_any_worker(strategy) -> bool:
-    """`requested()` agreed by every worker of a multi-worker strategy (one scalar all-reduce).
+def requested_on_any_worker(compute) -> bool:
+    """`requested()` agreed by every worker of a multi-worker run (`compute.any_process`: one small collective).
 
     Each worker must stop at the same step: saving a checkpoint is a collective, so a worker that
     saved alone would wait for the others forever. Call it at the same point of every step on every
@@ -123,16 +123,7 @@ def requested_on_any_worker(strategy) -> bool:
     """
     if not _depth:
         return requested()
-    any_process = getattr(strategy, "any_process", None)  # JAX's processes (albert_tf.distribution.JaxDevices)
-    if any_process is not None:
-        return any_process(requested())
-    import tensorflow as tf
-
-    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return requested()
-    flag = tf.constant(1 if requested() else 0, tf.int32)
-    votes = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: flag), axis=None)
-    return int(votes) > 0
+    return compute.any_process(requested())
 
 
 RESUME = "run the same command again to resume"

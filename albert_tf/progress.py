@@ -61,7 +61,7 @@ class TrainingBar:
         self.total, self.window_steps, self.printed = total, window_steps, None
         self.bar = keras.utils.Progbar(
             total,
-            stateful_metrics=[k + self.label for k in self.windowed] + ["lr", "steps/s"],
+            stateful_metrics=[k + self.label for k in self.windowed] + ["lr", "steps/s", "mfu"],
             verbose=1 if verbose and not self.plain else 0,
         )
 

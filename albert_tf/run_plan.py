@@ -9,14 +9,15 @@ epochs), `memory` (one step's lower bound against what is available), `precision
 
 Example:
 
+>>> from albert_tf.compute import make_compute
 >>> from albert_tf.config import AlbertConfig
 >>> from albert_tf.pretraining.settings import PretrainSettings
 >>> settings = PretrainSettings(output_dir="/nonexistent/run", max_seq_length=64, train_batch_size=32)
 >>> schedule = Schedule(("num_train_steps", 2), ("num_warmup_steps", 5), rows=640)
 >>> plan = run_plan(settings, AlbertConfig.from_json_file("configs/albert_tiny.json"), "configs/albert_tiny.json",
-...                 replicas=2, schedule=schedule)
+...                 compute=make_compute(), schedule=schedule)
 >>> plan["batch"], plan["steps"], plan["resumes_from_step"]
-({'train_batch_size': 32, 'grad_accum_steps': 1, 'replicas': 2, 'micro_batch_per_replica': 16}, \
+({'train_batch_size': 32, 'grad_accum_steps': 1, 'replicas': 1, 'micro_batch_per_replica': 32}, \
 {'num_train_steps': 2, 'num_warmup_steps': 5, 'epochs': 0.1}, None)
 >>> plan["warnings"]
 ['--num_warmup_steps 5 is not below --num_train_steps 2: the learning rate never reaches --learning_rate']
@@ -44,7 +45,7 @@ def run_plan(
     config,
     config_source: str,
     *,
-    replicas: int = 1,
+    compute,
     schedule: Optional[Schedule] = None,
     sections: Optional[dict] = None,
     tokenizer=None,
@@ -57,7 +58,7 @@ def run_plan(
     Args:
         settings: the run's settings (`PretrainSettings` or `FineTuneSettings`: the fields both have).
         config: the model's `AlbertConfig`; `config_source` says where it came from.
-        replicas: the replicas a step runs on.
+        compute: where the run computes (`albert_tf.compute.Compute`): its replicas and its name.
         schedule: a training run's steps (None: nothing is trained; no batch, steps, memory or resume).
         sections: the command's own parts, placed after `resumes_from_step`.
         tokenizer: the run's tokenizer (its `metadata()` is shown), or None.
@@ -65,9 +66,8 @@ def run_plan(
         predictions_per_row: masked positions a row predicts (pretraining; 0: none), for the memory bound.
         warnings: the command's own warnings, before the shared ones.
     """
-    from keras import backend
-
     parameters = memory_check.parameter_count(config)
+    replicas = compute.num_replicas_in_sync
     plan = {"dry_run": True, "output_dir": settings.output_dir, "resumes_from_step": None, **(sections or {})}
     plan["model"] = {"config": config_source, "parameters": parameters}
     plan["model"].update({name: getattr(config, name) for name in MODEL_SHAPES})
@@ -108,7 +108,7 @@ def run_plan(
                 "one step's lower bound is over half the available memory: a larger config or batch will not fit"
             )
     plan["precision"] = settings.mixed_precision
-    plan["backend"] = backend.backend()
+    plan["backend"] = compute.name
     plan["tokenizer"] = tokenizer.metadata() if tokenizer is not None else None
     plan["warnings"] = warnings
     return plan

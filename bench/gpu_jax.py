@@ -2,7 +2,7 @@
 
 `ours` times `albert_tf.pretraining.jax_step.JaxTrainStep`, the very step `run_pretraining
 --backend jax` runs (forward with MLM at 20 gathered positions + SOP, backward, global-norm
-clipping, the original's AdamW or LAMB, the state written back), fed numpy batches as the loop
+clipping, the original's AdamW or LAMB; the state stays on the devices, as in the loop), fed numpy batches as the loop
 feeds it. Its attention is what the layer picks (cuDNN's fused kernel under JAX on a GPU in
 bf16, else einsum); the script reads the compiled step and prints which ran.
 `ours_einsum` is the same step with the einsum attention forced. Every case runs in a fresh

@@ -29,7 +29,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import PretrainSettings
-from albert_tf.distribution import make_strategy
+from albert_tf.compute import make_compute
 data, config, batch, steps, precision, jit = sys.argv[1:7]
 train_input = resolve_input(data)
 settings = PretrainSettings(
@@ -37,7 +37,7 @@ settings = PretrainSettings(
     max_predictions_per_seq=train_input.data.max_predictions_per_seq, num_train_steps=1000, num_warmup_steps=10,
     mixed_precision=precision, jit_compile=(jit == "1") or None, verbose=False,  # None: JAX always compiles
 )
-loop = PretrainingLoop(make_strategy("default"), AlbertConfig.from_json_file(config), settings, train_input)
+loop = PretrainingLoop(make_compute(), AlbertConfig.from_json_file(config), settings, train_input)
 print("RESULT " + json.dumps({"backend": keras.backend.backend(), "step_s": loop.time_steps(int(steps))}))
 """
 

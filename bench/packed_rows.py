@@ -30,14 +30,14 @@ from albert_tf.config import AlbertConfig
 from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.pretraining.loop import PretrainingLoop
 from albert_tf.pretraining.settings import PretrainSettings
-from albert_tf.distribution import make_strategy
+from albert_tf.compute import make_compute
 data, config, batch, steps = sys.argv[1:5]
 train_input = resolve_input(data)
 settings = PretrainSettings(
     output_dir=tempfile.mkdtemp(), train_batch_size=int(batch), max_seq_length=train_input.data.max_seq_length,
     num_train_steps=1000, num_warmup_steps=10, verbose=False,
 )
-loop = PretrainingLoop(make_strategy("default"), AlbertConfig.from_json_file(config), settings, train_input)
+loop = PretrainingLoop(make_compute(), AlbertConfig.from_json_file(config), settings, train_input)
 print("RESULT " + json.dumps({"step_s": loop.time_steps(int(steps))}))
 """
 

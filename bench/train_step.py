@@ -273,6 +273,7 @@ def pipeline_bench(args):
     """The run_pretraining step with its input pipeline, and the pipeline alone."""
     import tempfile
 
+    from albert_tf.compute import make_compute
     from albert_tf.config import AlbertConfig
     from albert_tf.inputs.shard_reader import pretraining_dataset, resolve_input
     from albert_tf.pretraining.loop import PretrainingLoop
@@ -302,7 +303,7 @@ def pipeline_bench(args):
                     grad_accum_steps=accum,
                     verbose=False,
                 )
-                loop = PretrainingLoop(tf.distribute.get_strategy(), cfg, settings, source)
+                loop = PretrainingLoop(make_compute(), cfg, settings, source)
                 times = [loop.time_steps(args.steps) for _ in range(args.rounds)]
                 step_s = statistics.median(times)
                 results[f"{precision}/xla_{xla}/accum_{accum}"] = {

@@ -382,6 +382,7 @@ def test_groups_the_checkpoint_holds_load_as_themselves(tmp_path, tiny_config_di
 
 @pytest.mark.realdata
 def test_pretraining_run_grows_groups_and_shifts_warmup(pretraining_data, tmp_path):
+    from albert_tf.compute import make_compute
     from albert_tf.config import AlbertConfig
     from albert_tf.formats import original
     from albert_tf.inputs.shard_reader import resolve_input
@@ -407,7 +408,7 @@ def test_pretraining_run_grows_groups_and_shifts_warmup(pretraining_data, tmp_pa
         verbose=False,
     )
     run = PretrainingLoop(
-        tf.distribute.get_strategy(),
+        make_compute(),
         AlbertConfig.from_dict(dict(config, num_hidden_groups=2)),
         settings,
         resolve_input(pretraining_data["data"]),

@@ -7,6 +7,7 @@ import keras
 import numpy as np
 import pytest
 
+from albert_tf.compute import make_compute
 from albert_tf.finetuning import best_model, datasets, runner
 from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
 from albert_tf.inputs import length_batching
@@ -77,9 +78,10 @@ def test_grouped_evaluation_equals_fixed_padding_on_sst2_dev(fine_tuned_dir, rea
 
 
 def test_only_steps_compiled_per_shape_need_few_batch_widths():
-    assert not FineTuneSettings(output_dir="unused").compiles_every_shape  # graph mode: one trace for any width
-    assert FineTuneSettings(output_dir="unused", jit_compile=True).compiles_every_shape
-    assert FineTuneSettings(output_dir="unused", strategy="tpu").compiles_every_shape
+    compute = make_compute()  # TensorFlow's default strategy (a TPU's: tests/test_compute.py)
+    assert not compute.compiles_every_shape(jit_compile=None)  # graph mode: one trace for any width
+    assert compute.compiles_every_shape(jit_compile=True)
+    assert not compute.predicts_per_shape
 
 
 def test_grouped_batches_are_cut_to_their_longest_row_or_under_xla_to_a_bucket(real_data, wikitext_spm):
@@ -139,23 +141,23 @@ def test_grouped_training_through_the_runner_with_accumulation_and_remat(
 
 def test_a_tpu_strategy_with_no_tpu_to_reach_is_one_line_naming_the_flag(monkeypatch):
     """TensorFlow's own ValueError ("Please provide a TPU Name") came out as a traceback."""
-    from albert_tf.distribution import DistributionError, make_strategy
+    from albert_tf.distribution import DistributionError, DistributionSettings
 
     for name in ("TPU_NAME", "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_CONFIG"):  # where TensorFlow looks for one
         monkeypatch.delenv(name, raising=False)
 
     with pytest.raises(DistributionError, match="^--strategy tpu: no --tpu given and this machine is no TPU VM: "):
-        make_strategy("tpu")
+        make_compute(DistributionSettings(strategy="tpu"))
 
 
 @pytest.mark.parametrize("strategy", ["default", "mirrored"])
 def test_a_tpu_name_without_the_tpu_strategy_is_refused_naming_the_flag(strategy):
     """--tpu was read only by --strategy tpu: under another strategy (or on JAX) it was silently ignored."""
-    from albert_tf.distribution import DistributionError, make_strategy
+    from albert_tf.distribution import DistributionError, DistributionSettings
 
     expected = f"^--tpu my-tpu: names the TPU of --strategy tpu, but --strategy is {strategy}$"
     with pytest.raises(DistributionError, match=expected):
-        make_strategy(strategy, tpu="my-tpu")
+        make_compute(DistributionSettings(strategy=strategy, tpu="my-tpu"))
 
 
 @pytest.mark.slow
@@ -219,6 +221,7 @@ import tensorflow as tf
 
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from albert_tf.compute.tf_compute import TensorFlowCompute
 from albert_tf.finetuning import runner
 from albert_tf.tasks import glue
 from albert_tf.finetuning.settings import FineTuneSettings
@@ -226,16 +229,19 @@ from albert_tf.tokenization import SentencePieceTokenizer
 
 args = json.loads(sys.argv[1])
 replicas = {}
-make_strategy = runner.make_strategy
+make_compute = runner.make_compute
 
 
-def recording(name, tpu=None):
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if name == "mirrored" else make_strategy(name)
-    replicas[name] = strategy.num_replicas_in_sync
-    return strategy
+def recording(distribution):
+    if distribution.strategy == "mirrored":
+        compute = TensorFlowCompute(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+    else:
+        compute = make_compute(distribution)
+    replicas[distribution.strategy] = compute.num_replicas_in_sync
+    return compute
 
 
-runner.make_strategy = recording
+runner.make_compute = recording
 results = {}
 for strategy in ("default", "mirrored"):
     settings = FineTuneSettings(output_dir=args["out"] + "/" + strategy, strategy=strategy, dropout=0.0, seed=7,
@@ -329,9 +335,7 @@ def test_pretraining_eval_on_cut_batches_equals_fixed_padding(pretraining_data, 
     )
     keras.utils.set_random_seed(5)
     data = resolve_input(pretraining_data["data"])
-    loop = PretrainingLoop(
-        tf.distribute.get_strategy(), AlbertConfig.from_json_file(pretraining_data["config"]), settings, data
-    )
+    loop = PretrainingLoop(make_compute(), AlbertConfig.from_json_file(pretraining_data["config"]), settings, data)
     context = tf.distribute.InputContext()
     eval_dataset = loop.eval_dataset(context)
     assert eval_dataset.options().autotune.enabled is False  # a fresh iterator per evaluation

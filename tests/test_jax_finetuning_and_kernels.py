@@ -233,6 +233,53 @@ JAX_RUN_CHECKS = textwrap.dedent("""
     check("finetune_nojit", lambda: repr(FineTuneSettings(output_dir="x", jit_compile=False)))
     check("pretrain_nojit", lambda: repr(PretrainSettings(output_dir="x", jit_compile=False)))
 
+    def one_checkpoint_bridge():
+        # Pretraining's and fine-tuning's checkpoints both go through the Compute's state (jax_state's copies).
+        import tensorflow as tf
+        from albert_tf.compute import make_compute
+        from albert_tf.config import AlbertConfig
+        from albert_tf.finetuning.checkpoints import FineTuneCheckpoints
+        from albert_tf.inputs.shard_reader import resolve_input
+        from albert_tf.pretraining.run_state import CheckpointPolicy
+
+        compute = make_compute()
+
+        def round_trip(model, state, save, restore):
+            before = [np.array(w) for w in model.get_weights()]
+            path = save()
+            for variable in model.trainable_variables:
+                variable.assign(keras.ops.zeros(variable.shape, variable.dtype))
+            restore(path)
+            after = model.get_weights()
+            names = sorted({name.split("/")[0] for name, _ in tf.train.list_variables(path)})
+            same = all(np.array_equal(a, b) for a, b in zip(before, after))
+            return {"state": type(state).__name__, "names": names, "restored": same}
+
+        settings = PretrainSettings(
+            output_dir=output_dir + "/bridge_pretrain", train_batch_size=8, max_seq_length=64, verbose=False
+        )
+        run = loop.PretrainingLoop(compute, AlbertConfig.from_json_file(config), settings, resolve_input(data))
+        policy = CheckpointPolicy(run)
+
+        def save_pretraining():
+            policy.save(0)
+            return policy.latest()
+
+        def restore_pretraining(path):
+            policy.checkpoint.restore(path).assert_existing_objects_matched()
+            run.after_restore()
+
+        pretraining = round_trip(run.model, run.state, save_pretraining, restore_pretraining)
+        model = AlbertClassifier(AlbertBackbone.from_albert_config(str(CONFIGS / "albert_tiny.json")), 2)
+        optimizer = keras.optimizers.Adam()
+        optimizer.build(model.trainable_variables)
+        fine_tuning_settings = FineTuneSettings(output_dir=output_dir + "/bridge_finetune", train_step=2)
+        checkpoints = FineTuneCheckpoints(fine_tuning_settings, {"task": "bridge"}, model, optimizer, compute)
+        fine_tuning = round_trip(model, checkpoints.state, lambda: checkpoints.save(1), lambda _: checkpoints.restore())
+        return {"pretraining": pretraining, "fine_tuning": fine_tuning}
+
+    check("checkpoint_bridge", one_checkpoint_bridge)
+
     def float16_never_finite():
         # Gradients not finite at any loss scale: each step skipped and the scale halved, as float16 overflow does.
         keras.optimizers.LossScaleOptimizer.check_finite = lambda self, grads: keras.ops.convert_to_tensor(False)
@@ -254,6 +301,7 @@ JAX_RUN_CHECKS = textwrap.dedent("""
             return {"ended": str(error), "compiler_options": made}
 
     check("float16", float16_never_finite)
+
     print(json.dumps(results, default=str))
 """)
 
@@ -293,6 +341,20 @@ def test_nojit_compile_on_jax_is_refused_naming_the_flag(jax_run_checks):
         assert jax_run_checks[name].startswith(
             "DistributionError: --nojit_compile: on Keras' JAX backend the training step is always compiled"
         ), jax_run_checks[name]
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_pretraining_and_fine_tuning_checkpoints_on_jax_restore_through_one_bridge(jax_run_checks):
+    """Both kinds of run take their checkpoint state from the Compute: the same tf.Variable copies, the
+    same object names as before (existing checkpoints restore), the weights back after a restore."""
+    result = jax_run_checks["checkpoint_bridge"]
+    assert isinstance(result, dict), result
+    for kind in ("pretraining", "fine_tuning"):
+        assert result[kind]["state"] == "JaxStateCopy" and result[kind]["restored"] is True, result
+        assert {"jax_model", "jax_optimizer"} <= set(result[kind]["names"]), result
+        assert "model" not in result[kind]["names"], result
+    assert "train_iterator" in result["pretraining"]["names"] and "stale" in result["fine_tuning"]["names"]
 
 
 @pytest.mark.realdata

@@ -183,9 +183,8 @@ def test_an_absent_process_0_is_one_line_after_the_wait():
 
 
 class TwoProcesses:
-    """What pretraining asks of `distribution.JaxDevices` on process 0 of two, one device each."""
+    """What `JaxCompute` asks of `distribution.JaxDevices` on process 0 of two, one device each."""
 
-    cluster_resolver = None
     num_replicas_in_sync = 2
     num_processes = 2
     process_id = 0
@@ -200,6 +199,7 @@ class TwoProcesses:
 
 @pytest.mark.realdata
 def test_the_dry_run_shows_the_processes_and_each_ones_rows(pretraining_data, tmp_path):
+    from albert_tf.compute.jax_compute import JaxCompute
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import PretrainSettings
 
@@ -210,7 +210,7 @@ def test_the_dry_run_shows_the_processes_and_each_ones_rows(pretraining_data, tm
         train_batch_size=16,
         dry_run=True,
     )
-    plan = pretrain(settings, TwoProcesses())
+    plan = pretrain(settings, JaxCompute(TwoProcesses()))
     assert plan["processes"] == {
         "processes": 2,
         "process_id": 0,

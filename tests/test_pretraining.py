@@ -92,7 +92,8 @@ def test_sigkill_then_resume_matches_an_uninterrupted_run(pretraining_data, tmp_
 def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tmp_path):
     import tensorflow as tf
 
-    from albert_tf.distribution import make_strategy
+    from albert_tf.compute import make_compute
+    from albert_tf.distribution import DistributionSettings
     from albert_tf.export import export_pretraining_run
     from albert_tf.pretraining.job import pretrain
     from albert_tf.pretraining.settings import PretrainSettings
@@ -110,7 +111,11 @@ def test_mirrored_with_accumulation_exports_servable_models(pretraining_data, tm
         save_checkpoints_steps=2,
         verbose=False,
     )
-    summary = pretrain(settings, make_strategy("mirrored"), tokenizer=SentencePieceTokenizer(pretraining_data["spm"]))
+    summary = pretrain(
+        settings,
+        make_compute(DistributionSettings(strategy="mirrored")),
+        tokenizer=SentencePieceTokenizer(pretraining_data["spm"]),
+    )
     summary["outputs"].update(export_pretraining_run(str(tmp_path), version=4, max_seq_length=SEQ))
     assert summary["end_step"] == 4
     backbone_dir = summary["outputs"]["saved_model_backbone"]

@@ -176,6 +176,7 @@ def test_rollback_restores_the_last_good_checkpoint_a_bounded_number_of_times(pr
 def test_rollback_restores_the_weights_drops_newer_checkpoints_and_skips_the_batches(pretraining_data, tmp_path):
     import tensorflow as tf
 
+    from albert_tf.compute import make_compute
     from albert_tf.config import AlbertConfig
     from albert_tf.inputs.shard_reader import pretraining_dataset, resolve_input
     from albert_tf.models.backbone import AlbertBackbone
@@ -206,7 +207,7 @@ def test_rollback_restores_the_weights_drops_newer_checkpoints_and_skips_the_bat
     tf.train.Checkpoint(model=at_15).restore(str(checkpoint_dir / "ckpt-15")).expect_partial()
 
     train_input = resolve_input(pretraining_data["data"])
-    loop = PretrainingLoop(tf.distribute.get_strategy(), config, settings, train_input)
+    loop = PretrainingLoop(make_compute(), config, settings, train_input)
     policy = CheckpointPolicy(loop)
     assert policy.restore_or_initialize().startswith("resumed from") and loop.step == 20
     at_20 = loop.model.get_weights()

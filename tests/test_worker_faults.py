@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.compute.tf_compute import TensorFlowCompute
 from albert_tf.inputs.shard_reader import pretraining_dataset, resolve_input
 from albert_tf.pretraining import worker_faults
 
@@ -165,9 +166,8 @@ def test_the_watchdog_ends_a_stuck_run_naming_the_unreachable_worker(capsys):
     gone_address = f"127.0.0.1:{gone.getsockname()[1]}"
     gone.close()  # nothing listens there: a dead worker's address
     cluster = tf.train.ClusterSpec({"worker": [f"127.0.0.1:{listening.getsockname()[1]}", gone_address]})
-    strategy = types.SimpleNamespace(
-        cluster_resolver=tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, task_type="worker", task_id=0)
-    )
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, task_type="worker", task_id=0)
+    compute = TensorFlowCompute(types.SimpleNamespace(cluster_resolver=resolver, num_replicas_in_sync=2))
     exited = threading.Event()
     statuses = []
 
@@ -176,7 +176,7 @@ def test_the_watchdog_ends_a_stuck_run_naming_the_unreachable_worker(capsys):
         exited.set()
 
     try:
-        with worker_faults.StepWatchdog(strategy, 0.5, lambda: "ckpt-7", exit=fake_exit):
+        with worker_faults.StepWatchdog(compute, 0.5, lambda: "ckpt-7", exit=fake_exit):
             assert exited.wait(timeout=60)  # no step ever finishes
     finally:
         listening.close()

@@ -16,8 +16,8 @@ import sysconfig
 import time
 from pydoc_data import topics
 
+from albert_tf.compute import make_compute
 from albert_tf.config import AlbertConfig, shipped_configs_dir
-from albert_tf.distribution import make_strategy
 from albert_tf.export import exported_versions
 from albert_tf.inputs.shard_reader import resolve_input
 from albert_tf.json_records import write_json
@@ -208,7 +208,7 @@ def _steps_for(minutes: float, train_input) -> int:
         num_train_steps=1000,
         verbose=False,
     )
-    loop = PretrainingLoop(make_strategy("default"), AlbertConfig.from_json_file(DEMO_CONFIG), settings, train_input)
+    loop = PretrainingLoop(make_compute(), AlbertConfig.from_json_file(DEMO_CONFIG), settings, train_input)
     per_step = loop.time_steps(MEASURE_STEPS)
     shutil.rmtree(probe_dir, ignore_errors=True)
     return max(200, int(minutes * 60 * 0.85 / per_step) // 10 * 10)

@@ -67,7 +67,7 @@ def main(argv):
     del argv
     # Imported once the flags are read (TensorFlow and Keras take seconds): --help and flag mistakes are fast.
     from albert_tf.cli import demo
-    from albert_tf.distribution import is_chief, make_strategy
+    from albert_tf.compute import make_compute
     from albert_tf.export import exported_versions
     from albert_tf.pretraining.job import data_tokenizer, evaluate_checkpoints, pretrain, run_data
 
@@ -78,7 +78,7 @@ def main(argv):
 
     distribution = settings_from_flags(DistributionSettings)
     # Before any TF op or JAX computation: multi-worker collectives and JAX's processes are set up at startup.
-    compute = make_strategy(distribution.strategy, distribution.tpu, distribution.processes())
+    compute = make_compute(distribution)
     settings = settings_from_flags(PretrainSettings)
     data = run_data(settings)  # read once (evaluating only: the eval data); its lengths are the defaults
     settings = settings.for_data(data.data)
@@ -92,12 +92,12 @@ def main(argv):
         print(json.dumps(pretrain(settings, compute, tokenizer, data), indent=2))
         return
     # Written once pretrain() has checked its inputs and holds the lock; the vocabulary is the data's.
-    if is_chief(compute):  # one record of the run, however many processes share the directory
-        describe = getattr(compute, "describe", None)  # JAX's processes and devices (found, or given by flags)
+    if compute.chief:  # one record of the run, however many processes share the directory
+        processes = compute.describe()  # JAX's processes and devices (found, or given by flags)
         record_settings(
             settings.output_dir,
             tokenizer_loader=lambda: data_tokenizer(data, tokenizer),
-            facts={"processes": describe()} if describe else None,
+            facts={"processes": processes} if processes is not None else None,
         )
     with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75
         summary = pretrain(settings, compute, tokenizer, data)

@@ -17,19 +17,18 @@ schedule, data order or weights would no longer be the checkpoint's.
 Example:
 
 >>> settings = FineTuneSettings(output_dir="/tmp/out", train_step=10)
->>> bound = bound_settings(settings, {"task": "sst-2", "labels": ["0", "1"]})
->>> bound["train_step"], bound["labels"]
-(10, ['0', '1'])
+>>> bound = bound_settings(settings, {"task": "sst-2", "labels": ["0", "1"]}, backend="tensorflow")
+>>> bound["train_step"], bound["labels"], bound["backend"]
+(10, ['0', '1'], 'tensorflow')
 """
 
 import os
 from typing import Optional
 
-import keras
 import tensorflow as tf
 
+from albert_tf.compute import Compute
 from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
-from albert_tf.jax_state import JaxStateCopy
 from albert_tf.json_records import read_json, write_json
 from albert_tf.run_layout import CHECKPOINT_DIR
 
@@ -53,12 +52,12 @@ BOUND_SETTINGS = (
 RESOLVED_LATER = ("max_seq_length", "train_step", "warmup_step")
 
 
-def bound_settings(settings: FineTuneSettings, task_binding: dict) -> dict:
+def bound_settings(settings: FineTuneSettings, task_binding: dict, backend: str) -> dict:
     """What a fine-tuning checkpoint is bound to: the task's binding (`Task.binding`: its name, labels,
-    columns) and `BOUND_SETTINGS`."""
+    columns), `BOUND_SETTINGS` and the `backend` (`Compute.name`)."""
     # The backend too: a JAX run's checkpoints hold copies of its state, not the TensorFlow model's objects.
     bound = {name: getattr(settings, name) for name in BOUND_SETTINGS}
-    return {**task_binding, **bound, "backend": keras.backend.backend()}
+    return {**task_binding, **bound, "backend": backend}
 
 
 def check_binding(directory: str, bound: dict) -> None:
@@ -80,7 +79,7 @@ def check_binding(directory: str, bound: dict) -> None:
         )
 
 
-def check_resume(settings: FineTuneSettings, task_binding: dict) -> None:
+def check_resume(settings: FineTuneSettings, task_binding: dict, backend: str) -> None:
     """Refuses, before anything is built or read, a resume whose checkpoints were made under other settings.
 
     What is not known yet (`RESOLVED_LATER`: steps from `--num_train_epochs`, the model's length) is
@@ -91,7 +90,7 @@ def check_resume(settings: FineTuneSettings, task_binding: dict) -> None:
         return
     if settings.train_step is not None:  # explicit steps: the schedule needs no data
         settings = settings.with_schedule(0)
-    bound = bound_settings(settings, task_binding)
+    bound = bound_settings(settings, task_binding, backend)
     check_binding(directory, {k: v for k, v in bound.items() if v is not None or k not in RESOLVED_LATER})
 
 
@@ -103,23 +102,17 @@ class FineTuneCheckpoints:
         task_binding: the task's `binding()` (bound too).
         model: the model `fit` trains.
         optimizer: its optimizer, built (its slots must exist before a restore).
+        compute: where the run computes: its checkpoint state (TensorFlow's objects, or JAX's copies).
     """
 
-    def __init__(self, settings: FineTuneSettings, task_binding: dict, model, optimizer):
+    def __init__(self, settings: FineTuneSettings, task_binding: dict, model, optimizer, compute: Compute):
         self.directory = os.path.join(settings.output_dir, CHECKPOINT_DIR)
-        self.bound = bound_settings(settings, task_binding)
+        self.bound = bound_settings(settings, task_binding, compute.name)
         # Evaluations since best/ last improved (--early_stopping_patience), saved with the weights.
         self.stale_evaluations = tf.Variable(0, dtype=tf.int64, trainable=False)
-        if keras.backend.backend() == "jax":  # JAX arrays: tf.Variable copies go into the checkpoint
-            self.jax_state = JaxStateCopy(model, optimizer)
-            state = self.jax_state.trackables()
-        else:
-            self.jax_state = None
-            # The dropout layers' seed generators: a resumed run draws the masks the uninterrupted one would.
-            weights = {id(weight) for weight in model.weights}
-            seed_states = [variable.value for variable in model.variables if id(variable) not in weights]
-            state = dict(model=model, optimizer=optimizer, seed_states=seed_states)
-        self.checkpoint = tf.train.Checkpoint(stale=self.stale_evaluations, **state)
+        # With the dropout layers' seed generators: a resumed run draws the masks the uninterrupted one would.
+        self.state = compute.checkpoint_state(model, optimizer, seed_states=True)
+        self.checkpoint = tf.train.Checkpoint(stale=self.stale_evaluations, **self.state.trackables())
         self.manager = tf.train.CheckpointManager(self.checkpoint, self.directory, max_to_keep=KEEP)
 
     def latest(self) -> Optional[str]:
@@ -139,8 +132,7 @@ class FineTuneCheckpoints:
         for path in candidates:
             try:
                 self.checkpoint.restore(path).assert_existing_objects_matched()
-                if self.jax_state is not None:
-                    self.jax_state.copy_to_keras()
+                self.state.after_restore()
                 return path
             except (tf.errors.OpError, ValueError, AssertionError, IndexError) as error:  # IndexError: truncated
                 unreadable.append(f"{os.path.basename(path)} ({str(error).strip().splitlines()[0][:200]})")
@@ -158,6 +150,5 @@ class FineTuneCheckpoints:
         record = os.path.join(self.directory, RECORD_FILE)
         if not os.path.exists(record):
             write_json(record, self.bound, sort_keys=True)
-        if self.jax_state is not None:
-            self.jax_state.copy_from_keras()
+        self.state.before_save()
         return self.manager.save(checkpoint_number=step)

@@ -9,7 +9,6 @@ it (`albert_tf.inputs.length_batching`); without it, every row is padded to
 
 from typing import Dict
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -28,7 +27,7 @@ def train_dataset(
 ) -> tf.data.Dataset:
     """Shuffled, repeated batches of `(features, labels)`; an array of labels is `{"logits": labels}`.
 
-    `compiled`: the step is compiled per shape (`FineTuneSettings.compiles_every_shape`).
+    `compiled`: the step is compiled per shape (`Compute.compiles_every_shape`).
     """
     width = np.shape(features["input_ids"])[-1]
     try:
@@ -39,11 +38,19 @@ def train_dataset(
         raise FineTuneError(str(error)) from None
 
 
-def predict(model, features: Dict[str, np.ndarray], batch_size: int, length_grouping: bool = True, min_width: int = 1):
+def predict(
+    model,
+    features: Dict[str, np.ndarray],
+    batch_size: int,
+    length_grouping: bool = True,
+    min_width: int = 1,
+    compiled: bool = False,
+):
     """`model.predict(features)`, computed on length-grouped batches and returned in input order.
 
     Each batch is cut to its longest row, or to `min_width` (`Task.min_batch_width`) if that is wider:
-    prediction runs one graph traced for any width.
+    prediction runs one graph traced for any width. `compiled` (`Compute.predicts_per_shape`): Keras'
+    own predict step compiles each width, so batches are cut to a few bucket widths instead.
     """
     width = np.shape(features["input_ids"])[-1]
     try:
@@ -52,8 +59,8 @@ def predict(model, features: Dict[str, np.ndarray], batch_size: int, length_grou
             features,
             batch_size,
             length_grouping=length_grouping,
-            # Under JAX each width compiles: a few bucket widths, not every batch's longest row.
-            buckets=cut_lengths(width, compiled=keras.backend.backend() != "tensorflow", min_width=min_width),
+            buckets=cut_lengths(width, compiled=compiled, min_width=min_width),
+            keras_predict=compiled,
         )
     except LengthBatchingError as error:
         raise FineTuneError(str(error)) from None

@@ -32,7 +32,8 @@ import keras
 import numpy as np
 
 from albert_tf import preemption, run_plan
-from albert_tf.distribution import PRECISIONS, make_strategy
+from albert_tf.compute import Compute, make_compute
+from albert_tf.distribution import PRECISIONS
 from albert_tf.finetuning import best_model, datasets, start, training
 from albert_tf.finetuning.base import Encoded, Task
 from albert_tf.finetuning.checkpoints import check_resume
@@ -69,7 +70,7 @@ def run(
     """
     if not (settings.do_train or evaluate or predict_split):  # the original's rule: exit 0 doing nothing hides a typo
         raise FineTuneError("nothing to do: pass --do_train, --do_eval or --do_predict")
-    strategy = make_strategy(settings.strategy, settings.tpu)  # before any TF op (multi-worker collectives)
+    compute = make_compute(settings.distribution)  # before any TF op (multi-worker collectives)
     if settings.max_seq_length is not None:  # given: checked before the model is loaded
         check_min_seq_length(task, settings)
     if settings.metric and task.metric_names() is not None:
@@ -78,7 +79,7 @@ def run(
         raise FineTuneError(f"--early_stopping_patience needs {eval_split} data to evaluate on; none is given")
     model_start = None
     if settings.do_train:
-        check_resume(settings, task.binding())  # other labels, columns or backend: refused before any loading
+        check_resume(settings, task.binding(), compute.name)  # other labels, columns or backend: refused now
         model_start = start.for_training(settings)
     elif evaluate or predict_split:
         model_start = start.fine_tuned(settings)
@@ -91,11 +92,11 @@ def run(
         model_start.model.check_fits(task, model_start.config)  # another task's file fails before any reading
     _check_inputs(task, settings, evaluate, eval_split, predict_split)
     if settings.dry_run:
-        return dry_run_plan(task, settings, model_start, evaluate, eval_split, predict_split, strategy)
+        return dry_run_plan(task, settings, model_start, evaluate, eval_split, predict_split, compute)
     # SIGTERM/SIGINT stop training after the current batch (`albert_tf.preemption`), lock released.
     # The run is accepted (its settings.json written) once a resume's whole binding is checked.
     with preemption.stop_signals(), OutputDirLock(settings.output_dir, accept=False) as lock:
-        return _run(task, settings, model_start, evaluate, eval_split, predict_split, strategy, lock.accept)
+        return _run(task, settings, model_start, evaluate, eval_split, predict_split, compute, lock.accept)
 
 
 def reads_dev(task: Task, settings: FineTuneSettings, evaluate: bool, eval_split: str) -> bool:
@@ -103,7 +104,7 @@ def reads_dev(task: Task, settings: FineTuneSettings, evaluate: bool, eval_split
     return evaluate or (settings.do_train and task.has_data(eval_split))
 
 
-def dry_run_plan(task, settings, model_start, evaluate, eval_split, predict_split, strategy) -> dict:
+def dry_run_plan(task, settings, model_start, evaluate, eval_split, predict_split, compute: Compute) -> dict:
     """What the run would do (`--dry_run`): each split read and encoded as the run reads it, the schedule,
     one step's memory and the checkpoint it would resume from; nothing is written. The shared plan
     (`albert_tf.run_plan`) with the task's sections."""
@@ -122,7 +123,7 @@ def dry_run_plan(task, settings, model_start, evaluate, eval_split, predict_spli
             warnings.append(
                 f"{report.file}: {report.skipped} of {report.rows} records skipped; first: " + report.first_problems[0]
             )
-    config, replicas = model_start.config, strategy.num_replicas_in_sync
+    config, replicas = model_start.config, compute.num_replicas_in_sync
     sections = {"task": task.name, "metric": settings.metric or task.metric, "splits": splits}
     sections["binding"] = task.binding()
     schedule, sequences_per_row = None, 1
@@ -130,7 +131,7 @@ def dry_run_plan(task, settings, model_start, evaluate, eval_split, predict_spli
         if not reads_dev(task, settings, evaluate, eval_split):
             warnings.append(training.no_dev_line(eval_split))
         settings = settings.with_schedule(splits["train"]["examples"])
-        check_resume(settings, task.binding())  # a resume under other settings is refused now
+        check_resume(settings, task.binding(), compute.name)  # a resume under other settings is refused now
         train_rows = rows["train"]
         sequences_per_row = int(np.prod(train_rows.shape[1:-1], dtype=int))  # RACE: 4 choices a row
         micro_batch = settings.train_batch_size // settings.grad_accum_steps // replicas
@@ -148,7 +149,7 @@ def dry_run_plan(task, settings, model_start, evaluate, eval_split, predict_spli
         settings,
         config,
         model_start.where,
-        replicas=replicas,
+        compute=compute,
         schedule=schedule,
         sections=sections,
         tokenizer=model_start.tokenizer,
@@ -204,7 +205,7 @@ def _run(
     evaluate: bool,
     eval_split: str,
     predict_split: Optional[str],
-    strategy,
+    compute: Compute,
     accept: Callable[[], None],
 ):
     log = print if settings.verbose else logging.info
@@ -232,6 +233,7 @@ def _run(
                 settings.eval_batch_size,
                 length_grouping=settings.length_grouping,
                 min_width=task.min_batch_width(),
+                compiled=compute.predicts_per_shape,
             )
         return task.postprocess(data, outputs, tokenizer)
 
@@ -240,7 +242,7 @@ def _run(
         keras.utils.set_random_seed(settings.seed)
         train = load("train", training=True)
         settings = settings.with_schedule(len(train.examples))
-        check_resume(settings, task.binding())  # the steps and the length too, now known
+        check_resume(settings, task.binding(), compute.name)  # the steps and the length too, now known
     accept()
     # What a killed run left half-written (staging copies, TensorFlow's checkpoint temporaries).
     remove_stale_staging(settings.output_dir)
@@ -248,7 +250,7 @@ def _run(
     if settings.do_train:
         summary["train_step"], summary["warmup_step"] = settings.train_step, settings.warmup_step
         # Built, compiled and fit under the strategy: Keras distributes `fit` over its replicas.
-        with strategy.scope():
+        with compute.scope():
             backbone = model_start.backbone(remat=settings.remat, dtype=PRECISIONS[settings.mixed_precision])
             model = task.build_model(backbone, settings.dropout)
             result = training.train(
@@ -261,13 +263,14 @@ def _run(
                     settings.micro_batch_size,
                     settings.seed,
                     length_grouping=settings.length_grouping,
-                    compiled=settings.compiles_every_shape,
+                    compiled=compute.compiles_every_shape(settings.jit_compile),
                 ),
                 settings,
                 dev,
                 predict,
                 tokenizer,
                 start_line=model_start.origin,
+                compute=compute,
             )
         summary["history"] = result["history"]
         summary["best_step"] = result["best"]["global_step"] if result["best"] else None

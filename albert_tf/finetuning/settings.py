@@ -19,13 +19,13 @@ Example:
 import dataclasses
 from typing import Optional, Tuple
 
+from albert_tf.compute import check_jit_compile
 from albert_tf.distribution import (
     PRECISIONS,
     STRATEGIES,
-    check_jit_compile,
+    DistributionSettings,
     jit_compile_option,
     mixed_precision_option,
-    step_jit_compile,
     strategy_option,
     tpu_option,
 )
@@ -101,7 +101,7 @@ class FineTuneSettings:
     mixed_precision: str = mixed_precision_option()  # best/ is saved in float32
     strategy: str = strategy_option()  # multi_worker is refused (see __post_init__)
     tpu: Optional[str] = tpu_option()
-    jit_compile: Optional[bool] = jit_compile_option()  # None: the backend's default (step_jit_compile)
+    jit_compile: Optional[bool] = jit_compile_option()  # None: the backend's default (Compute.step_jit_compile)
     dry_run: bool = option(
         False,
         "Check the flags, the model, every file (read and tokenized as the run reads them), memory and a "
@@ -142,15 +142,9 @@ class FineTuneSettings:
         return dataclasses.replace(self, max_seq_length=min(default, limit))
 
     @property
-    def compiles_every_shape(self) -> bool:
-        """Whether the training step is compiled per input shape, so batch widths must be few: XLA (always on
-        Keras' JAX backend) or a TPU."""
-        return self.jit_compiled or self.strategy == "tpu"
-
-    @property
-    def jit_compiled(self) -> bool:
-        """Whether Keras XLA-compiles the training, eval and predict steps (`step_jit_compile`)."""
-        return step_jit_compile(self.jit_compile)
+    def distribution(self) -> DistributionSettings:
+        """`--strategy` and `--tpu`, for `compute.make_compute`."""
+        return DistributionSettings(strategy=self.strategy, tpu=self.tpu)
 
     @property
     def micro_batch_size(self) -> int:

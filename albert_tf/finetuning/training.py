@@ -29,6 +29,7 @@ import keras
 import numpy as np
 
 from albert_tf import memory_check, optimization, preemption
+from albert_tf.compute import Compute, make_compute
 from albert_tf.finetuning import best_model, history
 from albert_tf.finetuning.base import Baseline, Encoded, Task
 from albert_tf.finetuning.checkpoints import FineTuneCheckpoints
@@ -66,8 +67,11 @@ class _Progress(keras.callbacks.Callback):
     """Counts the micro-batches of one `fit` call, draws the bar, writes the train scalars every window,
     and ends `fit` after the optimizer step in which a stop signal arrived."""
 
-    def __init__(self, bar: TrainingBar, writer, first_step: int, last_step: int, accum: int, window: int, optimizer):
+    def __init__(
+        self, bar: TrainingBar, writer, first_step: int, last_step: int, accum: int, window: int, optimizer, compute
+    ):
         super().__init__()
+        self.compute = compute
         self.bar, self.writer, self.accum, self.window = bar, writer, accum, window
         self.first_step, self.last_step = first_step, last_step
         self.optimizer = optimizer
@@ -86,8 +90,7 @@ class _Progress(keras.callbacks.Callback):
             marked_batches, marked_sums, marked_time = self._mark
             batches = self.batches - marked_batches
             self.values = {name: (total - marked_sums.get(name, 0.0)) / batches for name, total in sums.items()}
-            if keras.backend.backend() == "jax":  # fit holds the state outside the variables until synced
-                self.model.jax_state_sync()
+            self.compute.sync_fit_state(self.model)  # JAX's fit holds the state outside the variables
             self.values["lr"] = float(self.optimizer.learning_rate)
             self.values["steps/s"] = batches // self.accum / max(time.perf_counter() - marked_time, 1e-9)
             write_scalars(self.writer, step, self.values)
@@ -111,6 +114,7 @@ def train(
     tokenizer=None,
     *,
     start_line: Optional[str] = None,
+    compute: Optional[Compute] = None,
 ) -> dict:
     """Trains `task`'s `model`; every `save_checkpoints_steps` evaluates on `dev`, keeps the best in `best/`
     and checkpoints.
@@ -127,7 +131,8 @@ def train(
     `predict(model, dev)` is the runner's: the model's predictions on `dev`, which `task.score` scores.
     `dev` None (no dev data): nothing is evaluated, and `best/` is the model of the last step.
     `tokenizer`'s vocabulary (`spm.model` or `vocab.txt`) is saved beside the best model.
-    `start_line` says what the weights start from (printed unless the run resumes).
+    `start_line` says what the weights start from (printed unless the run resumes). `compute`: where the
+    run computes (the runner's; default: `settings.distribution` on the backend Keras runs on).
 
     An earlier run's `best/` in `output_dir` is kept until an evaluation beats its
     score; each line of `eval_results.txt` names the `run` that wrote it.
@@ -135,6 +140,7 @@ def train(
     Returns `{"best": metrics of the best evaluation (maybe an earlier run's), "history": [...],
     "stopped_early": bool}`.
     """
+    compute = compute or make_compute(settings.distribution)
     training_model = task.training_model(model)
     backbone = model.backbone
     sequences_per_example = int(np.prod(training_model.input["input_ids"].shape[1:-1], dtype=int))  # RACE: 4 choices
@@ -174,10 +180,10 @@ def train(
             loss=task.losses(),
             loss_weights=task.loss_weights(),
             metrics=train_metrics,
-            jit_compile=settings.jit_compiled,  # on JAX always: uncompiled, each operation runs alone
+            jit_compile=compute.step_jit_compile(settings.jit_compile),  # on JAX always: uncompiled, very slow
         )
         optimizer.build(training_model.trainable_variables)  # its slots must exist before a checkpoint restores them
-        checkpoints = FineTuneCheckpoints(settings, task.binding(), training_model, optimizer)
+        checkpoints = FineTuneCheckpoints(settings, task.binding(), training_model, optimizer, compute)
         resumed = checkpoints.restore()
         # Optimizer updates: with accumulation Keras counts micro-batches and divides (`iterations`).
         step = int(keras.ops.convert_to_numpy(optimizer.iterations))
@@ -216,7 +222,7 @@ def train(
         while step < settings.train_step and not stopped_early:
             target = min((step // interval + 1) * interval, settings.train_step)  # the next evaluation's step
             batches = dataset() if callable(dataset) else dataset
-            progress = _Progress(bar, train_writer, step, target, accum, window, optimizer)
+            progress = _Progress(bar, train_writer, step, target, accum, window, optimizer, compute)
             # `dataset` yields micro-batches: `accum` of them make one optimizer step.
             fit = training_model.fit(
                 batches.skip(step * accum),  # the ones an earlier (killed) run of this output_dir used

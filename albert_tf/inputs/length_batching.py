@@ -334,6 +334,7 @@ def predict_in_order(
     buckets: Optional[Sequence[int]] = None,
     sequence_features: Sequence[str] = SEQUENCE_FEATURES,
     pad_value: float = PAD_LOGIT,
+    keras_predict: bool = False,
 ):
     """What `model.predict(features, batch_size=batch_size)` returns, from length-sorted, bucket-cut batches.
 
@@ -343,7 +344,9 @@ def predict_in_order(
     are padded back to the features' length with `pad_value` (floats; integers
     get 0), so `[N, L]` logits line up with the fixed path's positions.
     Without `length_grouping`: `model.predict` for a Keras model, else fixed
-    batches in input order.
+    batches in input order. `keras_predict`: a Keras model runs its own predict step on each batch
+    (one compilation per width: pass few `buckets`), as one that is not TensorFlow's must
+    (`Compute.predicts_per_shape`); otherwise one `tf.function` traced for any width.
     """
     names, buckets, _ = _checked(features, None, sequence_features, buckets)
     if not length_grouping:
@@ -351,7 +354,7 @@ def predict_in_order(
             return model.predict(features, batch_size=batch_size, verbose=0)
     width = buckets[-1]
     count = len(features[MASK_FEATURE])
-    if isinstance(model, keras.Model) and keras.backend.backend() != "tensorflow":
+    if keras_predict and isinstance(model, keras.Model):
         # Keras compiles its predict step once per batch shape (callers pass few widths: `compiled` buckets).
         function = model.predict_on_batch
         structure = model.output

@@ -3,15 +3,13 @@
 The input iterator is saved batched: resumed with another `--train_batch_size`
 (or `--grad_accum_steps`, which sets the micro-batch), its first batch has the
 old shape and TensorFlow stops with "Incompatible shapes" deep in the step.
-The Keras backend is bound too: a JAX run's checkpoints hold tf.Variable
-copies of its state (`jax_state`), not the TensorFlow model's objects. So is
+The backend (`Compute.name`) is bound too: a JAX run's checkpoints hold tf.Variable
+copies of its state (`compute.jax_state`), not the TensorFlow model's objects. So is
 the data's row layout (instances a row, `data_prep.packing`): the iterator's
 batches have its features.
 """
 
 import os
-
-import keras
 
 from albert_tf.json_records import read_json, write_json
 from albert_tf.pretraining.settings import PretrainingError
@@ -27,24 +25,25 @@ def _record(checkpoint_dir: str):
     return read_json(recorded)
 
 
-def check_same_backend(settings, checkpoint_dir: str) -> None:
-    """Raises `PretrainingError` when the run's checkpoints were written on another Keras backend."""
-    _check_backend(settings, _record(checkpoint_dir))
+def check_same_backend(settings, checkpoint_dir: str, backend: str) -> None:
+    """Raises `PretrainingError` when the run's checkpoints were written on another backend than `backend`."""
+    _check_backend(settings, _record(checkpoint_dir), backend)
 
 
-def _check_backend(settings, before) -> None:
+def _check_backend(settings, before, now: str) -> None:
     backend = (before or {}).get("backend", "tensorflow")  # records from before JAX runs existed
-    if before is not None and backend != keras.backend.backend():
+    if before is not None and backend != now:
         raise PretrainingError(
-            f"{settings.output_dir} was trained on Keras' {backend} backend (now {keras.backend.backend()}): its "
+            f"{settings.output_dir} was trained on Keras' {backend} backend (now {now}): its "
             f"checkpoints hold that backend's state; resume with --backend {backend}, or use a new --output_dir"
         )
 
 
-def check_same_batch(settings, checkpoint_dir: str, max_instances_per_row: int = 1) -> None:
-    """Raises `PretrainingError` naming the backend, the row layout, or each flag that differs from the record."""
+def check_same_batch(settings, checkpoint_dir: str, max_instances_per_row: int, backend: str) -> None:
+    """Raises `PretrainingError` naming the backend (`Compute.name`), the row layout, or each flag that differs
+    from the record."""
     before = _record(checkpoint_dir)
-    _check_backend(settings, before)
+    _check_backend(settings, before, backend)
     if before is None:
         return
     packed_before = before.get("max_instances_per_row", 1)
@@ -66,8 +65,8 @@ def check_same_batch(settings, checkpoint_dir: str, max_instances_per_row: int =
         )
 
 
-def record_batch(settings, checkpoint_dir: str, max_instances_per_row: int = 1) -> None:
+def record_batch(settings, checkpoint_dir: str, max_instances_per_row: int, backend: str) -> None:
     """Written after each successful start (checked equal when there were checkpoints to resume)."""
     record = {n: getattr(settings, n) for n in BOUND_FLAGS}
-    record.update(backend=keras.backend.backend(), max_instances_per_row=max_instances_per_row)
+    record.update(backend=backend, max_instances_per_row=max_instances_per_row)
     write_json(os.path.join(checkpoint_dir, RUN_RECORD), record)

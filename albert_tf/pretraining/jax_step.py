@@ -112,9 +112,10 @@ def make_eval_step(model) -> Callable:
 class JaxTrainStep:
     """`make_train_step` jitted and bound to the Keras variables: `step(inputs, labels) → stats`.
 
-    The new state is written back into the model's and optimizer's variables after every step, so
-    everything outside the step (checkpoints, `optimizer.iterations`, `model.get_weights()`) reads them as
-    under TensorFlow.
+    The state stays on the devices between steps, in this object: writing ~100 arrays into the Keras
+    variables after every step cost more than a small model's step. Whatever reads the variables
+    (checkpoints, evaluation, `model.get_weights()`, the learning rate) calls `sync()` first, and a
+    restore that wrote them calls `reset()`; `iterations()` is the optimizer's step count meanwhile.
     """
 
     def __init__(
@@ -122,6 +123,9 @@ class JaxTrainStep:
     ):
         self.devices = devices or JaxDevices()
         self.variables = (model.trainable_variables, model.non_trainable_variables, optimizer.variables)
+        self.held = None  # the state after the last step, while the Keras variables are older
+        # Where the optimizer's step count is in its variables (LossScaleOptimizer: its inner optimizer's).
+        (self.iterations_index,) = [i for i, v in enumerate(optimizer.variables) if v is optimizer.iterations]
         # Donated buffers are reused for the new state (no second copy of weights and slots); CPUs cannot.
         donate = () if jax.default_backend() == "cpu" else (0,)
         replicas = self.devices.num_replicas_in_sync
@@ -133,14 +137,32 @@ class JaxTrainStep:
         )
 
     def state(self) -> Tuple[list, list, list]:
+        """The newest state: held since the last step, else the Keras variables'."""
+        if self.held is not None:
+            return self.held
         return tuple([v.value for v in group] for group in self.variables)
 
     def __call__(self, inputs, labels) -> Dict[str, object]:
-        state, stats = self.step(self.state(), *self.devices.shard((inputs, labels)))
-        for group, values in zip(self.variables, state):
+        # The state given is donated (on accelerators): only the new one is valid after the call.
+        self.held, stats = self.step(self.state(), *self.devices.shard((inputs, labels)))
+        return stats
+
+    def iterations_array(self):
+        """The optimizer's step count, as an array of the newest state (not read back yet)."""
+        return self.state()[2][self.iterations_index]
+
+    def sync(self) -> None:
+        """Writes the held state into the Keras variables, for whatever reads them next."""
+        if self.held is None:
+            return
+        for group, values in zip(self.variables, self.held):
             for variable, value in zip(group, values):
                 variable.assign(value)
-        return stats
+        self.held = None
+
+    def reset(self) -> None:
+        """The Keras variables were written (a restore): the next step starts from them, not the held state."""
+        self.held = None
 
 
 class JaxEvalStep:

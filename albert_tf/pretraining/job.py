@@ -15,8 +15,8 @@ import keras
 import tensorflow as tf
 
 from albert_tf import memory_check, run_plan
+from albert_tf.compute import Compute, make_compute
 from albert_tf.config import AlbertConfig
-from albert_tf.distribution import is_chief, make_strategy
 from albert_tf.inputs.shard_reader import PretrainingInput, check_same_layout, resolve_input
 from albert_tf.json_records import read_json, write_json
 from albert_tf.locking import OutputDirLock
@@ -85,12 +85,12 @@ def finished_run_summary(settings: PretrainSettings, step: int, chief: bool) -> 
     return summary
 
 
-def check_resume(settings: PretrainSettings, config: AlbertConfig, train_input: PretrainingInput) -> None:
+def check_resume(settings: PretrainSettings, config: AlbertConfig, train_input: PretrainingInput, backend: str) -> None:
     """Refuses, before anything is built, a resume under another config, backend, batch or row layout."""
     checkpoint_dir = os.path.join(settings.output_dir, CHECKPOINT_DIR)
     check_same_config(settings.output_dir, config.to_dict())
     if os.path.isdir(checkpoint_dir) and tf.train.latest_checkpoint(checkpoint_dir):
-        batch_binding.check_same_batch(settings, checkpoint_dir, train_input.data.max_instances_per_row)
+        batch_binding.check_same_batch(settings, checkpoint_dir, train_input.data.max_instances_per_row, backend)
 
 
 def dry_run_plan(
@@ -112,7 +112,7 @@ def dry_run_plan(
         settings,
         config,
         settings.albert_config_file,
-        replicas=compute.num_replicas_in_sync,
+        compute=compute,
         schedule=run_plan.Schedule(
             ("num_train_steps", settings.num_train_steps), ("num_warmup_steps", settings.num_warmup_steps), rows
         ),
@@ -120,7 +120,7 @@ def dry_run_plan(
         tokenizer=tokenizer,
         predictions_per_row=data.predictions_per_row,
     )
-    if worker_faults.jax_processes(compute):
+    if compute.describe() is not None:
         result["processes"] = compute.describe() | {
             "rows_per_process": settings.train_batch_size // compute.num_processes,
             "rows_per_device": settings.train_batch_size // compute.num_replicas_in_sync,
@@ -137,7 +137,7 @@ def run_data(settings: PretrainSettings) -> PretrainingInput:
 
 def pretrain(
     settings: PretrainSettings,
-    compute=None,
+    compute: Optional[Compute] = None,
     tokenizer: Optional[Tokenizer] = None,
     data: Optional[PretrainingInput] = None,
 ) -> dict:
@@ -147,8 +147,9 @@ def pretrain(
         settings: the run: its inputs (`input_file`, `eval_file`, `albert_config_file`, `init_checkpoint`),
             its flags, and with `dry_run`, only a plan: every check (data, config, vocabulary, memory, a
             resume's binding), then the plan (`dry_run_plan`) instead of training; nothing is written.
-        compute: where the run computes (`albert_tf.distribution.make_strategy`; None: the default). A
-            multi-worker one must exist before any TensorFlow op runs, so the CLI makes it first.
+        compute: where the run computes (`albert_tf.compute.make_compute`; None: `--strategy default` on the
+            backend Keras runs on). A multi-worker one must exist before any TensorFlow op runs, so the CLI
+            makes it first.
         tokenizer: the data's tokenizer (default: the one saved beside the data), saved into `final/`.
         data: `settings.input_file` already resolved (`resolve_input`; the CLI reads it once), or None.
 
@@ -170,7 +171,7 @@ def pretrain(
     settings.check_inputs()
     if not settings.do_train:
         raise PretrainingError("--nodo_train evaluates checkpoints: call evaluate_checkpoints(), not pretrain()")
-    compute = compute or make_strategy("default")  # first: collectives are configured at startup
+    compute = compute or make_compute()  # first: collectives are configured at startup
     keras.utils.set_random_seed(settings.seed)
     if settings.deterministic:  # the input pipeline's ops on both backends (the JAX step: jax_step)
         tf.config.experimental.enable_op_determinism()
@@ -207,9 +208,9 @@ def pretrain(
         eval_input = resolve_input(settings.eval_file, "--eval_file")
         eval_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
         check_same_layout(train_input, eval_input)
-    chief = is_chief(compute)
+    chief = compute.chief
     if chief:  # a resume under other settings is refused now, not after the model is built
-        check_resume(settings, config, train_input)
+        check_resume(settings, config, train_input, compute.name)
     if settings.dry_run:
         return dry_run_plan(settings, config, train_input, tokenizer, compute)
     os.makedirs(settings.output_dir, exist_ok=True)
@@ -244,7 +245,7 @@ def pretrain(
             remove_stale_staging(settings.output_dir)
             remove_stale_staging(checkpoint_dir, checkpoints=True)
         # Every JAX process reads the shared output directory: all stop, or all train.
-        finished = finished_run_summary(settings, loop.step, loop.chief or worker_faults.jax_processes(compute) > 1)
+        finished = finished_run_summary(settings, loop.step, loop.chief or compute.num_processes > 1)
         if finished is not None:  # the README's "run the same command again" after the run ended
             say(
                 f"the run is complete: step {loop.step} of --num_train_steps {settings.num_train_steps}, final model "
@@ -267,8 +268,8 @@ def pretrain(
         summary["train_cumulative"] = loop.run_metrics()
         if loop.run_steps:
             say(metrics_line(summary["train_cumulative"]))
-        summary["replicas"] = loop.strategy.num_replicas_in_sync
-        if worker_faults.jax_processes(compute):
+        summary["replicas"] = compute.num_replicas_in_sync
+        if compute.describe() is not None:
             summary["processes"] = compute.num_processes
         summary["weights_sha256"] = loop.weights_fingerprint()
         if settings.do_eval:
@@ -281,7 +282,7 @@ def pretrain(
 
 
 def evaluate_checkpoints(
-    settings: PretrainSettings, compute=None, data: Optional[PretrainingInput] = None
+    settings: PretrainSettings, compute: Optional[Compute] = None, data: Optional[PretrainingInput] = None
 ) -> Dict[int, Dict[str, float]]:
     """Every checkpoint kept in `settings.output_dir`, evaluated on `settings.eval_file` (default:
     `settings.input_file`); nothing is trained or written.
@@ -292,7 +293,7 @@ def evaluate_checkpoints(
 
     Args:
         settings: the run's settings (whatever their `do_train`: this evaluates only).
-        compute: where it computes (`albert_tf.distribution.make_strategy`; None: the default).
+        compute: where it computes (`albert_tf.compute.make_compute`; None: the default).
         data: the eval data already resolved (`run_data` of these settings evaluating only), or None.
 
     Returns:
@@ -308,8 +309,8 @@ def evaluate_checkpoints(
     state = tf.train.get_checkpoint_state(checkpoint_dir) if tf.io.gfile.isdir(checkpoint_dir) else None
     if state is None or not state.all_model_checkpoint_paths:
         raise PretrainingError(f"{checkpoint_dir}: no checkpoint to evaluate (train first, or check --output_dir)")
-    batch_binding.check_same_backend(settings, checkpoint_dir)  # the other backend's checkpoints would not match
-    compute = compute or make_strategy("default")
+    compute = compute or make_compute()
+    batch_binding.check_same_backend(settings, checkpoint_dir, compute.name)  # the other's would not match
     config = AlbertConfig.from_json_file(settings.albert_config_file)
     eval_input = data or run_data(settings)
     settings = settings.for_data(eval_input.data)

@@ -2,10 +2,10 @@
 
 A custom loop rather than `Model.fit`, because a run must resume exactly where
 it stopped, data iterator position included, and Keras' callbacks cannot
-checkpoint the input iterator. The loop is one for every Keras backend: only
-the step and the distribution differ, `tf_step` under tf.distribute and
-`jax_step` under Keras' JAX backend (`keras.distribution` over the local
-devices). The input pipeline is tf.data on both.
+checkpoint the input iterator. The loop is one for every Keras backend: the
+run's `Compute` (`albert_tf.compute`) gives the steps, the input iterators and
+the checkpoint state, `tf_step` under tf.distribute and `jax_step` under Keras'
+JAX backend. The input pipeline is tf.data on both.
 
 Saving and resuming are `run_state.CheckpointPolicy`'s job: the loop calls
 its `save(step)` every `save_checkpoints_steps`.
@@ -21,23 +21,24 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import preemption
+from albert_tf import flops, preemption
+from albert_tf.compute import Compute
 from albert_tf.config import AlbertConfig
-from albert_tf.distribution import JaxDevices, check_precision, checkpoints_iterator, is_chief
+from albert_tf.distribution import check_precision
 from albert_tf.inputs import length_batching
 from albert_tf.inputs.shard_reader import PretrainingInput, find_corrupt_shard, pretraining_dataset
-from albert_tf.jax_state import JaxStateCopy
 from albert_tf.models.backbone import AlbertBackbone
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.optimization import create_optimizer
-from albert_tf.pretraining import health, objective, tf_step, worker_faults
+from albert_tf.pretraining import health, objective, worker_faults
 from albert_tf.pretraining.divergence import health_report, non_finite, respond_to_divergence
 from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
 from albert_tf.progress import TrainingBar, write_scalars
 from albert_tf.shard_set import DataError
 
-# The metrics on the progress bar, besides lr and steps/s.
+# The metrics on the progress bar, and the rates after them (mfu: on accelerators of known peak).
 BAR_METRICS = ("loss", "masked_lm_accuracy", "sentence_order_accuracy")
+BAR_RATES = ("lr", "steps/s", "mfu")
 # float16: the loss scale halves at each step it skips (gradients not finite); after this many in a row no scale
 # makes them finite, and the run would go on forever without another update.
 MAX_SKIPPED_STEPS = 64
@@ -49,10 +50,10 @@ def check_eval_batch(settings: PretrainSettings, replicas: int) -> None:
 
 
 class PretrainingLoop:
-    """Model, optimizer and steps of one pretraining job under a strategy.
+    """Model, optimizer and steps of one pretraining job on a `Compute`.
 
     Args:
-        strategy: from `strategy.make_strategy`.
+        compute: where the run computes (`compute.make_compute`).
         albert_config: the model's `AlbertConfig`.
         settings: `PretrainSettings`.
         train_input: the training shards (from `inputs.shard_reader.resolve_input`).
@@ -61,35 +62,28 @@ class PretrainingLoop:
 
     def __init__(
         self,
-        strategy,
+        compute: Compute,
         albert_config: AlbertConfig,
         settings: PretrainSettings,
         train_input: PretrainingInput,
         eval_input: Optional[PretrainingInput] = None,
     ):
-        self.strategy = strategy
+        self.compute = compute
         self.config = albert_config
         self.settings = s = settings
         self.train_input = train_input
         self.eval_input = eval_input or train_input
-        self.chief = is_chief(strategy)
-        self.backend = keras.backend.backend()
+        self.chief = compute.chief
         # Instances a training row holds at most (1: the original's layout; data_prep.packing).
         self.rows_hold = train_input.data.max_instances_per_row
-        if self.backend == "jax":
-            if not isinstance(strategy, JaxDevices):
-                raise PretrainingError(
-                    f"Keras runs on JAX but the distribution is {type(strategy).__name__}: make it with "
-                    "albert_tf.distribution.make_strategy"
-                )
-        replicas = strategy.num_replicas_in_sync
+        replicas = compute.num_replicas_in_sync
         if s.train_batch_size % (replicas * s.grad_accum_steps):
             raise PretrainingError(
                 f"--train_batch_size {s.train_batch_size} must divide by replicas ({replicas}) × "
                 f"--grad_accum_steps ({s.grad_accum_steps})"
             )
         policy = check_precision(s.mixed_precision)
-        with strategy.scope():
+        with compute.scope():
             backbone = AlbertBackbone.from_albert_config(albert_config, dtype=policy, remat=s.remat)
             self.model = AlbertPretrainer(backbone, packed_rows=train_input.data.packed)
             optimizer = create_optimizer(
@@ -99,43 +93,48 @@ class PretrainingLoop:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             self.optimizer = optimizer
             self.optimizer.build(self.model.trainable_variables)
-        self.iterator_in_checkpoint = checkpoints_iterator(strategy)
+        self.iterator_in_checkpoint = compute.iterator_in_checkpoint
         # Under JAX the variables are no TensorFlow objects: tf.Variable copies of them go into the checkpoint.
-        self.jax_state = JaxStateCopy(self.model, self.optimizer) if self.backend == "jax" else None
+        self.state = compute.checkpoint_state(self.model, self.optimizer)
         # A checkpointable iterator must exist before the checkpoint that tracks it.
         self.train_iterator = self._make_train_iterator(0) if self.iterator_in_checkpoint else None
         self._train_step = self._make_train_step()
+        # Model FLOPs utilization on the progress line, where the devices' peak is known (not on CPUs).
+        self.peak_flops = compute.peak_flops(s.mixed_precision)
+        self.step_flops = flops.train_step_flops(
+            albert_config, s.train_batch_size, s.max_seq_length, train_input.data.predictions_per_row
+        )
         self._eval_step = None
 
     @property
     def step(self) -> int:
-        return int(self.optimizer.iterations.numpy())
+        return self._train_step.iterations()
+
+    def sync(self) -> None:
+        """The model's and optimizer's variables take the newest state (JAX holds it on the devices between
+        steps): before anything reads them."""
+        self._train_step.sync()
 
     def trackables(self) -> Dict[str, object]:
         """What a checkpoint holds: model, optimizer (step, slots) and, where possible, the iterator."""
-        if self.jax_state is not None:
-            tracked = self.jax_state.trackables()
-        else:
-            tracked = {"model": self.model, "optimizer": self.optimizer}
+        tracked = self.state.trackables()
         if self.iterator_in_checkpoint:
             tracked["train_iterator"] = self.train_iterator
         return tracked
 
     def before_save(self):
         """The checkpoint is about to be written: the values it must hold are copied into it (JAX)."""
-        if self.jax_state is not None:
-            self.jax_state.copy_from_keras()
+        self.sync()
+        self.state.before_save()
 
     def wait_for_all(self, name: str) -> None:
         """Every process of a multi-process JAX run reaches `name` before any goes on (else nothing)."""
-        wait = getattr(self.strategy, "wait_for_all", None)
-        if wait is not None:
-            wait(name)
+        self.compute.wait_for_all(name)
 
     def after_restore(self):
-        """A checkpoint was read: its values go into the model and optimizer (JAX)."""
-        if self.jax_state is not None:
-            self.jax_state.copy_to_keras()
+        """A checkpoint was read: its values go into the model and optimizer (JAX), where the next step starts."""
+        self.state.after_restore()
+        self._train_step.reset()
 
     def ensure_iterator(self):
         """After a restore: a run that cannot checkpoint its iterator skips the batches already used."""
@@ -146,47 +145,21 @@ class PretrainingLoop:
 
     def _make_train_iterator(self, skip_batches: int):
         s = self.settings
-        if self.iterator_in_checkpoint:
-            return iter(
-                pretraining_dataset(
-                    self.train_input,
-                    s.train_batch_size,
-                    is_training=True,
-                    seed=s.seed,
-                    shuffle_buffer=s.shuffle_buffer,
-                    skip_batches=skip_batches,
-                )
-            )
-        return iter(
-            self.strategy.distribute_datasets_from_function(
-                lambda context: pretraining_dataset(
-                    self.train_input,
-                    context.get_per_replica_batch_size(s.train_batch_size),
-                    is_training=True,
-                    seed=s.seed,
-                    input_context=context,
-                    shuffle_buffer=s.shuffle_buffer,
-                    skip_batches=skip_batches,
-                )
+        return self.compute.train_iterator(
+            lambda context: pretraining_dataset(
+                self.train_input,
+                context.get_per_replica_batch_size(s.train_batch_size),
+                is_training=True,
+                seed=s.seed,
+                input_context=context,
+                shuffle_buffer=s.shuffle_buffer,
+                skip_batches=skip_batches,
             )
         )
 
     def _make_train_step(self):
-        s, model, optimizer = self.settings, self.model, self.optimizer
-        if self.backend == "jax":
-            from albert_tf.pretraining.jax_step import JaxTrainStep
-
-            step = JaxTrainStep(model, optimizer, s.grad_accum_steps, self.strategy, deterministic=s.deterministic)
-            return lambda iterator: step(*next(iterator))
-        return tf_step.make_train_step(self.strategy, model, optimizer, s.grad_accum_steps, s.jit_compile)
-
-    def _make_eval_step(self):
-        if self.backend == "jax":
-            from albert_tf.pretraining.jax_step import JaxEvalStep
-
-            step = JaxEvalStep(self.model, self.strategy, deterministic=self.settings.deterministic)
-            return lambda iterator: step(*next(iterator))
-        return tf_step.make_eval_step(self.strategy, self.model)
+        s = self.settings
+        return self.compute.train_step(self.model, self.optimizer, s.grad_accum_steps, s.jit_compile, s.deterministic)
 
     def eval_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
         """This pipeline's eval batches; with `length_grouping` each cut to its longest row (a TPU: its bucket)."""
@@ -200,22 +173,19 @@ class PretrainingLoop:
         if s.length_grouping:
             # Eval metrics are sums over the batches: a row's padding beyond its longest changes none of them.
             # The eval step is traced once for any width; a TPU or JAX compiles each shape, so there widths are few.
-            compiled = self.backend == "jax" or isinstance(self.strategy, tf.distribute.TPUStrategy)
-            buckets = length_batching.cut_lengths(s.max_seq_length, compiled)
+            buckets = length_batching.cut_lengths(s.max_seq_length, self.compute.compiles_every_shape(None))
             dataset = dataset.map(lambda inputs, labels: (length_batching.cut_batch(inputs, buckets), labels))
         # A fresh iterator per evaluation: without the autotune thread its deletion does not wait.
         return length_batching.without_autotune_thread(dataset)
 
     def evaluate(self) -> Dict[str, float]:
         """`max_eval_steps` batches of the eval shards, as the original's eval."""
+        self.sync()  # the eval step reads the model's variables
         s = self.settings
-        check_eval_batch(s, self.strategy.num_replicas_in_sync)
+        check_eval_batch(s, self.compute.num_replicas_in_sync)
         if self._eval_step is None:
-            self._eval_step = self._make_eval_step()
-        if self.backend == "jax":  # one pipeline of global batches, sharded by the step
-            iterator = iter(self.eval_dataset(tf.distribute.InputContext()))
-        else:
-            iterator = iter(self.strategy.distribute_datasets_from_function(self.eval_dataset))
+            self._eval_step = self.compute.eval_step(self.model, s.deterministic)
+        iterator = self.compute.eval_iterator(self.eval_dataset)
         totals = dict.fromkeys(objective.STAT_KEYS, 0.0)
         for _ in range(s.max_eval_steps):
             stats = self._eval_step(iterator)
@@ -302,10 +272,13 @@ class PretrainingLoop:
             if step % s.log_every_steps == 0 or step == s.num_train_steps:
                 elapsed = time.perf_counter() - window_start
                 metrics = objective.summarize(window, window_steps)
+                self.sync()  # the learning rate is the schedule's at the optimizer's step count
                 metrics["lr"] = float(self.optimizer.learning_rate)
                 metrics["steps/s"] = window_steps / elapsed
+                if self.peak_flops:
+                    metrics["mfu"] = self.step_flops * metrics["steps/s"] / self.peak_flops
                 history.append({"step": step, "window_steps": window_steps, **metrics})
-                progress.update(step, {k: metrics[k] for k in BAR_METRICS + ("lr", "steps/s")})
+                progress.update(step, {k: metrics[k] for k in BAR_METRICS + BAR_RATES if k in metrics})
                 logging.info(
                     "step %d, %s: %s",
                     step,
@@ -330,10 +303,11 @@ class PretrainingLoop:
                 if s.do_eval:
                     progress.release()  # the evaluation's line goes below the bar
                 checkpointer.save(step)
-            if preemption.requested_on_any_worker(self.strategy):
+            if preemption.requested_on_any_worker(self.compute):
                 if not scheduled:
                     checkpointer.save(step, evaluate=False)
                 preemption.raise_preempted(f"checkpoint of step {step} saved in {checkpointer.checkpoint_dir}")
+        self.sync()  # whatever the caller reads next sees the trained weights
         if writer:
             writer.flush()
         return history
@@ -352,13 +326,17 @@ class PretrainingLoop:
         for _ in range(steps):
             # Read back as `train` does: JAX dispatches asynchronously, so a step ends when its loss is read.
             float(self._train_step(self.train_iterator)["loss"])
-        return (time.perf_counter() - start) / steps
+        seconds = (time.perf_counter() - start) / steps
+        self.sync()
+        return seconds
 
     def weights_are_finite(self) -> bool:
+        self.sync()
         return all(np.isfinite(w).all() for w in self.model.get_weights())
 
     def weights_fingerprint(self) -> str:
         """sha256 of every weight's bytes: equal on all workers of a synchronous run."""
+        self.sync()
         digest = hashlib.sha256()
         for weight in self.model.get_weights():
             digest.update(np.ascontiguousarray(weight).tobytes())
@@ -366,6 +344,7 @@ class PretrainingLoop:
 
     def plain_copy(self) -> AlbertPretrainer:
         """The model outside the strategy (float32), for saving and export."""
+        self.sync()
         # from_albert_config keeps the file's passthrough keys (gap_size, ...) in the saved config.
         copy = AlbertPretrainer(AlbertBackbone.from_albert_config(self.config))
         copy.set_weights([np.asarray(w) for w in self.model.get_weights()])

@@ -2,7 +2,7 @@
 
 Checkpoints (`tf.train.Checkpoint`: model, optimizer with its step and slots,
 input iterator where it can be saved; under JAX, tf.Variable copies of the
-model's and optimizer's variables: `jax_state`) go to `<output_dir>/checkpoints` every
+model's and optimizer's variables: `compute.jax_state`) go to `<output_dir>/checkpoints` every
 `save_checkpoints_steps`; TensorFlow writes each to temporary files and
 renames them, and the `checkpoint` index is replaced atomically after, so a
 kill at any moment leaves the last complete checkpoint usable. Running the
@@ -89,13 +89,13 @@ class CheckpointPolicy:
 
     def _writes_checkpoints(self) -> bool:
         """The chief writes; so does every TensorFlow worker (a save is a collective there: copies discarded)."""
-        return self.loop.chief or self.loop.strategy.cluster_resolver is not None
+        return self.loop.chief or self.loop.compute.cluster_resolver is not None
 
     def _checkpoint_dir_for_this_task(self) -> str:
         if self.loop.chief or not self._writes_checkpoints():  # JAX's other processes read the chief's
             return self.checkpoint_dir
         # Every worker must take part in a save; only the chief's copy is kept.
-        resolver = self.loop.strategy.cluster_resolver
+        resolver = self.loop.compute.cluster_resolver
         return os.path.join(self.settings.output_dir, f".worker_{resolver.task_type}_{resolver.task_id}")
 
     def latest(self) -> Optional[str]:
@@ -112,7 +112,9 @@ class CheckpointPolicy:
         candidates = list(reversed(self.manager.checkpoints)) if self.loop.chief else [self.latest()]
         candidates = [c for c in candidates if c]
         if self.loop.chief and candidates:
-            batch_binding.check_same_batch(self.settings, self.checkpoint_dir, self.loop.rows_hold)
+            batch_binding.check_same_batch(
+                self.settings, self.checkpoint_dir, self.loop.rows_hold, self.loop.compute.name
+            )
         skipped = []
         for path in candidates:
             try:
@@ -133,7 +135,7 @@ class CheckpointPolicy:
             message = self._warm_start()
         self._record_config(config_dict)
         if self.loop.chief:
-            batch_binding.record_batch(self.settings, self.checkpoint_dir, self.loop.rows_hold)
+            batch_binding.record_batch(self.settings, self.checkpoint_dir, self.loop.rows_hold, self.loop.compute.name)
         self.loop.ensure_iterator()
         return message
 

@@ -18,7 +18,8 @@ albert_tf.pretraining.settings.PretrainingError: --input_file required (data_pre
 import dataclasses
 from typing import Optional
 
-from albert_tf.distribution import check_jit_compile, jit_compile_option, mixed_precision_option
+from albert_tf.compute import check_jit_compile
+from albert_tf.distribution import jit_compile_option, mixed_precision_option
 from albert_tf.errors import AlbertError
 from albert_tf.options import option
 from albert_tf.pretraining.health import DIVERGENCE_ACTIONS, SENTENCE_TASKS, HealthSettings
@@ -82,7 +83,7 @@ class PretrainSettings:
         False, "Recompute each layer application in the backward pass (less activation memory, more compute)."
     )
     mixed_precision: str = mixed_precision_option()
-    jit_compile: Optional[bool] = jit_compile_option()  # None: the backend's default (step_jit_compile)
+    jit_compile: Optional[bool] = jit_compile_option()  # None: the backend's default (Compute.step_jit_compile)
     seed: int = option(12345, "Seed of weights init and data order.")
     deterministic: bool = option(
         False,

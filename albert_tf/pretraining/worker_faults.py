@@ -20,10 +20,13 @@ coordination service ends the survivors after `distribution.HEARTBEAT_TIMEOUT_S`
 Either way the checkpoints already written are whole (each is written to temporary files and
 renamed); restarting every worker with the same command resumes from the last one.
 
-Example (a one-worker strategy has no peers to lose):
+Every function takes the run's `Compute` (`albert_tf.compute`): TensorFlow's cluster is its
+`cluster_resolver`, JAX's processes its `num_processes`.
 
->>> import tensorflow as tf
->>> unreachable_peers(tf.distribute.get_strategy())
+Example (a one-worker run has no peers to lose):
+
+>>> from albert_tf.compute import make_compute
+>>> unreachable_peers(make_compute())
 []
 """
 
@@ -62,9 +65,9 @@ class WorkerLostError(PretrainingError):
     exit_at_once = True
 
 
-def _peers(strategy) -> List[tuple]:
+def _peers(compute) -> List[tuple]:
     """(task name, address) of every other task of the cluster; [] without a cluster."""
-    resolver = getattr(strategy, "cluster_resolver", None)
+    resolver = compute.cluster_resolver
     if resolver is None or not resolver.task_type:
         return []
     peers = []
@@ -76,10 +79,10 @@ def _peers(strategy) -> List[tuple]:
     return peers
 
 
-def unreachable_peers(strategy) -> List[str]:
+def unreachable_peers(compute) -> List[str]:
     """'worker 1 (127.0.0.1:2223)' for every other task whose TF_CONFIG address refuses a connection."""
     lost = []
-    for name, address in _peers(strategy):
+    for name, address in _peers(compute):
         host, _, port = address.rpartition(":")
         try:
             socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S).close()
@@ -88,10 +91,10 @@ def unreachable_peers(strategy) -> List[str]:
     return lost
 
 
-def tasks_named_in(strategy, message: str) -> List[str]:
+def tasks_named_in(compute, message: str) -> List[str]:
     """The other tasks a TensorFlow error message names (`/job:worker/replica:0/task:1`), as
     'worker 1 (address)'."""
-    peers = dict(_peers(strategy))
+    peers = dict(_peers(compute))
     named = []
     for job, index in TASK_IN_MESSAGE.findall(message):
         name = f"{job} {index}"
@@ -100,12 +103,12 @@ def tasks_named_in(strategy, message: str) -> List[str]:
     return named
 
 
-def lost_workers(strategy, tf_message: str = "") -> str:
+def lost_workers(compute, tf_message: str = "") -> str:
     """'worker 1 (address) is unreachable' (probed now), else '... is not answering' (named by TensorFlow's
     message), else ''."""
     for lost, verb in (
-        (unreachable_peers(strategy), "unreachable"),
-        (tasks_named_in(strategy, tf_message), "not answering"),
+        (unreachable_peers(compute), "unreachable"),
+        (tasks_named_in(compute, tf_message), "not answering"),
     ):
         if lost:
             return ", ".join(lost) + (" is " if len(lost) == 1 else " are ") + verb
@@ -123,21 +126,16 @@ def describe_loss(who: str, what: str, checkpoint: Optional[str]) -> str:
 PROCESSES_DIR = "processes"  # <output_dir>/processes/process-<id>.json: where each JAX process runs
 
 
-def jax_processes(strategy) -> int:
-    """How many JAX processes run together (0: not a JAX distribution)."""
-    return getattr(strategy, "num_processes", 0) if getattr(strategy, "any_process", None) else 0
+def is_multi_worker(compute) -> bool:
+    return bool(_peers(compute)) or compute.num_processes > 1
 
 
-def is_multi_worker(strategy) -> bool:
-    return bool(_peers(strategy)) or jax_processes(strategy) > 1
-
-
-def register_process(output_dir: str, strategy) -> None:
+def register_process(output_dir: str, compute) -> None:
     """Records this JAX process's host and pid, for the others to name it if it is lost."""
-    if jax_processes(strategy) < 2:
+    if compute.num_processes < 2:
         return
-    record = {"process_id": strategy.process_id, "host": socket.gethostname(), "pid": os.getpid()}
-    write_json(os.path.join(output_dir, PROCESSES_DIR, f"process-{strategy.process_id}.json"), record)
+    record = {"process_id": compute.process_id, "host": socket.gethostname(), "pid": os.getpid()}
+    write_json(os.path.join(output_dir, PROCESSES_DIR, f"process-{compute.process_id}.json"), record)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -154,7 +152,7 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def lost_processes(output_dir: str, strategy, settle_s: float = 5.0) -> str:
+def lost_processes(output_dir: str, compute, settle_s: float = 5.0) -> str:
     """'process 1 (host, pid 42) is gone' for the other processes of this host that ended; processes on
     other hosts, which cannot be checked from here, as 'not answering'; '' when every one checked lives.
 
@@ -163,8 +161,8 @@ def lost_processes(output_dir: str, strategy, settle_s: float = 5.0) -> str:
     """
     here = socket.gethostname()
     local, elsewhere = [], []
-    for process_id in range(strategy.num_processes):
-        if process_id == strategy.process_id:
+    for process_id in range(compute.num_processes):
+        if process_id == compute.process_id:
             continue
         try:
             record = read_json(os.path.join(output_dir, PROCESSES_DIR, f"process-{process_id}.json"))
@@ -190,15 +188,15 @@ def lost_processes(output_dir: str, strategy, settle_s: float = 5.0) -> str:
 
 
 @contextlib.contextmanager
-def reported_as_lost_process(strategy, output_dir: str, latest_checkpoint: Callable[[], Optional[str]]):
+def reported_as_lost_process(compute, output_dir: str, latest_checkpoint: Callable[[], Optional[str]]):
     """Under several JAX processes, a step failing because a process is gone becomes one `WorkerLostError`
     line naming it; an error while every other process lives passes through unchanged."""
     try:
         yield
     except (RuntimeError, ValueError) as error:  # XLA's runtime errors, a failed collective's among them
-        if isinstance(error, PretrainingError) or jax_processes(strategy) < 2:
+        if isinstance(error, PretrainingError) or compute.num_processes < 2:
             raise
-        who = lost_processes(output_dir, strategy)
+        who = lost_processes(output_dir, compute)
         if not who:
             raise
         first_line = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
@@ -206,13 +204,13 @@ def reported_as_lost_process(strategy, output_dir: str, latest_checkpoint: Calla
 
 
 @contextlib.contextmanager
-def reported_as_lost_worker(strategy, latest_checkpoint: Callable[[], Optional[str]]):
+def reported_as_lost_worker(compute, latest_checkpoint: Callable[[], Optional[str]]):
     """Under a multi-worker strategy, a collective failing because a peer is gone becomes one
     `WorkerLostError` line naming it. Errors that name no lost peer pass through unchanged."""
     try:
         yield
     except LOST_PEER_ERRORS as error:
-        who = lost_workers(strategy, str(error)) if is_multi_worker(strategy) else ""
+        who = lost_workers(compute, str(error)) if is_multi_worker(compute) else ""
         if not who:
             raise
         cause = f"{type(error).__name__} in a collective"
@@ -239,14 +237,14 @@ class StepWatchdog:
 
     def __init__(
         self,
-        strategy,
+        compute,
         timeout_s: float,
         latest_checkpoint: Callable[[], Optional[str]],
         exit: Callable[[int], None] = os._exit,
     ):
         if timeout_s < 0:
             raise PretrainingError(f"--worker_timeout_seconds must be ≥ 0 (0: off), got {timeout_s:g}")
-        self.strategy = strategy
+        self.compute = compute
         self.timeout_s = timeout_s
         self.latest_checkpoint = latest_checkpoint
         self.exit = exit
@@ -259,7 +257,7 @@ class StepWatchdog:
 
     def __enter__(self) -> "StepWatchdog":
         global _active
-        if self.timeout_s > 0 and is_multi_worker(self.strategy):
+        if self.timeout_s > 0 and is_multi_worker(self.compute):
             self.beat()
             _active = self
             self.thread = threading.Thread(target=self._watch, name="albert_tf-step-watchdog", daemon=True)
@@ -278,7 +276,7 @@ class StepWatchdog:
             silent = time.monotonic() - self.last_beat
             if silent >= self.timeout_s:
                 what = f"no training step finished in {silent:.0f} s, --worker_timeout_seconds {self.timeout_s:g}"
-                who = lost_workers(self.strategy) or "a worker stopped answering"
+                who = lost_workers(self.compute) or "a worker stopped answering"
                 message = describe_loss(who, what, self.latest_checkpoint())
                 print(f"error: {message}", file=sys.stderr, flush=True)
                 self.exit(1)

@@ -1,6 +1,6 @@
 """A JAX run's variables in a TensorFlow checkpoint: one tf.Variable copy of each.
 
-Used by pretraining's and fine-tuning's checkpoints alike.
+The `CheckpointState` of `compute.JaxCompute`: pretraining's and fine-tuning's checkpoints alike.
 
 Under Keras' JAX backend the model's and optimizer's variables hold JAX arrays, which
 `tf.train.Checkpoint` cannot track. Their values are copied into tf.Variables before each
@@ -16,12 +16,14 @@ from typing import Dict
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.compute.base import CheckpointState
+
 # Checkpoint object names; a TensorFlow run's checkpoint has "model" and "optimizer" instead.
 MODEL_KEY = "jax_model"
 OPTIMIZER_KEY = "jax_optimizer"
 
 
-class JaxStateCopy:
+class JaxStateCopy(CheckpointState):
     """tf.Variable copies of a model's and an optimizer's Keras variables (JAX backend).
 
     The checkpoint holds them as lists: by position, not by Keras path, whose names carry process-wide
@@ -44,6 +46,12 @@ class JaxStateCopy:
         for group, variables in self.keras_variables.items():
             for variable, copy in zip(variables, self.tf_variables[group]):
                 copy.assign(np.asarray(variable.value))
+
+    def before_save(self) -> None:
+        self.copy_from_keras()
+
+    def after_restore(self) -> None:
+        self.copy_to_keras()
 
     def copy_to_keras(self) -> None:
         for group, variables in self.keras_variables.items():
