@@ -101,6 +101,8 @@ def test_the_progress_window_shows_mfu_where_the_peak_is_known(pretraining_data,
 
     settings = PretrainSettings(
         output_dir=str(tmp_path / "run"),
+        input_file=pretraining_data["data"],
+        albert_config_file=pretraining_data["config"],
         train_batch_size=4,
         max_seq_length=64,
         num_train_steps=2,
@@ -111,7 +113,7 @@ def test_the_progress_window_shows_mfu_where_the_peak_is_known(pretraining_data,
     )
     data = resolve_input(pretraining_data["data"])
     compute = PeakedCompute(tf.distribute.get_strategy())
-    history = pretrain(settings, pretraining_data["config"], data, compute=compute)["history"]
+    history = pretrain(settings, compute, data=data)["history"]
     config = AlbertConfig.from_json_file(pretraining_data["config"])
     step_flops = flops.train_step_flops(config, 4, 64, predictions=data.data.predictions_per_row)
     assert [window["step"] for window in history] == [1, 2]
