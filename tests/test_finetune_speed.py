@@ -285,6 +285,8 @@ def test_two_mirrored_replicas_train_as_one_device_does(real_data, wikitext_spm,
 def test_multi_worker_fine_tuning_is_refused_naming_the_keras_limit():
     with pytest.raises(FineTuneError, match=r"--strategy multi_worker: .*keras-team/keras#20329.*--strategy mirrored"):
         FineTuneSettings(output_dir="x", strategy="multi_worker")
+    with pytest.raises(FineTuneError, match=r"on --backend jax, `fit` would split each batch over the processes"):
+        FineTuneSettings(output_dir="x", strategy="multi_worker")
 
 
 def test_speed_flag_values_are_checked():

@@ -125,10 +125,12 @@ class FineTuneSettings:
             raise FineTuneError(f"--strategy must be one of {list(STRATEGIES)}, got {self.strategy!r}")
         if self.strategy == MULTI_WORKER:
             raise FineTuneError(
-                "--strategy multi_worker: fine-tuning trains with Keras `fit`, which in Keras 3 cannot take "
-                "dict inputs under MultiWorkerMirroredStrategy (keras-team/keras#20329: its reduce of the first "
-                "batch fails); use --strategy mirrored for the GPUs of one machine (pretraining, with its own "
-                "loop, runs on many)"
+                "--strategy multi_worker: fine-tuning runs on one machine: on TensorFlow, Keras 3 `fit` cannot "
+                "take dict inputs under MultiWorkerMirroredStrategy (keras-team/keras#20329: its reduce of the "
+                "first batch fails); on --backend jax, `fit` would split each batch over the processes, but the "
+                "dev evaluation, best/ model and checkpoints are one process's work (not built for several); use "
+                "--strategy mirrored for the GPUs of one machine (--backend jax uses them all by default); "
+                "pretraining, with its own loop, runs on many"
             )
         if self.train_step is None and self.warmup_step is not None:
             raise FineTuneError("--warmup_step needs --train_step (else use --warmup_proportion)")
