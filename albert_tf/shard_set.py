@@ -300,8 +300,9 @@ class PretrainingData:
         return feature_spec(self.max_seq_length, self.predictions_per_row, self.max_instances_per_row)
 
     @property
-    def max_predictions_per_seq(self) -> int:
-        return self.metadata["max_predictions_per_seq"]
+    def max_predictions_per_seq(self) -> Optional[int]:
+        """Masked positions a sequence holds (PL-BERT data: None, masked while training, not in the data)."""
+        return self.metadata.get("max_predictions_per_seq")
 
     @property
     def max_instances_per_row(self) -> int:
@@ -310,8 +311,9 @@ class PretrainingData:
 
     @property
     def predictions_per_row(self) -> int:
-        """Masked-position slots a row (packed rows: `data_prep.packing.prediction_slots`)."""
-        return self.metadata.get("max_predictions_per_row", self.max_predictions_per_seq)
+        """Masked-position slots a row (packed rows: `data_prep.packing.prediction_slots`); PL-BERT data: every
+        position (its phoneme head reads them all)."""
+        return self.metadata.get("max_predictions_per_row", self.max_predictions_per_seq) or self.max_seq_length
 
     @property
     def packed(self) -> bool:

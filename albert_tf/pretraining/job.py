@@ -63,8 +63,8 @@ def last_window(history: list) -> Optional[dict]:
     return {"label": f"last {steps} steps (to step {last.pop('step')})", **last}
 
 
-def metrics_line(metrics: dict) -> str:
-    shown = ("loss", "masked_lm_accuracy", "sentence_order_accuracy")
+def metrics_line(metrics: dict, shown=("loss", "masked_lm_accuracy", "sentence_order_accuracy")) -> str:
+    """`metrics`' label and its `shown` values (the objective's `bar_metrics`)."""
     return f"{metrics['label']}: " + ", ".join(f"{k} {metrics[k]:.4f}" for k in shown)
 
 
@@ -267,7 +267,7 @@ def pretrain(
         summary["train_last_window"] = last_window(summary["history"])
         summary["train_cumulative"] = loop.run_metrics()
         if loop.run_steps:
-            say(metrics_line(summary["train_cumulative"]))
+            say(metrics_line(summary["train_cumulative"], loop.objective.bar_metrics))
         summary["replicas"] = compute.num_replicas_in_sync
         if compute.describe() is not None:
             summary["processes"] = compute.num_processes

@@ -281,12 +281,15 @@ class CheckpointPolicy:
         return metrics
 
     def write_final(self) -> Optional[str]:
-        """`final/`: config, weights and the tokenizer (vocabulary + tokenizer.json); chief only."""
+        """`final/`: config, weights and the tokenizer (vocabulary + tokenizer.json), and the objective's
+        exports beside them (PL-BERT: `final/plbert/`, StyleTTS 2's layout); chief only."""
         if not self.loop.chief:
             return None
         final = os.path.join(self.settings.output_dir, FINAL_DIR)
         with staged_dir(final) as staging:
-            formats.save(self.loop.plain_copy(), staging, tokenizer=self.tokenizer)
+            model = self.loop.plain_copy()
+            formats.save(model, staging, tokenizer=self.tokenizer)
+            self.loop.objective.write_beside_final(model, staging, self.loop.step)
         return final
 
     def clean_worker_dirs(self):
