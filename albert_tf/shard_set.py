@@ -413,6 +413,9 @@ class PretrainingData:
             )
         if self.vocab_size is not None and self.vocab_size != vocab_size:
             problems.append(f"vocabulary of {self.vocab_size} pieces (the config's vocab_size is {vocab_size})")
+        symbols = self.metadata.get("symbols")  # PL-BERT data: the phoneme table's size
+        if symbols is not None and symbols != vocab_size:
+            problems.append(f"{symbols} phoneme symbols (the config's vocab_size is {vocab_size})")
         if problems:
             raise DataError(f"{self.directory}: the data has " + "; ".join(problems))
 

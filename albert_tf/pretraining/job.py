@@ -101,6 +101,7 @@ def dry_run_plan(
     data = train_input.data
     rows = (data.metadata.get("counts", {}).get("packing") or {}).get("rows") or data.metadata.get("num_instances")
     data_section = {
+        "objective": data.objective,
         "files": len(train_input.files),
         "rows": rows,
         "instances": data.metadata.get("num_instances"),
@@ -179,6 +180,10 @@ def pretrain(
     config = AlbertConfig.from_json_file(albert_config_file)
     train_input = data or resolve_input(settings.input_file)
     settings = settings.for_data(train_input.data)  # from here on, the lengths are ints
+    if compute.chief:  # a resume on the other objective's data: refused before the data meets the config
+        batch_binding.check_same_objective(
+            settings, os.path.join(settings.output_dir, CHECKPOINT_DIR), train_input.data.objective
+        )
     train_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
     if train_input.data.max_seq_length > config.max_position_embeddings:
         raise DataError(

@@ -112,6 +112,7 @@ class CheckpointPolicy:
         candidates = list(reversed(self.manager.checkpoints)) if self.loop.chief else [self.latest()]
         candidates = [c for c in candidates if c]
         if self.loop.chief and candidates:
+            batch_binding.check_same_objective(self.settings, self.checkpoint_dir, self.loop.objective.name)
             batch_binding.check_same_batch(
                 self.settings, self.checkpoint_dir, self.loop.rows_hold, self.loop.compute.name
             )
@@ -135,7 +136,13 @@ class CheckpointPolicy:
             message = self._warm_start()
         self._record_config(config_dict)
         if self.loop.chief:
-            batch_binding.record_batch(self.settings, self.checkpoint_dir, self.loop.rows_hold, self.loop.compute.name)
+            batch_binding.record_batch(
+                self.settings,
+                self.checkpoint_dir,
+                self.loop.rows_hold,
+                self.loop.compute.name,
+                self.loop.objective.name,
+            )
         self.loop.ensure_iterator()
         return message
 
