@@ -3,10 +3,10 @@
 import json
 
 import pytest
+from plbert_helpers import make_plbert_data, wikitext_corpus
 
 from command_helpers import run_command
 from paths import REPO
-from plbert_helpers import make_plbert_data, wikitext_corpus
 from pretraining_helpers import cli
 
 CONFIG = str(REPO / "configs" / "plbert_tiny.json")
@@ -126,3 +126,17 @@ def test_a_resume_on_albert_data_is_refused_in_one_line(plbert_data, pretraining
     assert result.returncode != 0
     last = result.stderr.strip().splitlines()[-1]
     assert "was trained on plbert data, this data is albert data" in last, result.stderr[-2000:]
+
+
+def test_the_health_monitor_speaks_of_the_phoneme_task_on_plbert_runs():
+    from albert_tf.pretraining.health import HealthMonitor, HealthSettings
+    from albert_tf.pretraining.objectives import PLBERT
+
+    monitor = HealthMonitor(HealthSettings(learning_window_steps=40), "warn")
+    flat = {"phoneme_loss": 5.0, "phoneme_accuracy": 0.3, "word_loss": 6.0, "word_accuracy": 0.2}
+    window = {"phoneme_weight": 1000.0}
+    assert PLBERT.health_window(monitor, 20, 20, flat, window) == ([], None)
+    lines, _ = PLBERT.health_window(monitor, 60, 20, flat, window)
+    assert lines and lines[0].startswith("health: the run is not learning: phoneme_loss 5.0000 at step 20")
+    _, collapse = PLBERT.health_window(monitor, 80, 20, {**flat, "phoneme_accuracy": 0.01}, window)
+    assert collapse.kind == "accuracy collapse" and "phoneme_accuracy 0.010" in collapse.message

@@ -74,12 +74,8 @@ class Objective:
         return []
 
     def health_window(self, monitor: health.HealthMonitor, step, window_steps, metrics, window):
-        """(lines, collapse) of the health monitor's window checks on `metrics` (the window's sums: `window`).
-
-        The monitor's window checks speak of the masked-LM and sentence-order metrics: ALBERT's only.
-        """
-        del monitor, step, window_steps, metrics, window
-        return [], None
+        """(lines, collapse) of the health monitor's window checks on `metrics` (the window's sums: `window`)."""
+        raise NotImplementedError
 
 
 class AlbertObjective(Objective):
@@ -135,6 +131,12 @@ class PlbertObjective(Objective):
             return dataset.batch(batch_size, drop_remainder=True)
 
         return make_batches
+
+    def health_window(self, monitor, step, window_steps, metrics, window):
+        # No sentence task: the phoneme loss must fall and its accuracy must not collapse.
+        return monitor.token_window(
+            step, window_steps, metrics, "phoneme_loss", "phoneme_accuracy", window["phoneme_weight"]
+        )
 
     def write_beside_final(self, model, final_dir, step):
         from albert_tf.formats.plbert import save_plbert_dir
