@@ -73,10 +73,15 @@ def test_a_tiny_plbert_learns_both_tasks_on_tensorflow(plbert_data, tmp_path, la
             learning_rate=3e-3,
             log_every_steps=WINDOW,
             save_checkpoints_steps=STEPS,
+            do_eval=layout == "packed",  # the eval path once: best/ kept by phoneme_accuracy
+            eval_batch_size=16,
+            max_eval_steps=2,
             verbose=False,
         )
     )
     assert_both_losses_fall(summary["history"])
+    if layout == "packed":
+        assert summary["eval"]["phoneme_accuracy"] > 0 and (tmp_path / "best" / "model.keras").is_file()
     assert_plbert_export(tmp_path)
     record = json.loads((tmp_path / "checkpoints" / "run_settings.json").read_text())
     assert record["objective"] == "plbert"

@@ -32,7 +32,8 @@ class Objective:
 
     Attributes:
         name: the data's `metadata.json` `objective`, recorded with the run.
-        bar_metrics: the progress bar's metrics (from `summarize`).
+        bar_metrics: the progress bar's metrics (from `summarize`): the loss, then the masked task's
+            accuracy (`best/` keeps its best eval), then the other task's.
         losses: `summarize`'s loss metrics, in the order they are logged.
     """
 

@@ -264,7 +264,9 @@ class CheckpointPolicy:
         return target
 
     def evaluate_and_keep_best(self) -> Dict[str, float]:
-        """Evaluates; keeps the weights with the best masked_lm_accuracy in `best/`."""
+        """Evaluates; keeps the weights with the best accuracy of the objective's masked task (ALBERT:
+        masked_lm_accuracy, PL-BERT: phoneme_accuracy) in `best/`."""
+        best_metric = self.loop.objective.bar_metrics[1]
         metrics = self.loop.evaluate()
         metrics["global_step"] = self.loop.step
         if not self.loop.chief:
@@ -277,14 +279,12 @@ class CheckpointPolicy:
         write_scalars(self.eval_writer, metrics["global_step"], metrics)
         best_file = os.path.join(output_dir, BEST_DIR, PRETRAINING_BEST_FILE)
         best = read_json(best_file) if os.path.exists(best_file) else None
-        if best is None or metrics["masked_lm_accuracy"] > best["masked_lm_accuracy"]:
+        if best is None or metrics[best_metric] > best[best_metric]:
             with staged_dir(os.path.join(output_dir, BEST_DIR)) as staging:
                 formats.save(self.loop.plain_copy(), staging, tokenizer=self.tokenizer)
                 write_json(os.path.join(staging, PRETRAINING_BEST_FILE), metrics)
-        self.say(
-            "eval at step {global_step}: masked_lm_accuracy {masked_lm_accuracy:.4f}, "
-            "sentence_order_accuracy {sentence_order_accuracy:.4f}, loss {loss:.4f}".format(**metrics)
-        )
+        shown = ", ".join(f"{k} {metrics[k]:.4f}" for k in self.loop.objective.bar_metrics[1:] + ("loss",))
+        self.say(f"eval at step {metrics['global_step']}: {shown}")
         return metrics
 
     def write_final(self) -> Optional[str]:
