@@ -145,3 +145,26 @@ def test_the_health_monitor_speaks_of_the_phoneme_task_on_plbert_runs():
     assert lines and lines[0].startswith("health: the run is not learning: phoneme_loss 5.0000 at step 20")
     _, collapse = PLBERT.health_window(monitor, 80, 20, {**flat, "phoneme_accuracy": 0.01}, window)
     assert collapse.kind == "accuracy collapse" and "phoneme_accuracy 0.010" in collapse.message
+
+
+@pytest.mark.realdata
+def test_masks_are_deterministic_and_a_resume_that_skips_batches_gets_the_same_ones(plbert_data):
+    import numpy as np
+
+    from albert_tf.inputs.shard_reader import pretraining_dataset, resolve_input
+    from albert_tf.pretraining.objectives import PLBERT
+
+    source = resolve_input(plbert_data["packed"])
+
+    def third_batch(skip, seed=7):
+        batches = PLBERT.batches(source.data, seed)
+        dataset = pretraining_dataset(source, 8, seed=seed, skip_batches=skip, make_batches=batches)
+        return list(dataset.skip(2 - skip).take(1))[0]
+
+    (inputs, labels), (resumed_inputs, resumed_labels) = third_batch(0), third_batch(2)
+    for got, want in ((resumed_inputs, inputs), (resumed_labels, labels)):
+        for key in want:
+            np.testing.assert_array_equal(got[key].numpy(), want[key].numpy(), err_msg=key)
+    assert labels["phoneme_weights"].numpy().sum() > 0
+    other_inputs, _ = third_batch(0, seed=8)
+    assert not np.array_equal(other_inputs["input_ids"].numpy(), inputs["input_ids"].numpy())
