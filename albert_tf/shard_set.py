@@ -300,8 +300,9 @@ class PretrainingData:
         return feature_spec(self.max_seq_length, self.predictions_per_row, self.max_instances_per_row)
 
     @property
-    def max_predictions_per_seq(self) -> int:
-        return self.metadata["max_predictions_per_seq"]
+    def max_predictions_per_seq(self) -> Optional[int]:
+        """Masked positions a sequence holds (PL-BERT data: None, masked while training, not in the data)."""
+        return self.metadata.get("max_predictions_per_seq")
 
     @property
     def max_instances_per_row(self) -> int:
@@ -310,8 +311,9 @@ class PretrainingData:
 
     @property
     def predictions_per_row(self) -> int:
-        """Masked-position slots a row (packed rows: `data_prep.packing.prediction_slots`)."""
-        return self.metadata.get("max_predictions_per_row", self.max_predictions_per_seq)
+        """Masked-position slots a row (packed rows: `data_prep.packing.prediction_slots`); PL-BERT data: every
+        position (its phoneme head reads them all)."""
+        return self.metadata.get("max_predictions_per_row", self.max_predictions_per_seq) or self.max_seq_length
 
     @property
     def packed(self) -> bool:
@@ -411,6 +413,9 @@ class PretrainingData:
             )
         if self.vocab_size is not None and self.vocab_size != vocab_size:
             problems.append(f"vocabulary of {self.vocab_size} pieces (the config's vocab_size is {vocab_size})")
+        symbols = self.metadata.get("symbols")  # PL-BERT data: the phoneme table's size
+        if symbols is not None and symbols != vocab_size:
+            problems.append(f"{symbols} phoneme symbols (the config's vocab_size is {vocab_size})")
         if problems:
             raise DataError(f"{self.directory}: the data has " + "; ".join(problems))
 

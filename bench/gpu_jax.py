@@ -216,11 +216,12 @@ def run_keras(args):
     extra = {}
     if args.case.startswith("ours"):
         from albert_tf.optimization import create_optimizer
+        from albert_tf.pretraining import objective
         from albert_tf.pretraining.jax_step import JaxTrainStep
 
         optimizer = create_optimizer(args.optimizer, 1e-4, num_train_steps=1000, num_warmup_steps=0)
         optimizer.build(model.trainable_variables)
-        step = JaxTrainStep(model, optimizer)
+        step = JaxTrainStep(model, optimizer, objective)  # ALBERT's loss module (no TensorFlow here)
         inputs = {k: data[k] for k in names if k in data}
         labels = {k: v for k, v in data.items() if k not in names}
         extra["attention"] = attention_in(

@@ -4,11 +4,11 @@ import json
 
 import numpy as np
 import pytest
+from plbert_helpers import make_plbert_data, wikitext_corpus
 
 from albert_tf.shard_set import PLBERT, WORD_VOCAB_FILE, PretrainingData
 from albert_tf.tokenization.plbert_symbols import NUM_SYMBOLS, SEPARATOR_ID, SYMBOL_IDS, SYMBOLS, symbol_ids
 
-COMMAND = "data_prep.create_pretraining_data"
 HELLO_IDS = [50, 83, 54, 156, 57, 135]  # h ə l ˈ o ʊ in StyleTTS 2's table
 SEP_WORD = 2  # word_vocab.txt: [PAD], [UNK], [SEP], then words
 
@@ -24,21 +24,13 @@ def test_the_symbol_table_is_styletts2s_and_hello_phonemizes_to_its_ids():
 
 
 def command(*argv):
-    from command_helpers import run_command
-
-    return run_command(COMMAND, [str(a) for a in argv])
+    return make_plbert_data(*argv)
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, real_data):
     """The first 300 lines of WikiText-2 test: each paragraph a document (blank-line separated)."""
-    lines = (real_data / "wikitext2" / "test.txt").read_text(encoding="utf-8").splitlines()[:300]
-    paragraphs = [line for line in lines if line.strip() and not line.strip().startswith("=")]
-    for marker, text in ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), ("<unk>", "")):
-        paragraphs = [p.replace(marker, text) for p in paragraphs]
-    path = tmp_path_factory.mktemp("plbert_corpus") / "wiki.txt"
-    path.write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
-    return path
+    return wikitext_corpus(real_data, tmp_path_factory.mktemp("plbert_corpus") / "wiki.txt", 300)
 
 
 FLAGS = ("--objective", "plbert", "--word_vocab_size", 1000, "--max_seq_length", 128, "--num_shards", 2)

@@ -1,4 +1,4 @@
-"""Pretrains ALBERT (MLM + SOP) on data_prep's TFRecords; with no flags, runs a demo.
+"""Pretrains ALBERT (MLM + SOP), or PL-BERT on phoneme data, on data_prep's TFRecords; with no flags, a demo.
 
     python -m albert_tf.run_pretraining --input_file data/pretrain \
         --albert_config_file configs/albert_base_v2.json --output_dir runs/base \
@@ -94,11 +94,10 @@ def main(argv):
     # Written once pretrain() has checked its inputs and holds the lock; the vocabulary is the data's.
     if compute.chief:  # one record of the run, however many processes share the directory
         processes = compute.describe()  # JAX's processes and devices (found, or given by flags)
-        record_settings(
-            settings.output_dir,
-            tokenizer_loader=lambda: data_tokenizer(data, tokenizer),
-            facts={"processes": processes} if processes is not None else None,
-        )
+        facts = {"objective": data.data.objective}  # the data's (metadata.json): ALBERT's or PL-BERT's
+        if processes is not None:
+            facts["processes"] = processes
+        record_settings(settings.output_dir, tokenizer_loader=lambda: data_tokenizer(data, tokenizer), facts=facts)
     with preemption.stop_signals():  # SIGTERM/SIGINT: save the current step, exit 75
         summary = pretrain(settings, compute, tokenizer, data)
         if settings.export and summary["outputs"]:

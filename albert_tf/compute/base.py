@@ -30,7 +30,7 @@ class TrainStep(abc.ABC):
 
     @abc.abstractmethod
     def __call__(self, iterator) -> Dict[str, object]:
-        """One optimizer step on the iterator's next batch; the objective's stats (`pretraining.objective`)."""
+        """One optimizer step on the iterator's next batch; the objective's stats (`pretraining.objectives`)."""
 
     @abc.abstractmethod
     def iterations(self) -> int:
@@ -126,13 +126,14 @@ class Compute(abc.ABC):
 
     @abc.abstractmethod
     def train_step(
-        self, model, optimizer, grad_accum_steps: int, jit_compile: Optional[bool], deterministic: bool
+        self, model, optimizer, grad_accum_steps: int, jit_compile: Optional[bool], deterministic: bool, objective
     ) -> TrainStep:
-        """Pretraining's `TrainStep` for `model` and `optimizer`."""
+        """Pretraining's `TrainStep` for `model` and `optimizer`, minimizing `objective`'s loss
+        (`pretraining.objectives`)."""
 
     @abc.abstractmethod
-    def eval_step(self, model, deterministic: bool):
-        """`step(iterator) → stats`: the objective's sums on the iterator's next batch."""
+    def eval_step(self, model, deterministic: bool, objective):
+        """`step(iterator) → stats`: `objective`'s sums on the iterator's next batch."""
 
     # --- state ---------------------------------------------------------------------------------------
 

@@ -111,16 +111,20 @@ class JaxCompute(Compute):
     def eval_iterator(self, dataset_fn: Callable):
         return self.train_iterator(dataset_fn)
 
-    def train_step(self, model, optimizer, grad_accum_steps: int, jit_compile: Optional[bool], deterministic: bool):
+    def train_step(
+        self, model, optimizer, grad_accum_steps: int, jit_compile: Optional[bool], deterministic: bool, objective
+    ):
         from albert_tf.pretraining.jax_step import JaxTrainStep
 
         self.step_jit_compile(jit_compile)
-        return JaxStep(JaxTrainStep(model, optimizer, grad_accum_steps, self.distribution, deterministic=deterministic))
+        return JaxStep(
+            JaxTrainStep(model, optimizer, objective, grad_accum_steps, self.distribution, deterministic=deterministic)
+        )
 
-    def eval_step(self, model, deterministic: bool):
+    def eval_step(self, model, deterministic: bool, objective):
         from albert_tf.pretraining.jax_step import JaxEvalStep
 
-        step = JaxEvalStep(model, self.distribution, deterministic=deterministic)
+        step = JaxEvalStep(model, objective, self.distribution, deterministic=deterministic)
         return lambda iterator: step(*next(iterator))
 
     def checkpoint_state(self, model, optimizer, seed_states: bool = False) -> CheckpointState:

@@ -121,15 +121,17 @@ class TensorFlowCompute(Compute):
     def eval_iterator(self, dataset_fn: Callable):
         return iter(self.distribution.distribute_datasets_from_function(dataset_fn))
 
-    def train_step(self, model, optimizer, grad_accum_steps: int, jit_compile: Optional[bool], deterministic: bool):
+    def train_step(
+        self, model, optimizer, grad_accum_steps: int, jit_compile: Optional[bool], deterministic: bool, objective
+    ):
         del deterministic  # TensorFlow's op determinism is process-wide (the job enables it)
         step = tf_step.make_train_step(
-            self.distribution, model, optimizer, grad_accum_steps, self.step_jit_compile(jit_compile)
+            self.distribution, model, optimizer, grad_accum_steps, self.step_jit_compile(jit_compile), objective
         )
         return TensorFlowStep(step, optimizer)
 
-    def eval_step(self, model, deterministic: bool):
-        return tf_step.make_eval_step(self.distribution, model)
+    def eval_step(self, model, deterministic: bool, objective):
+        return tf_step.make_eval_step(self.distribution, model, objective)
 
     def checkpoint_state(self, model, optimizer, seed_states: bool = False) -> CheckpointState:
         objects = {"model": model, "optimizer": optimizer}

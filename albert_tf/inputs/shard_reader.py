@@ -12,7 +12,7 @@ Example:
 
 import dataclasses
 import os
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
 
@@ -160,6 +160,7 @@ def pretraining_dataset(
     input_context: Optional[tf.distribute.InputContext] = None,
     shuffle_buffer: int = 100,
     skip_batches: int = 0,
+    make_batches: Optional[Callable] = None,
 ) -> tf.data.Dataset:
     """Batches of (model inputs, labels) from pretraining TFRecords.
 
@@ -177,10 +178,10 @@ def pretraining_dataset(
         input_context: from `distribute_datasets_from_function`.
         shuffle_buffer: examples in the shuffle buffer.
         skip_batches: batches to skip (undecoded), to resume where a run stopped.
+        make_batches: `(records, batch_size, skip_batches) → batches of (inputs, labels)` (the run's
+            objective's, `pretraining.objectives`); default: ALBERT's rows (`albert_batches`).
     """
     files = source.files
-    data = source.data
-    spec = feature_description(data.max_seq_length, data.predictions_per_row, data.max_instances_per_row)
     dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
     pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
@@ -204,15 +205,21 @@ def pretraining_dataset(
         dataset = dataset.shard(pipelines, pipeline_id)
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed)
-    dataset = dataset.batch(batch_size, drop_remainder=True)
+    make_batches = make_batches or (lambda records, size, skip: albert_batches(records, source.data, size, skip))
+    return make_batches(dataset, batch_size, skip_batches).prefetch(tf.data.AUTOTUNE)
+
+
+def albert_batches(records: tf.data.Dataset, data: PretrainingData, batch_size: int, skip_batches: int = 0):
+    """Serialized ALBERT rows → batches of (model inputs, labels); `skip_batches` skipped undecoded."""
+    spec = feature_description(data.max_seq_length, data.predictions_per_row, data.max_instances_per_row)
+    dataset = records.batch(batch_size, drop_remainder=True)
     if skip_batches:
         dataset = dataset.skip(skip_batches)
-    dataset = dataset.map(
-        lambda records: _to_inputs_and_labels(decode_batch(records, spec), data.packed),
+    return dataset.map(
+        lambda batch: _to_inputs_and_labels(decode_batch(batch, spec), data.packed),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
-    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def _to_inputs_and_labels(features, packed: bool):

@@ -6,7 +6,8 @@ old shape and TensorFlow stops with "Incompatible shapes" deep in the step.
 The backend (`Compute.name`) is bound too: a JAX run's checkpoints hold tf.Variable
 copies of its state (`compute.jax_state`), not the TensorFlow model's objects. So is
 the data's row layout (instances a row, `data_prep.packing`): the iterator's
-batches have its features.
+batches have its features; and its objective (`metadata.json`, ALBERT's or PL-BERT's): the
+checkpoints hold that objective's model.
 """
 
 import os
@@ -39,6 +40,17 @@ def _check_backend(settings, before, now: str) -> None:
         )
 
 
+def check_same_objective(settings, checkpoint_dir: str, objective: str) -> None:
+    """Raises `PretrainingError` when the run's checkpoints were trained on data of another objective."""
+    before = _record(checkpoint_dir)
+    trained = (before or {}).get("objective", "albert")  # records from before PL-BERT runs existed
+    if before is not None and trained != objective:
+        raise PretrainingError(
+            f"{settings.output_dir} was trained on {trained} data, this data is {objective} data (its metadata.json "
+            "objective): its checkpoints hold the other model; resume on the same data, or use a new --output_dir"
+        )
+
+
 def check_same_batch(settings, checkpoint_dir: str, max_instances_per_row: int, backend: str) -> None:
     """Raises `PretrainingError` naming the backend (`Compute.name`), the row layout, or each flag that differs
     from the record."""
@@ -65,8 +77,10 @@ def check_same_batch(settings, checkpoint_dir: str, max_instances_per_row: int, 
         )
 
 
-def record_batch(settings, checkpoint_dir: str, max_instances_per_row: int, backend: str) -> None:
+def record_batch(
+    settings, checkpoint_dir: str, max_instances_per_row: int, backend: str, objective: str = "albert"
+) -> None:
     """Written after each successful start (checked equal when there were checkpoints to resume)."""
     record = {n: getattr(settings, n) for n in BOUND_FLAGS}
-    record.update(backend=backend, max_instances_per_row=max_instances_per_row)
+    record.update(backend=backend, max_instances_per_row=max_instances_per_row, objective=objective)
     write_json(os.path.join(checkpoint_dir, RUN_RECORD), record)

@@ -258,19 +258,42 @@ class HealthMonitor:
         collapse, self.in_collapse = (None if self.in_collapse else collapse), collapse is not None  # once per episode
         self.best_mlm_accuracy = max(self.best_mlm_accuracy, metrics[MLM_ACCURACY])
         self.best_sentence_accuracy = max(self.best_sentence_accuracy, metrics[SENTENCE_ACCURACY])
-        mlm_progress = 1 - metrics[MLM_LOSS] / max(self.first_window[MLM_LOSS], 1e-9)
+        mlm_progress = self._learning_lines(step, metrics, MLM_LOSS, lines)
+        lines.extend(self._sentence_lines(step, steps, metrics, mlm_progress >= s.min_relative_progress))
+        return lines, collapse
+
+    def token_window(
+        self, step: int, steps: int, metrics: Dict[str, float], loss: str, accuracy: str, count: Optional[float] = None
+    ) -> Tuple[List[str], Optional[Divergence]]:
+        """`window` for an objective without a sentence task (PL-BERT's): its `loss` must fall, its `accuracy`
+        must not collapse (`count`: the predictions the window's accuracy averages)."""
+        s = self.settings
+        lines = []
+        if self.first_window is None:
+            self.first_window, self.first_window_step = dict(metrics), step
+            self.start_step = step - steps
+        collapse = self._collapse_of(step, steps, metrics, accuracy, self.best_mlm_accuracy, 0.0, s.min_mlm_gain, count)
+        collapse, self.in_collapse = (None if self.in_collapse else collapse), collapse is not None  # once per episode
+        self.best_mlm_accuracy = max(self.best_mlm_accuracy, metrics[accuracy])
+        self._learning_lines(step, metrics, loss, lines)
+        return lines, collapse
+
+    def _learning_lines(self, step: int, metrics: Dict[str, float], loss: str, lines: List[str]) -> float:
+        """Appends "the run is not learning" once `learning_window_steps` passed without `loss` falling; returns
+        the relative progress of `loss` since the first window."""
+        s = self.settings
+        progress = 1 - metrics[loss] / max(self.first_window[loss], 1e-9)
         # Only a run that began at its start: a resumed one's MLM may rightly move slowly by then.
         at_start = self.start_step < s.learning_window_steps
         if at_start and not self.learning_checked and step - self.start_step >= s.learning_window_steps:
             self.learning_checked = True
-            if mlm_progress < s.min_relative_progress:
+            if progress < s.min_relative_progress:
                 lines.append(
-                    f"{PREFIX}the run is not learning: masked_lm_loss {self.first_window[MLM_LOSS]:.4f} at step "
-                    f"{self.first_window_step} → {metrics[MLM_LOSS]:.4f} at step {step} (less than "
+                    f"{PREFIX}the run is not learning: {loss} {self.first_window[loss]:.4f} at step "
+                    f"{self.first_window_step} → {metrics[loss]:.4f} at step {step} (less than "
                     f"{s.min_relative_progress:.0%} lower); {NOT_LEARNING_CAUSES}"
                 )
-        lines.extend(self._sentence_lines(step, steps, metrics, mlm_progress >= s.min_relative_progress))
-        return lines, collapse
+        return progress
 
     def _sentence_lines(self, step: int, steps: int, metrics: Dict[str, float], mlm_improving: bool) -> List[str]:
         s = self.settings
@@ -309,21 +332,28 @@ class HealthMonitor:
         if self.plateau_since is None or self.sentence_learnt:
             checks.append((SENTENCE_ACCURACY, self.best_sentence_accuracy, self.chance_accuracy, s.min_sentence_gain))
         for name, best, chance, min_gain in checks:
-            best_gain, gain = best - chance, metrics[name] - chance
-            if (
-                best_gain >= min_gain
-                and gain < s.collapse_fraction * best_gain
-                and best - metrics[name] > self._noise(best, counts.get(name))
-            ):
-                return Divergence(
-                    "accuracy collapse",
-                    step,
-                    since_step=step - steps,
-                    message=(
-                        f"accuracy collapse at step {step}: {name} {metrics[name]:.3f} over the {window_label(steps)}"
-                        f", down from a best of {best:.3f} (chance {chance:.3f})"
-                    ),
-                )
+            collapse = self._collapse_of(step, steps, metrics, name, best, chance, min_gain, counts.get(name))
+            if collapse is not None:
+                return collapse
+        return None
+
+    def _collapse_of(self, step, steps, metrics, name, best, chance, min_gain, count) -> Optional[Divergence]:
+        """The collapse of accuracy `name` from its `best` (above `chance`), beyond the noise of `count` predictions."""
+        best_gain, gain = best - chance, metrics[name] - chance
+        if (
+            best_gain >= min_gain
+            and gain < self.settings.collapse_fraction * best_gain
+            and best - metrics[name] > self._noise(best, count)
+        ):
+            return Divergence(
+                "accuracy collapse",
+                step,
+                since_step=step - steps,
+                message=(
+                    f"accuracy collapse at step {step}: {name} {metrics[name]:.3f} over the {window_label(steps)}"
+                    f", down from a best of {best:.3f} (chance {chance:.3f})"
+                ),
+            )
         return None
 
     @staticmethod

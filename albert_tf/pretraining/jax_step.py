@@ -25,7 +25,6 @@ import keras
 from keras import ops
 
 from albert_tf.distribution import JaxDevices
-from albert_tf.pretraining import objective
 
 CLIP_NORM = 1.0  # the original's clip_by_global_norm(grads, 1.0), after aggregation
 # `--deterministic`: XLA's GPU reductions and scatters (the embedding gradient) without atomics; CPUs are already.
@@ -48,10 +47,11 @@ def micro_batch(tree, count: int, index: int, replicas: int = 1):
     return jax.tree.map(chunk, tree)
 
 
-def make_train_step(model, optimizer, grad_accum_steps: int = 1, replicas: int = 1) -> Callable:
+def make_train_step(model, optimizer, objective, grad_accum_steps: int = 1, replicas: int = 1) -> Callable:
     """The pure step `(state, inputs, labels) → (state, stats)`; state is (trainable, non-trainable, optimizer) values.
 
-    Stats are the objective's sums over the global batch (`objective.STAT_KEYS`), `loss` as the TF step reports
+    `objective`: the run's (`batch_stats(outputs, labels)`, `loss(stats)`: `pretraining.objectives`).
+    Stats are the objective's sums over the global batch (its `STAT_KEYS`), `loss` as the TF step reports
     it (the mean of the micro-batches' losses), and `grad_norm` (before clipping).
     """
     loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
@@ -97,7 +97,7 @@ def make_train_step(model, optimizer, grad_accum_steps: int = 1, replicas: int =
     return train_step
 
 
-def make_eval_step(model) -> Callable:
+def make_eval_step(model, objective) -> Callable:
     """The pure eval step `(trainable, non_trainable, inputs, labels) → stats` (summed, as `make_train_step`)."""
 
     def eval_step(trainable, non_trainable, inputs, labels):
@@ -119,7 +119,13 @@ class JaxTrainStep:
     """
 
     def __init__(
-        self, model, optimizer, grad_accum_steps: int = 1, devices: JaxDevices = None, deterministic: bool = False
+        self,
+        model,
+        optimizer,
+        objective,
+        grad_accum_steps: int = 1,
+        devices: JaxDevices = None,
+        deterministic: bool = False,
     ):
         self.devices = devices or JaxDevices()
         self.variables = (model.trainable_variables, model.non_trainable_variables, optimizer.variables)
@@ -131,7 +137,7 @@ class JaxTrainStep:
         replicas = self.devices.num_replicas_in_sync
         self.compiler_options = DETERMINISTIC_OPTIONS if deterministic else None
         self.step = jax.jit(
-            make_train_step(model, optimizer, grad_accum_steps, replicas),
+            make_train_step(model, optimizer, objective, grad_accum_steps, replicas),
             donate_argnums=donate,
             compiler_options=self.compiler_options,
         )
@@ -168,11 +174,11 @@ class JaxTrainStep:
 class JaxEvalStep:
     """`make_eval_step` jitted and bound to the model's variables: `step(inputs, labels) → stats`."""
 
-    def __init__(self, model, devices: JaxDevices = None, deterministic: bool = False):
+    def __init__(self, model, objective, devices: JaxDevices = None, deterministic: bool = False):
         self.devices = devices or JaxDevices()
         self.model = model
         self.compiler_options = DETERMINISTIC_OPTIONS if deterministic else None
-        self.step = jax.jit(make_eval_step(model), compiler_options=self.compiler_options)
+        self.step = jax.jit(make_eval_step(model, objective), compiler_options=self.compiler_options)
 
     def __call__(self, inputs, labels) -> Dict[str, object]:
         trainable = [v.value for v in self.model.trainable_variables]

@@ -63,8 +63,8 @@ def last_window(history: list) -> Optional[dict]:
     return {"label": f"last {steps} steps (to step {last.pop('step')})", **last}
 
 
-def metrics_line(metrics: dict) -> str:
-    shown = ("loss", "masked_lm_accuracy", "sentence_order_accuracy")
+def metrics_line(metrics: dict, shown=("loss", "masked_lm_accuracy", "sentence_order_accuracy")) -> str:
+    """`metrics`' label and its `shown` values (the objective's `bar_metrics`)."""
     return f"{metrics['label']}: " + ", ".join(f"{k} {metrics[k]:.4f}" for k in shown)
 
 
@@ -101,6 +101,7 @@ def dry_run_plan(
     data = train_input.data
     rows = (data.metadata.get("counts", {}).get("packing") or {}).get("rows") or data.metadata.get("num_instances")
     data_section = {
+        "objective": data.objective,
         "files": len(train_input.files),
         "rows": rows,
         "instances": data.metadata.get("num_instances"),
@@ -179,6 +180,10 @@ def pretrain(
     config = AlbertConfig.from_json_file(albert_config_file)
     train_input = data or resolve_input(settings.input_file)
     settings = settings.for_data(train_input.data)  # from here on, the lengths are ints
+    if compute.chief:  # a resume on the other objective's data: refused before the data meets the config
+        batch_binding.check_same_objective(
+            settings, os.path.join(settings.output_dir, CHECKPOINT_DIR), train_input.data.objective
+        )
     train_input.data.check_fits(settings.max_seq_length, settings.max_predictions_per_seq, config.vocab_size)
     if train_input.data.max_seq_length > config.max_position_embeddings:
         raise DataError(
@@ -267,7 +272,7 @@ def pretrain(
         summary["train_last_window"] = last_window(summary["history"])
         summary["train_cumulative"] = loop.run_metrics()
         if loop.run_steps:
-            say(metrics_line(summary["train_cumulative"]))
+            say(metrics_line(summary["train_cumulative"], loop.objective.bar_metrics))
         summary["replicas"] = compute.num_replicas_in_sync
         if compute.describe() is not None:
             summary["processes"] = compute.num_processes

@@ -28,16 +28,14 @@ from albert_tf.distribution import check_precision
 from albert_tf.inputs import length_batching
 from albert_tf.inputs.shard_reader import PretrainingInput, find_corrupt_shard, pretraining_dataset
 from albert_tf.models.backbone import AlbertBackbone
-from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.optimization import create_optimizer
-from albert_tf.pretraining import health, objective, worker_faults
+from albert_tf.pretraining import health, objectives, worker_faults
 from albert_tf.pretraining.divergence import health_report, non_finite, respond_to_divergence
 from albert_tf.pretraining.settings import PretrainingError, PretrainSettings
 from albert_tf.progress import TrainingBar, write_scalars
 from albert_tf.shard_set import DataError
 
-# The metrics on the progress bar, and the rates after them (mfu: on accelerators of known peak).
-BAR_METRICS = ("loss", "masked_lm_accuracy", "sentence_order_accuracy")
+# The rates after the objective's metrics on the progress bar (mfu: on accelerators of known peak).
 BAR_RATES = ("lr", "steps/s", "mfu")
 # float16: the loss scale halves at each step it skips (gradients not finite); after this many in a row no scale
 # makes them finite, and the run would go on forever without another update.
@@ -74,6 +72,8 @@ class PretrainingLoop:
         self.train_input = train_input
         self.eval_input = eval_input or train_input
         self.chief = compute.chief
+        # What the run trains: the data's objective (metadata.json), ALBERT's or PL-BERT's.
+        self.objective = objectives.for_data(train_input.data)
         # Instances a training row holds at most (1: the original's layout; data_prep.packing).
         self.rows_hold = train_input.data.max_instances_per_row
         replicas = compute.num_replicas_in_sync
@@ -85,7 +85,7 @@ class PretrainingLoop:
         policy = check_precision(s.mixed_precision)
         with compute.scope():
             backbone = AlbertBackbone.from_albert_config(albert_config, dtype=policy, remat=s.remat)
-            self.model = AlbertPretrainer(backbone, packed_rows=train_input.data.packed)
+            self.model = self.objective.build_model(backbone, train_input.data, packed_rows=train_input.data.packed)
             optimizer = create_optimizer(
                 s.optimizer, s.learning_rate, s.num_train_steps, s.num_warmup_steps, s.poly_power, s.start_warmup_step
             )
@@ -154,12 +154,15 @@ class PretrainingLoop:
                 input_context=context,
                 shuffle_buffer=s.shuffle_buffer,
                 skip_batches=skip_batches,
+                make_batches=self.objective.batches(self.train_input.data, s.seed),
             )
         )
 
     def _make_train_step(self):
         s = self.settings
-        return self.compute.train_step(self.model, self.optimizer, s.grad_accum_steps, s.jit_compile, s.deterministic)
+        return self.compute.train_step(
+            self.model, self.optimizer, s.grad_accum_steps, s.jit_compile, s.deterministic, self.objective
+        )
 
     def eval_dataset(self, context: tf.distribute.InputContext) -> tf.data.Dataset:
         """This pipeline's eval batches; with `length_grouping` each cut to its longest row (a TPU: its bucket)."""
@@ -169,6 +172,7 @@ class PretrainingLoop:
             context.get_per_replica_batch_size(s.eval_batch_size),
             is_training=False,
             input_context=context,
+            make_batches=self.objective.batches(self.eval_input.data, s.seed),
         )
         if s.length_grouping:
             # Eval metrics are sums over the batches: a row's padding beyond its longest changes none of them.
@@ -184,14 +188,14 @@ class PretrainingLoop:
         s = self.settings
         check_eval_batch(s, self.compute.num_replicas_in_sync)
         if self._eval_step is None:
-            self._eval_step = self.compute.eval_step(self.model, s.deterministic)
+            self._eval_step = self.compute.eval_step(self.model, s.deterministic, self.objective)
         iterator = self.compute.eval_iterator(self.eval_dataset)
-        totals = dict.fromkeys(objective.STAT_KEYS, 0.0)
+        totals = dict.fromkeys(self.objective.stat_keys, 0.0)
         for _ in range(s.max_eval_steps):
             stats = self._eval_step(iterator)
-            for k in objective.STAT_KEYS:
+            for k in self.objective.stat_keys:
                 totals[k] += float(stats[k])
-        return objective.summarize(totals, s.max_eval_steps)
+        return self.objective.summarize(totals, s.max_eval_steps)
 
     # --- the loop -----------------------------------------------------------------------------------
 
@@ -211,14 +215,16 @@ class PretrainingLoop:
         monitor = health.HealthMonitor(s.health, s.on_divergence, facts)
         eval_file_given = self.eval_input is not self.train_input
         schedule = health.schedule_lines(s.num_train_steps, s.num_warmup_steps, s.do_eval, eval_file_given)
-        for line in health.data_lines(facts, s.sentence_task) + schedule:
+        for line in self.objective.data_lines(facts, s.sentence_task) + schedule:
             health_report(say, writer, lambda: self.step)(line)
         report = health_report(say, writer, lambda: self.step, below_bar=s.verbose and self.chief)
-        progress = TrainingBar(s.num_train_steps, BAR_METRICS, s.log_every_steps, s.verbose and self.chief)
+        progress = TrainingBar(
+            s.num_train_steps, self.objective.bar_metrics, s.log_every_steps, s.verbose and self.chief
+        )
         progress.update(self.step)
-        window = dict.fromkeys(objective.STAT_KEYS, 0.0)
+        window = dict.fromkeys(self.objective.stat_keys, 0.0)
         window_steps, window_start = 0, time.perf_counter()
-        self.run_totals = dict.fromkeys(objective.STAT_KEYS, 0.0)
+        self.run_totals = dict.fromkeys(self.objective.stat_keys, 0.0)
         self.run_steps = 0
         self.run_first_step = self.step + 1
         skipped = 0  # steps in a row the loss scale skipped
@@ -236,7 +242,7 @@ class PretrainingLoop:
             loss = float(stats["loss"])
             if not math.isfinite(loss) and s.on_divergence == "rollback":
                 respond_to_divergence(self, checkpointer, monitor, non_finite(self.step, loss), report)
-                window = dict.fromkeys(objective.STAT_KEYS, 0.0)
+                window = dict.fromkeys(self.objective.stat_keys, 0.0)
                 window_steps, window_start = 0, time.perf_counter()
                 continue
             if not math.isfinite(loss):
@@ -262,7 +268,7 @@ class PretrainingLoop:
                     )
                 continue
             skipped = 0
-            for k in objective.STAT_KEYS:
+            for k in self.objective.stat_keys:
                 window[k] += float(stats[k])
                 self.run_totals[k] += float(stats[k])
             window_steps += 1
@@ -271,14 +277,14 @@ class PretrainingLoop:
             divergence = monitor.step_loss(step, loss)
             if step % s.log_every_steps == 0 or step == s.num_train_steps:
                 elapsed = time.perf_counter() - window_start
-                metrics = objective.summarize(window, window_steps)
+                metrics = self.objective.summarize(window, window_steps)
                 self.sync()  # the learning rate is the schedule's at the optimizer's step count
                 metrics["lr"] = float(self.optimizer.learning_rate)
                 metrics["steps/s"] = window_steps / elapsed
                 if self.peak_flops:
                     metrics["mfu"] = self.step_flops * metrics["steps/s"] / self.peak_flops
                 history.append({"step": step, "window_steps": window_steps, **metrics})
-                progress.update(step, {k: metrics[k] for k in BAR_METRICS + BAR_RATES if k in metrics})
+                progress.update(step, {k: metrics[k] for k in self.objective.bar_metrics + BAR_RATES if k in metrics})
                 logging.info(
                     "step %d, %s: %s",
                     step,
@@ -286,15 +292,14 @@ class PretrainingLoop:
                     ", ".join(f"{k} {v:.6g}" for k, v in metrics.items()),
                 )
                 write_scalars(writer, step, metrics)
-                counts = {health.MLM_ACCURACY: window["mlm_weight"], health.SENTENCE_ACCURACY: window["sop_count"]}
-                lines, collapse = monitor.window(step, window_steps, metrics, counts)
+                lines, collapse = self.objective.health_window(monitor, step, window_steps, metrics, window)
                 for line in lines:
                     report(line)
                 divergence = divergence or collapse
-                window = dict.fromkeys(objective.STAT_KEYS, 0.0)
+                window = dict.fromkeys(self.objective.stat_keys, 0.0)
                 window_steps, window_start = 0, time.perf_counter()
             if divergence and respond_to_divergence(self, checkpointer, monitor, divergence, report):
-                window = dict.fromkeys(objective.STAT_KEYS, 0.0)  # the rolled-back steps leave the window
+                window = dict.fromkeys(self.objective.stat_keys, 0.0)  # the rolled-back steps leave the window
                 window_steps, window_start = 0, time.perf_counter()
                 progress.update(self.step)
                 continue
@@ -314,7 +319,7 @@ class PretrainingLoop:
 
     def run_metrics(self) -> Dict[str, object]:
         """The metrics over every step `train` made in this process (cumulative), labelled with those steps."""
-        metrics = objective.summarize(self.run_totals, self.run_steps)
+        metrics = self.objective.summarize(self.run_totals, self.run_steps)
         label = f"cumulative over the {self.run_steps} steps {self.run_first_step}-{self.step} of this run"
         return {"label": label, "steps": self.run_steps, **metrics}
 
@@ -342,10 +347,10 @@ class PretrainingLoop:
             digest.update(np.ascontiguousarray(weight).tobytes())
         return digest.hexdigest()
 
-    def plain_copy(self) -> AlbertPretrainer:
+    def plain_copy(self):
         """The model outside the strategy (float32), for saving and export."""
         self.sync()
         # from_albert_config keeps the file's passthrough keys (gap_size, ...) in the saved config.
-        copy = AlbertPretrainer(AlbertBackbone.from_albert_config(self.config))
+        copy = self.objective.build_model(AlbertBackbone.from_albert_config(self.config), self.train_input.data)
         copy.set_weights([np.asarray(w) for w in self.model.get_weights()])
         return copy

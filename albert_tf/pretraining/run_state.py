@@ -112,6 +112,7 @@ class CheckpointPolicy:
         candidates = list(reversed(self.manager.checkpoints)) if self.loop.chief else [self.latest()]
         candidates = [c for c in candidates if c]
         if self.loop.chief and candidates:
+            batch_binding.check_same_objective(self.settings, self.checkpoint_dir, self.loop.objective.name)
             batch_binding.check_same_batch(
                 self.settings, self.checkpoint_dir, self.loop.rows_hold, self.loop.compute.name
             )
@@ -135,7 +136,13 @@ class CheckpointPolicy:
             message = self._warm_start()
         self._record_config(config_dict)
         if self.loop.chief:
-            batch_binding.record_batch(self.settings, self.checkpoint_dir, self.loop.rows_hold, self.loop.compute.name)
+            batch_binding.record_batch(
+                self.settings,
+                self.checkpoint_dir,
+                self.loop.rows_hold,
+                self.loop.compute.name,
+                self.loop.objective.name,
+            )
         self.loop.ensure_iterator()
         return message
 
@@ -257,7 +264,9 @@ class CheckpointPolicy:
         return target
 
     def evaluate_and_keep_best(self) -> Dict[str, float]:
-        """Evaluates; keeps the weights with the best masked_lm_accuracy in `best/`."""
+        """Evaluates; keeps the weights with the best accuracy of the objective's masked task (ALBERT:
+        masked_lm_accuracy, PL-BERT: phoneme_accuracy) in `best/`."""
+        best_metric = self.loop.objective.bar_metrics[1]
         metrics = self.loop.evaluate()
         metrics["global_step"] = self.loop.step
         if not self.loop.chief:
@@ -270,23 +279,24 @@ class CheckpointPolicy:
         write_scalars(self.eval_writer, metrics["global_step"], metrics)
         best_file = os.path.join(output_dir, BEST_DIR, PRETRAINING_BEST_FILE)
         best = read_json(best_file) if os.path.exists(best_file) else None
-        if best is None or metrics["masked_lm_accuracy"] > best["masked_lm_accuracy"]:
+        if best is None or metrics[best_metric] > best[best_metric]:
             with staged_dir(os.path.join(output_dir, BEST_DIR)) as staging:
                 formats.save(self.loop.plain_copy(), staging, tokenizer=self.tokenizer)
                 write_json(os.path.join(staging, PRETRAINING_BEST_FILE), metrics)
-        self.say(
-            "eval at step {global_step}: masked_lm_accuracy {masked_lm_accuracy:.4f}, "
-            "sentence_order_accuracy {sentence_order_accuracy:.4f}, loss {loss:.4f}".format(**metrics)
-        )
+        shown = ", ".join(f"{k} {metrics[k]:.4f}" for k in self.loop.objective.bar_metrics[1:] + ("loss",))
+        self.say(f"eval at step {metrics['global_step']}: {shown}")
         return metrics
 
     def write_final(self) -> Optional[str]:
-        """`final/`: config, weights and the tokenizer (vocabulary + tokenizer.json); chief only."""
+        """`final/`: config, weights and the tokenizer (vocabulary + tokenizer.json), and the objective's
+        exports beside them (PL-BERT: `final/plbert/`, StyleTTS 2's layout); chief only."""
         if not self.loop.chief:
             return None
         final = os.path.join(self.settings.output_dir, FINAL_DIR)
         with staged_dir(final) as staging:
-            formats.save(self.loop.plain_copy(), staging, tokenizer=self.tokenizer)
+            model = self.loop.plain_copy()
+            formats.save(model, staging, tokenizer=self.tokenizer)
+            self.loop.objective.write_beside_final(model, staging, self.loop.step)
         return final
 
     def clean_worker_dirs(self):

@@ -9,16 +9,15 @@ Per optimizer step:
      clip once, after aggregation);
   4. LAMB/AdamW applies it.
 
-`jax_step` is the same step on Keras' JAX backend.
+`objective` is the run's (`pretraining.objectives`: anything with `batch_stats(outputs, labels)` and
+`loss(stats)`). `jax_step` is the same step on Keras' JAX backend.
 """
 
 import keras
 import tensorflow as tf
 
-from albert_tf.pretraining import objective
 
-
-def make_train_step(strategy, model, optimizer, grad_accum_steps: int, jit_compile: bool):
+def make_train_step(strategy, model, optimizer, grad_accum_steps: int, jit_compile: bool, objective):
     """`train_step(iterator) → stats`: one optimizer step on the iterator's next (distributed) batch."""
     accum = grad_accum_steps
     replicas = strategy.num_replicas_in_sync
@@ -33,8 +32,13 @@ def make_train_step(strategy, model, optimizer, grad_accum_steps: int, jit_compi
             scaled = loss / float(accum * replicas)
             if loss_scaled:
                 scaled = optimizer.scale_loss(scaled)
-        # Embedding gradients come as IndexedSlices; LAMB/AdamW update every row anyway.
-        grads = [tf.convert_to_tensor(g) for g in tape.gradient(scaled, model.trainable_variables)]
+        # Embedding gradients come as IndexedSlices; LAMB/AdamW update every row anyway. A weight the loss
+        # does not read (PL-BERT's pooler) gets zeros, as JAX's gradient gives it.
+        variables = model.trainable_variables
+        grads = [
+            tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+            for g, v in zip(tape.gradient(scaled, variables), variables)
+        ]
         stats["loss"] = loss / float(accum * replicas)
         return grads, stats
 
@@ -69,7 +73,7 @@ def make_train_step(strategy, model, optimizer, grad_accum_steps: int, jit_compi
     return train_step
 
 
-def make_eval_step(strategy, model):
+def make_eval_step(strategy, model, objective):
     """`eval_step(iterator) → stats`, summed over the replicas."""
 
     def replica_eval(inputs, labels):
