@@ -100,7 +100,7 @@ def test_a_keras_hub_preset_is_described_as_one_and_a_stranger_is_not_ours(tmp_p
     result = run_command("albert_tf.inspect", [str(tmp_path / "stranger")])
     assert result.returncode == 1 and result.stderr.strip().splitlines() == [
         f"error: {tmp_path / 'stranger'}: not ours: {tmp_path / 'stranger' / 'metadata.json'} has no "
-        "format_version (not data_prep's) and no registered model format (keras_hub, hf, albert_tf, original) "
+        "format_version (not data_prep's) and no registered model format (keras_hub, hf, albert_tf, original, plbert) "
         "claims the directory"
     ], result.stderr
 

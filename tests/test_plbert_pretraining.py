@@ -1,6 +1,9 @@
 """PL-BERT pretraining: a tiny PL-BERT trains on phoneme data from WikiText-2, on both backends, packed or not."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from plbert_helpers import make_plbert_data, wikitext_corpus
@@ -168,3 +171,23 @@ def test_masks_are_deterministic_and_a_resume_that_skips_batches_gets_the_same_o
     assert labels["phoneme_weights"].numpy().sum() > 0
     other_inputs, _ = third_batch(0, seed=8)
     assert not np.array_equal(other_inputs["input_ids"].numpy(), inputs["input_ids"].numpy())
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_the_plbert_benchmark_smoke_runs_ours_and_the_reference_on_real_phonemes(real_data):
+    """`bench/plbert_step.py --smoke`: WikiText-2 phonemized, ours (JAX, padded and packed) and the
+    reference's torch model each take steps on the same masked rows; the report has the ratios."""
+    result = subprocess.run(
+        [sys.executable, "bench/plbert_step.py", "--smoke"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "ALBERT_TF_DATA": str(real_data)},
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    report = json.loads(result.stdout[result.stdout.index("{") :])
+    assert set(report["summary"]) == {"ours_padded", "ours_packed", "reference"}
+    for case in report["summary"].values():
+        assert case["real_phonemes_per_step"] > 0 and case["step_s"] > 0
+    assert set(report["ratios"]) == {"ours_padded/reference", "ours_packed/reference"}
