@@ -9,7 +9,7 @@ positions of a batch.
   (`JaxTrainStep` with the PL-BERT objective: phoneme MLM + the word head's chunked cross-entropy).
 - `reference`: the reference's model in torch (HF `AlbertModel` + `Linear(hidden, 178)` +
   `Linear(hidden, words)`, as yl4579/PL-BERT's `MultiTaskModel`), both cross-entropies over full logits
-  as its train.ipynb computes them, AdamW; bf16 autocast and `torch.compile` on a GPU.
+  as its train.ipynb computes them, AdamW, bf16 autocast; `torch.compile` on a GPU (eager on a CPU).
 
 Each case runs in a fresh process, cases interleaved over rounds (`--smoke`: all in this process, a tiny
 model on CPU; the suite runs it). Prints JSON: per case step time, real phonemes/s, and the ratios.
@@ -125,7 +125,7 @@ def run_reference(args, batches) -> dict:
     from transformers import AlbertConfig, AlbertModel
 
     cfg = args.cfg
-    device = "cpu" if args.smoke else "cuda"
+    device = "cuda" if torch.cuda.is_available() and not args.smoke else "cpu"
     config = AlbertConfig(
         vocab_size=178,
         hidden_size=cfg["hidden"],
@@ -141,7 +141,7 @@ def run_reference(args, batches) -> dict:
     phoneme_head = torch.nn.Linear(cfg["hidden"], 178).to(device)
     word_head = torch.nn.Linear(cfg["hidden"], cfg["words"]).to(device)
     parameters = [*encoder.parameters(), *phoneme_head.parameters(), *word_head.parameters()]
-    optimizer = torch.optim.AdamW(parameters, lr=1e-4, fused=not args.smoke)
+    optimizer = torch.optim.AdamW(parameters, lr=1e-4, fused=device == "cuda")
 
     def compute_loss(ids, mask, phoneme_labels, phoneme_weights, word_labels):
         with torch.autocast(device, dtype=torch.bfloat16, enabled=not args.smoke):
@@ -155,7 +155,8 @@ def run_reference(args, batches) -> dict:
         phoneme_loss = (phoneme_nll * phoneme_weights).sum() / phoneme_weights.sum().clamp(min=1.0)
         return phoneme_loss + (word_nll * real).sum() / real.sum()
 
-    loss_fn = compute_loss if args.smoke else torch.compile(compute_loss)
+    # torch.compile on the GPU, as the reference's users would; on a CPU eager (inductor's C++ build takes minutes).
+    loss_fn = torch.compile(compute_loss) if device == "cuda" else compute_loss
 
     def one_step(inputs, labels):
         tensors = [
