@@ -41,7 +41,7 @@ def test_google_config_round_trips_with_extra_keys(tmp_path):
 
 def test_every_shipped_config_loads_and_round_trips():
     paths = sorted(CONFIGS.glob("*.json"))
-    assert len(paths) == 16  # 8 ALBERT, 4 Chinese ALBERT, 2 BERT, tiny, PL-BERT
+    assert len(paths) == 17  # 8 ALBERT, 4 Chinese ALBERT, 2 BERT, tiny, PL-BERT base and tiny
     for path in paths:
         config = AlbertConfig.from_json_file(str(path))
         assert config.to_dict() == json.loads(path.read_text()), path.name
