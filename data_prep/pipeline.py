@@ -70,15 +70,36 @@ NOT_RECORDED = ("tokenizer", "dask_wait_seconds")  # the vocabulary is recorded 
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
-    """Every flag that shapes the output (recorded in metadata.json)."""
+class CorpusSettings:
+    """The flags every data job has (ALBERT's `Settings`, PL-BERT's `data_prep.plbert.PlbertSettings`)."""
 
     input_file: str = option(help="Comma-separated text files or globs.")
     output_dir: str = option(help="Where the shards and metadata.json go.")
-    # The vocabulary (any registered kind; its own `do_lower_case`), resolved by the command's flags.
-    tokenizer: Optional[Tokenizer] = None
     input_format: str = option("bert", "Layout of the input.", choices=documents_lib.FORMATS)
     max_seq_length: int = option(512, "Tokens per sequence.")
+    random_seed: int = option(12345, "Seed of every random choice.")
+    num_shards: int = option(10, "Output TFRecord files.")
+    # > 1: packed rows (data_prep.packing); 1: the original's layout
+    max_instances_per_row: int = option(
+        1,
+        "Pack up to this many whole instances into each max_seq_length row (1: one a row, the original's "
+        "layout; pretraining keeps packed instances apart).",
+    )
+    overwrite: bool = option(False, "Replace a dataset already in output_dir.")
+    # How the job runs, not what it writes: not in metadata.json.
+    dask_wait_seconds: float = option(
+        60.0,
+        "With --runner DaskRunner and a scheduler's address or file: how long to wait for the scheduler to "
+        "answer and for its first worker before giving up.",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings(CorpusSettings):
+    """Every flag that shapes the output (recorded in metadata.json)."""
+
+    # The vocabulary (any registered kind; its own `do_lower_case`), resolved by the command's flags.
+    tokenizer: Optional[Tokenizer] = None
     max_predictions_per_seq: int = option(20, "Masked tokens cap.")
     masked_lm_prob: float = option(0.15, "Fraction of tokens to mask.")
     ngram: int = option(3, "Longest masked span, in words.")
@@ -94,22 +115,7 @@ class Settings:
     short_target_per_document: bool = option(False, "Draw the short target length once per document, as the original.")
     short_seq_prob: float = option(0.1, "Probability of a shorter target.")
     dupe_factor: int = option(40, "Passes over the corpus (new masks each).")
-    random_seed: int = option(12345, "Seed of every random choice.")
-    num_shards: int = option(10, "Output TFRecord files.")
     negative_pool_documents: int = option(256, "Documents a random B may come from (NSP / random_document only).")
-    # > 1: packed rows (data_prep.packing); 1: the original's layout
-    max_instances_per_row: int = option(
-        1,
-        "Pack up to this many whole instances into each max_seq_length row (1: one a row, the original's "
-        "layout; pretraining keeps packed instances apart).",
-    )
-    overwrite: bool = option(False, "Replace a dataset already in output_dir.")
-    # How the job runs, not what it writes: not in metadata.json.
-    dask_wait_seconds: float = option(
-        60.0,
-        "With --runner DaskRunner and a scheduler's address or file: how long to wait for the scheduler to "
-        "answer and for its first worker before giving up.",
-    )
 
     def instance_options(self) -> InstanceOptions:
         return InstanceOptions(

@@ -46,6 +46,7 @@ from data_prep.pipeline import (
     DASK_RUNNER,
     MAIN,
     STATS,
+    CorpusSettings,
     ReadDocuments,
     check_runner_supports,
     input_paths_of,
@@ -71,12 +72,9 @@ NOT_RECORDED = ("dask_wait_seconds",)
 
 
 @dataclasses.dataclass(frozen=True)
-class PlbertSettings:
+class PlbertSettings(CorpusSettings):
     """Every flag that shapes PL-BERT data (recorded in metadata.json)."""
 
-    input_file: str = option(help="Comma-separated text files or globs.")
-    output_dir: str = option(help="Where the shards and metadata.json go.")
-    input_format: str = option("bert", "Layout of the input.", choices=documents_lib.FORMATS)
     language: str = option(
         "en-us", "PL-BERT data: the espeak-ng language the text is phonemized in (en-us, en-gb, fr-fr, de, ...)."
     )
@@ -90,20 +88,6 @@ class PlbertSettings:
         "PL-BERT data: the input is already phonemes, each whitespace-separated token one word's phonemes "
         "(for languages espeak-ng lacks). There is no word text then: the word vocabulary is learnt from "
         "the phoneme strings themselves.",
-    )
-    max_seq_length: int = option(512, "Tokens per sequence.")
-    random_seed: int = option(12345, "Seed of every random choice.")
-    num_shards: int = option(10, "Output TFRecord files.")
-    max_instances_per_row: int = option(
-        1,
-        "Pack up to this many whole instances into each max_seq_length row (1: one a row, the original's "
-        "layout; pretraining keeps packed instances apart).",
-    )
-    overwrite: bool = option(False, "Replace a dataset already in output_dir.")
-    dask_wait_seconds: float = option(
-        60.0,
-        "With --runner DaskRunner and a scheduler's address or file: how long to wait for the scheduler to "
-        "answer and for its first worker before giving up.",
     )
 
     def record(self) -> dict:
