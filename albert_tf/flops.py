@@ -38,13 +38,19 @@ PEAKS = (
 )
 
 
-def train_step_flops(config, batch: int, seq: int, predictions: int) -> int:
-    """The model FLOPs of one optimizer step over `batch` sequences of `seq` tokens with `predictions`
-    masked positions each (the MLM head runs on those only)."""
-    h, e, i, v = config.hidden_size, config.embedding_size, config.intermediate_size, config.vocab_size
+def encoder_forward_flops(config, seq: int) -> int:
+    """The encoder's forward FLOPs on one sequence of `seq` tokens (its layers and the embedding projection)."""
+    h, e, i = config.hidden_size, config.embedding_size, config.intermediate_size
     layer = 8 * seq * h * h + 4 * seq * h * i + 4 * seq * seq * h
-    forward = config.num_hidden_layers * layer + 2 * seq * e * h + predictions * (2 * h * e + 2 * e * v) + 2 * h * h
-    return 3 * forward * batch
+    return config.num_hidden_layers * layer + 2 * seq * e * h
+
+
+def train_step_flops(config, batch: int, seq: int, predictions: int) -> int:
+    """The model FLOPs of one ALBERT optimizer step over `batch` sequences of `seq` tokens with `predictions`
+    masked positions each (the MLM head runs on those only; the pooler and SOP head once)."""
+    h, e, v = config.hidden_size, config.embedding_size, config.vocab_size
+    heads = predictions * (2 * h * e + 2 * e * v) + 2 * h * h
+    return 3 * (encoder_forward_flops(config, seq) + heads) * batch
 
 
 def peak_flops_of(device_name: str, mixed_precision: str) -> Optional[float]:

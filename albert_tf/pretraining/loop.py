@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import flops, preemption
+from albert_tf import preemption
 from albert_tf.compute import Compute
 from albert_tf.config import AlbertConfig
 from albert_tf.distribution import check_precision
@@ -101,8 +101,8 @@ class PretrainingLoop:
         self._train_step = self._make_train_step()
         # Model FLOPs utilization on the progress line, where the devices' peak is known (not on CPUs).
         self.peak_flops = compute.peak_flops(s.mixed_precision)
-        self.step_flops = flops.train_step_flops(
-            albert_config, s.train_batch_size, s.max_seq_length, train_input.data.predictions_per_row
+        self.step_flops = self.objective.step_flops(
+            albert_config, train_input.data, s.train_batch_size, s.max_seq_length
         )
         self._eval_step = None
 

@@ -19,6 +19,7 @@ from typing import Callable, Dict, List, Tuple
 
 import tensorflow as tf
 
+from albert_tf import flops
 from albert_tf.inputs.shard_reader import albert_batches, data_feature_description
 from albert_tf.models.pretrainer import AlbertPretrainer
 from albert_tf.pretraining import health, objective, plbert_masking, plbert_objective
@@ -64,6 +65,10 @@ class Objective:
         (inputs, labels) (`inputs.shard_reader.pretraining_dataset`)."""
         raise NotImplementedError
 
+    def step_flops(self, config, data: PretrainingData, batch: int, seq: int) -> int:
+        """The model FLOPs of one optimizer step (`albert_tf.flops`: MFU on the progress line)."""
+        raise NotImplementedError
+
     def write_beside_final(self, model, final_dir: str, step: int) -> List[str]:
         """Exports written into `final_dir` beside the model; their paths."""
         del model, final_dir, step
@@ -97,6 +102,9 @@ class AlbertObjective(Objective):
         counts = {health.MLM_ACCURACY: window["mlm_weight"], health.SENTENCE_ACCURACY: window["sop_count"]}
         return monitor.window(step, window_steps, metrics, counts)
 
+    def step_flops(self, config, data, batch, seq):
+        return flops.train_step_flops(config, batch, seq, data.predictions_per_row)
+
     def batches(self, data, seed):
         del seed  # the masks are in the data
         return lambda records, batch_size, skip_batches: albert_batches(records, data, batch_size, skip_batches)
@@ -114,6 +122,11 @@ class PlbertObjective(Objective):
         from albert_tf.models.plbert import PlbertPretrainer
 
         return PlbertPretrainer(backbone, word_vocab_size=data.word_vocab_size, packed_rows=packed_rows)
+
+    def step_flops(self, config, data, batch, seq):
+        # Both heads read every position: hidden → the phoneme symbols and hidden → the word vocabulary.
+        heads = 2 * seq * config.hidden_size * (config.vocab_size + data.word_vocab_size)
+        return 3 * (flops.encoder_forward_flops(config, seq) + heads) * batch
 
     def batches(self, data, seed):
         spec = data_feature_description(data)
