@@ -396,3 +396,84 @@ def test_a_checkpoint_saved_as_the_reference_trains_loads_with_its_outputs(tmp_p
     ours = loaded({"input_ids": ids.numpy().astype("int32"), "input_mask": mask.numpy().astype("int32")})
     np.testing.assert_allclose(ours["phoneme_logits"].numpy(), phoneme_logits, atol=1e-5, rtol=0)
     np.testing.assert_allclose(loaded.word_head.logits(ours["sequence_output"]).numpy(), word_logits, atol=1e-5, rtol=0)
+
+
+def phonemized_sst2(real_data, count):
+    """The first `count` short SST-2 train sentences as Kokoro frames them: 0, phoneme ids (words split
+    by the separator), 0; with their labels."""
+    pytest.importorskip("phonemizer")
+    from albert_tf.tokenization.plbert_symbols import PAD_ID, symbol_ids
+    from data_prep.phonemes import WordPhonemizer, words
+
+    lines = (real_data / "glue" / "SST-2" / "train.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    pairs = [line.rsplit("\t", 1) for line in lines]
+    pairs = [(text, int(label)) for text, label in pairs if len(text.split()) <= 8][:count]
+    phonemizer = WordPhonemizer("en-us")
+    rows = []
+    for text, _ in pairs:
+        ids = [symbol_ids(phonemes)[0] for phonemes in phonemizer.phonemes(words(text))]
+        rows.append([PAD_ID, *sum((word + [SEPARATOR] for word in ids), [])[:-1], PAD_ID])
+    width = max(map(len, rows))
+    inputs = {name: np.zeros((len(rows), width), "int32") for name in ("input_ids", "input_mask", "segment_ids")}
+    for index, row in enumerate(rows):
+        inputs["input_ids"][index, : len(row)] = row
+        inputs["input_mask"][index, : len(row)] = 1
+    return inputs, np.array([label for _, label in pairs], "int32")
+
+
+@pytest.mark.realdata
+def test_a_plbert_directory_fine_tunes_as_a_classifier_and_saves_as_ours(tmp_path, real_data):
+    from albert_tf.models.classifier import AlbertClassifier
+
+    inputs, labels = phonemized_sst2(real_data, 32)
+    assert inputs["input_ids"].shape[1] <= 64 and set(labels) == {0, 1}
+    source = tmp_path / "plbert"
+    os.makedirs(source)
+    plbert_format.save_plbert_dir(tiny_model(seed=6), str(source), step=40)
+    loaded = formats.load(str(source))
+    keras.utils.set_random_seed(1)
+    classifier = AlbertClassifier(formats.backbone_of(loaded.model), num_classes=2, dropout=0.0)
+    classifier.compile(
+        optimizer=keras.optimizers.Adam(3e-3),
+        loss={"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
+    )
+    before = classifier.evaluate(inputs, {"logits": labels}, verbose=0, return_dict=True)["loss"]
+    classifier.fit(inputs, {"logits": labels}, batch_size=8, epochs=40, shuffle=False, verbose=0)
+    after = classifier.evaluate(inputs, {"logits": labels}, verbose=0, return_dict=True)["loss"]
+    assert after < 0.5 * before, (before, after)
+    formats.save(classifier, str(tmp_path / "fine_tuned"))
+    again = formats.load(str(tmp_path / "fine_tuned")).model
+    assert type(again) is AlbertClassifier
+    np.testing.assert_allclose(again(inputs)["logits"].numpy(), classifier(inputs)["logits"].numpy(), atol=1e-6)
+
+
+def test_a_plbert_directory_converts_to_an_hf_albert_model_and_says_the_heads_stay(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    model = randomized(tiny_model(), seed=7)
+    os.makedirs(tmp_path / "plbert")
+    plbert_format.save_plbert_dir(model, str(tmp_path / "plbert"), step=9)
+    notes = []
+    convert(str(tmp_path / "plbert"), output_dir=str(tmp_path / "hf"), output_format="hf", notes=notes)
+    assert "HF's AlbertModel is the encoder alone: the PlbertPretrainer's heads are not written" in notes
+    assert any("not text; see docs/plbert.md" in note for note in notes), notes
+    encoder = transformers.AlbertModel.from_pretrained(str(tmp_path / "hf")).eval()
+    ids = np.random.default_rng(8).integers(1, 178, (2, 10)).astype("int32")
+    mask = np.ones_like(ids)
+    mask[0, 6:] = 0
+    with torch.no_grad():
+        theirs = encoder(torch.tensor(ids, dtype=torch.long), attention_mask=torch.tensor(mask)).last_hidden_state
+    ours = model.backbone({"input_ids": ids, "input_mask": mask, "segment_ids": 0 * ids})["sequence_output"]
+    np.testing.assert_allclose(theirs.numpy(), ours.numpy(), atol=1e-5, rtol=0)
+
+
+def test_fine_tuning_commands_say_a_plbert_directory_reads_phonemes_not_text(tmp_path):
+    pytest.importorskip("torch")
+    from albert_tf.finetuning import start
+    from albert_tf.finetuning.settings import FineTuneError, FineTuneSettings
+
+    os.makedirs(tmp_path / "plbert")
+    plbert_format.save_plbert_dir(tiny_model(), str(tmp_path / "plbert"), step=1)
+    settings = FineTuneSettings(output_dir=str(tmp_path / "out"), init_checkpoint=str(tmp_path / "plbert"))
+    with pytest.raises(FineTuneError, match=r"plbert: no text tokenizer: PL-BERT reads phoneme ids .* from Python$"):
+        start.for_training(settings)

@@ -191,3 +191,71 @@ def test_the_plbert_benchmark_smoke_runs_ours_and_the_reference_on_real_phonemes
     for case in report["summary"].values():
         assert case["real_phonemes_per_step"] > 0 and case["step_s"] > 0
     assert set(report["ratios"]) == {"ours_padded/reference", "ours_packed/reference"}
+
+
+def plbert_dir(directory, word_vocab_size, seed):
+    """A PL-BERT directory (the reference's layout) of a tiny model with random weights, at step 700."""
+    import numpy as np
+
+    from albert_tf.formats import plbert as plbert_format
+    from albert_tf.models.backbone import AlbertBackbone
+    from albert_tf.models.plbert import PlbertPretrainer
+
+    model = PlbertPretrainer(AlbertBackbone.from_albert_config(CONFIG), word_vocab_size=word_vocab_size)
+    rng = np.random.default_rng(seed)
+    model.set_weights([rng.normal(0, 0.2, w.shape).astype("float32") for w in model.get_weights()])
+    os.makedirs(directory)
+    plbert_format.save_plbert_dir(model, str(directory), step=700)
+    return directory
+
+
+def continue_pretraining(data, init_checkpoint, output_dir):
+    """One step from `init_checkpoint` at a learning rate too small to move any weight: what it loaded, exported."""
+    from albert_tf.pretraining.job import pretrain
+    from albert_tf.pretraining.settings import PretrainSettings
+
+    settings = PretrainSettings(
+        output_dir=str(output_dir),
+        input_file=data,
+        albert_config_file=CONFIG,
+        init_checkpoint=str(init_checkpoint),
+        train_batch_size=4,
+        num_train_steps=1,
+        num_warmup_steps=0,
+        learning_rate=1e-30,
+        save_checkpoints_steps=1,
+        export=False,
+    )
+    pretrain(settings)
+    return output_dir / "final" / "plbert" / "step_1.t7"
+
+
+@pytest.mark.realdata
+def test_pretraining_continues_from_a_plbert_directory_and_exports_it_again_bitwise(plbert_data, tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    metadata = json.loads(open(os.path.join(plbert_data["plain"], "metadata.json")).read())
+    source = plbert_dir(tmp_path / "plbert", metadata["word_vocab_size"], seed=3)
+    exported = continue_pretraining(plbert_data["plain"], source, tmp_path / "run")
+    before = torch.load(str(source / "step_700.t7"))["net"]
+    after = torch.load(str(exported))["net"]
+    assert list(before) == list(after)
+    for key, tensor in before.items():  # every tensor came from the directory and went back unchanged
+        assert torch.equal(tensor, after[key]), key
+    assert f"initialized from {source} (weights only, as the original)\n" in capsys.readouterr().out
+
+
+@pytest.mark.realdata
+def test_a_plbert_directory_of_other_words_starts_a_fresh_word_head_and_says_so(plbert_data, tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    metadata = json.loads(open(os.path.join(plbert_data["plain"], "metadata.json")).read())
+    source = plbert_dir(tmp_path / "plbert", 7, seed=4)  # another corpus's word vocabulary
+    exported = continue_pretraining(plbert_data["plain"], source, tmp_path / "run")
+    before = torch.load(str(source / "step_700.t7"))["net"]
+    after = torch.load(str(exported))["net"]
+    assert after["module.word_predictor.weight"].shape == (metadata["word_vocab_size"], 32)
+    kept = [key for key in before if "word_predictor" not in key]
+    assert len(kept) == len(before) - 2
+    for key in kept:  # the encoder and the phoneme head are the directory's
+        assert torch.equal(before[key], after[key]), key
+    out = capsys.readouterr().out
+    assert "word_predictor.bias, word_predictor.weight do not fit this model and start fresh" in out, out

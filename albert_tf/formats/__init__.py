@@ -151,7 +151,8 @@ def load(
         )
     loaded = format.load(path, albert_config_file, tokenizer, do_lower_case)
     if loaded.tokenizer is None:
-        loaded.notes += (f"{path}: holds no vocabulary; the model comes without a tokenizer",)
+        hint = f" ({loaded.no_tokenizer_hint})" if loaded.no_tokenizer_hint else ""
+        loaded.notes += (f"{path}: holds no vocabulary; the model comes without a tokenizer{hint}",)
     check_vocab_size(loaded.config.vocab_size, loaded.tokenizer, loaded.source)
     return loaded
 

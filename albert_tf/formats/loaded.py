@@ -27,6 +27,7 @@ class LoadedModel:
     zero_filled: tuple = ()  # tensors the source lacks (e.g. keras-hub's SOP head), set to zeros
     format: str = ""  # the format name `albert_tf.formats.detect` gives
     notes: tuple = ()  # one line each: what was filled in, left out or cannot be checked
+    no_tokenizer_hint: str = ""  # what to do instead, where the format never holds a tokenizer
 
     @property
     def config(self):

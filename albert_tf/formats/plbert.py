@@ -41,6 +41,7 @@ from albert_tf.formats.table import (
     TRANSPOSED,
     CheckpointError,
     LoadReport,
+    NoHeadsError,
     TensorMapping,
     backbone_of,
     export_table,
@@ -58,6 +59,7 @@ ENCODER_PREFIX = "encoder."
 POSITION_IDS = "encoder.embeddings.position_ids"
 WORD_EMBEDDINGS = "encoder.embeddings.word_embeddings.weight"
 HEADS = (("mask_predictor", "phoneme_head"), ("word_predictor", "word_head"))
+NO_TOKENIZER = "PL-BERT reads phoneme ids of StyleTTS 2's symbol table, not text; see docs/plbert.md"
 
 
 class PlbertFileError(CheckpointError):
@@ -189,6 +191,36 @@ def read_plbert_dir(directory: str, backbone_only: bool = False) -> Tuple[object
     return model, load_table(model, name_table(config), values, path, hf.IGNORED), path
 
 
+def fill_from_plbert_dir(model, directory: str) -> LoadReport:
+    """Loads the highest step of `directory` into an existing backbone or `PlbertPretrainer` (a warm start).
+
+    The model's config must fit the directory's tensors (`load_table` checks every shape).
+    A word head of another vocabulary (continued pretraining on a new corpus, whose words
+    are its own) is not loaded: it keeps its initial values and is named in `skipped_heads`.
+
+    Raises:
+        NoHeadsError: a `PlbertPretrainer` asked to fill from an encoder-only directory.
+        CheckpointError: tensors that do not fit the model, or values that cannot be trusted.
+    """
+    path = latest_step_file(directory)
+    values = read_step_file(path)
+    config = backbone_of(model).albert_config
+    table = name_table(config)
+    if isinstance(model, PlbertPretrainer):
+        theirs = values.get("word_predictor.weight")
+        if theirs is None:
+            raise NoHeadsError(f"{path}: holds the encoder only; PL-BERT's heads cannot be filled from it")
+        skipped = []
+        if theirs.shape[0] != model.word_vocab_size:  # the word head keeps what it has (all or nothing still holds)
+            own = export_table(model, [m for m in table if m.name.startswith("word_predictor.")])
+            skipped = sorted(own)
+            values = {**values, **own}
+        report = load_table(model, table, values, path, hf.IGNORED)
+        report.skipped_heads += skipped
+        return report
+    return load_table(model, table, values, path, hf.IGNORED)
+
+
 def save_plbert_dir(model, directory: str, step: int = 0) -> List[str]:
     """Writes config.yml and `step_<step>.t7` of `model` into the existing `directory`; returns the file names."""
     torch = _torch()
@@ -224,7 +256,13 @@ class PlbertFormat(Format):
         del albert_config_file, do_lower_case
         model, report, source = read_plbert_dir(path)
         notes = [f"{source}: has no {name}: set to zeros" for name in report.zero_filled]
-        return LoadedModel(model, source, tokenizer, tuple(report.zero_filled), NAME, tuple(notes))
+        return LoadedModel(model, source, tokenizer, tuple(report.zero_filled), NAME, tuple(notes), NO_TOKENIZER)
+
+    def fill(self, model, path: str) -> Optional[LoadReport]:
+        """Straight into a backbone or a `PlbertPretrainer`; other models go through Google's names."""
+        if isinstance(model, (AlbertBackbone, PlbertPretrainer)):
+            return fill_from_plbert_dir(model, path)
+        return None
 
     def save(self, model, directory, tokenizer=None) -> None:
         """The model as `step_0.t7` (the model holds no step count) and config.yml; no tokenizer."""

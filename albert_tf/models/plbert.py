@@ -44,15 +44,15 @@ def plbert_config(
     num_hidden_layers=12,
     max_position_embeddings=512,
     embedding_size=128,
-    dropout=0.1,
+    dropout=0.0,
 ) -> AlbertConfig:
     """The reference's `Configs/config.yml` `model_params` as an `AlbertConfig` (`configs/plbert_base.json`).
 
     What the file leaves out is HF `AlbertConfig`'s default, as the reference builds
     `AlbertConfig(**model_params)`: one group, one inner block, tanh GELU (HF's
-    `gelu_new`, our `gelu`), 2 token types, initializer range 0.02. Note: the file's
-    `dropout: 0.1` is no HF field, so the released PL-BERT trained with HF's default
-    dropout 0.0; here `dropout` sets both of ours.
+    `gelu_new`, our `gelu`), 2 token types, initializer range 0.02, and no dropout:
+    the file's `dropout: 0.1` is no HF field, so the released PL-BERT trained with HF's
+    default dropout 0.0 (as ALBERT v2). `dropout` sets both of ours.
     """
     return AlbertConfig(
         vocab_size=vocab_size,
@@ -140,6 +140,7 @@ class PlbertPretrainer(TaskModel):
     """
 
     reads_pooled_output = False  # the pooler gets no gradient, as in the reference
+    hf_architectures = ("AlbertModel",)  # the encoder alone, as StyleTTS 2 loads it: HF has no PL-BERT heads
 
     def __init__(self, backbone, word_vocab_size, packed_rows=False, **kwargs):
         config = backbone.albert_config

@@ -163,14 +163,18 @@ class CheckpointPolicy:
         model = self.loop.model
         # --init_from_group0: every group starts from the checkpoint's group 0 (the paper's way to grow G).
         from_group0 = self.settings.init_from_group0
+        fresh = ""
         try:
             try:
-                formats.load_weights(model, self.init_checkpoint, from_group0)
+                report = formats.load_weights(model, self.init_checkpoint, from_group0)
             except formats.NoHeadsError:  # an encoder alone: the heads start fresh, as the original
-                formats.load_weights(model.backbone, self.init_checkpoint, from_group0)
+                report = formats.load_weights(model.backbone, self.init_checkpoint, from_group0)
+                fresh = "; the heads start fresh (it holds the encoder only)"
         except formats.CheckpointError as error:
             raise PretrainingError(f"--init_checkpoint {error}") from None
-        return f"initialized from {self.init_checkpoint} (weights only, as the original)"
+        if report.skipped_heads and not fresh:  # e.g. PL-BERT's word head of another corpus's words
+            fresh = f"; {', '.join(report.skipped_heads)} do not fit this model and start fresh"
+        return f"initialized from {self.init_checkpoint} (weights only, as the original){fresh}"
 
     def save(self, step: int, evaluate: bool = True) -> None:
         """Writes the checkpoint of `step` (unconfirmed until a finite loss follows); with `do_eval`, keeps the best.
