@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from plbert_helpers import load_the_way_styletts2_does
 
 from albert_tf import formats
 from albert_tf.convert_checkpoint import convert
@@ -231,22 +232,6 @@ def randomized(model, seed=0):
     rng = np.random.default_rng(seed)
     model.set_weights([rng.normal(0, 0.2, w.shape).astype("float32") for w in model.get_weights()])
     return model
-
-
-def load_the_way_styletts2_does(directory):
-    """StyleTTS 2's `Utils/PLBERT/util.py` `load_plbert`, step by step (our code, its steps)."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    yaml = pytest.importorskip("yaml")
-    with open(os.path.join(directory, "config.yml")) as f:
-        params = yaml.safe_load(f)["model_params"]
-    encoder = transformers.AlbertModel(transformers.AlbertConfig(**params))
-    steps = [int(name.split("_")[-1].split(".")[0]) for name in os.listdir(directory) if name.startswith("step_")]
-    state = torch.load(os.path.join(directory, f"step_{max(steps)}.t7"), map_location="cpu")["net"]
-    kept = {k[len("module.encoder.") :]: v for k, v in state.items() if k[len("module.") :].startswith("encoder.")}
-    del kept["embeddings.position_ids"]  # StyleTTS 2 deletes it: it must be there
-    missing, unexpected = encoder.load_state_dict(kept, strict=False)
-    return encoder.eval(), missing, unexpected
 
 
 def test_the_export_loads_as_styletts2_loads_it_and_gives_our_outputs(tmp_path):
@@ -477,3 +462,27 @@ def test_fine_tuning_commands_say_a_plbert_directory_reads_phonemes_not_text(tmp
     settings = FineTuneSettings(output_dir=str(tmp_path / "out"), init_checkpoint=str(tmp_path / "plbert"))
     with pytest.raises(FineTuneError, match=r"plbert: no text tokenizer: PL-BERT reads phoneme ids .* from Python$"):
         start.for_training(settings)
+
+
+def test_the_export_is_what_kokoro_holds_as_its_bert(tmp_path):
+    """hexgrad/kokoro's KModel: `AlbertModel(AlbertConfig(vocab_size=n_token, **config["plbert"]))`, its
+    state dict loaded strictly (Kokoro's first try), phonemes framed as `[0, *ids, 0]`."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    yaml = pytest.importorskip("yaml")
+    model = randomized(tiny_model(), seed=11)
+    os.makedirs(tmp_path / "plbert")
+    plbert_format.save_plbert_dir(model, str(tmp_path / "plbert"), step=3)
+    params = yaml.safe_load((tmp_path / "plbert" / "config.yml").read_text())["model_params"]
+    plbert = {key: value for key, value in params.items() if key != "vocab_size"}  # Kokoro's config["plbert"]
+    bert = transformers.AlbertModel(transformers.AlbertConfig(vocab_size=178, **plbert)).eval()
+    net = torch.load(str(tmp_path / "plbert" / "step_3.t7"))["net"]
+    prefix = "module.encoder."
+    state = {k[len(prefix) :]: v for k, v in net.items() if k.startswith(prefix) and "position_ids" not in k}
+    bert.load_state_dict(state)  # strict: every weight of Kokoro's bert, nothing else
+    ids = [0, *np.random.default_rng(12).integers(1, 178, 14).tolist(), 0]
+    with torch.no_grad():
+        theirs = bert(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.int32)).last_hidden_state
+    row = np.array([ids], "int32")
+    ours = model.backbone({"input_ids": row, "input_mask": np.ones_like(row), "segment_ids": 0 * row})
+    np.testing.assert_allclose(theirs.numpy(), ours["sequence_output"].numpy(), atol=1e-5, rtol=0)

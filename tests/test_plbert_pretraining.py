@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from plbert_helpers import make_plbert_data, wikitext_corpus
+from plbert_helpers import load_the_way_styletts2_does, make_plbert_data, wikitext_corpus
 
 from command_helpers import run_command
 from paths import REPO
@@ -54,9 +54,25 @@ def assert_both_losses_fall(history):
     assert "masked_lm_loss" not in last and "sentence_order_accuracy" not in last
 
 
-def assert_plbert_export(output_dir):
+def assert_plbert_export(output_dir, loads_as_styletts2=False):
     export = output_dir / "final" / "plbert"
     assert sorted(p.name for p in export.iterdir()) == ["config.yml", f"step_{STEPS}.t7"]
+    if loads_as_styletts2:  # the trained encoder, as StyleTTS 2 reads it, computes what final/ computes
+        import numpy as np
+        import torch
+
+        from albert_tf import formats
+
+        encoder, missing, unexpected = load_the_way_styletts2_does(str(export))
+        assert missing == [] and unexpected == []
+        ids = np.random.default_rng(0).integers(1, 178, (2, 16)).astype("int32")
+        mask = np.ones_like(ids)
+        mask[1, 9:] = 0
+        with torch.no_grad():
+            theirs = encoder(torch.tensor(ids, dtype=torch.long), attention_mask=torch.tensor(mask)).last_hidden_state
+        backbone = formats.backbone_of(formats.load(str(output_dir / "final")).model)
+        ours = backbone({"input_ids": ids, "input_mask": mask, "segment_ids": 0 * ids})["sequence_output"]
+        np.testing.assert_allclose(theirs.numpy(), np.asarray(ours), atol=1e-5, rtol=0)
 
 
 @pytest.mark.realdata
@@ -85,7 +101,7 @@ def test_a_tiny_plbert_learns_both_tasks_on_tensorflow(plbert_data, tmp_path, la
     assert_both_losses_fall(summary["history"])
     if layout == "packed":
         assert summary["eval"]["phoneme_accuracy"] > 0 and (tmp_path / "best" / "model.keras").is_file()
-    assert_plbert_export(tmp_path)
+    assert_plbert_export(tmp_path, loads_as_styletts2=layout == "plain")
     record = json.loads((tmp_path / "checkpoints" / "run_settings.json").read_text())
     assert record["objective"] == "plbert"
 
