@@ -326,7 +326,8 @@ def test_run_pretraining_defines_the_generated_flags_and_the_demos_only():
     assert {"input_file", "eval_file", "albert_config_file", "max_seq_length", "do_train", "dry_run"} <= generated
 
 
-def test_run_pretraining_help_lists_the_generated_flags_before_keras_and_tensorflow_load():
+@pytest.mark.parametrize("help_flag", ["--help", "--helpfull"])
+def test_run_pretraining_help_lists_the_generated_flags_before_keras_and_tensorflow_load(help_flag):
     code = (
         "import atexit, sys\n"
         "atexit.register(lambda: print(sorted(m for m in ('keras', 'tensorflow') if m in sys.modules)))\n"
@@ -334,9 +335,10 @@ def test_run_pretraining_help_lists_the_generated_flags_before_keras_and_tensorf
         "cli()\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code, "--help"], cwd=REPO, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", code, help_flag], cwd=REPO, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-2000:]
+    assert ("undefok:" in result.stdout) == (help_flag == "--helpfull")  # absl's own flags: only when asked
     for name in ("input_file", "max_seq_length", "do_train", "dry_run", "demo_minutes", "strategy"):
         assert f"{name}:" in result.stdout, name
     assert "Must match the data (default: the data's metadata.json)." in result.stdout

@@ -105,6 +105,7 @@ def error_line(error: BaseException) -> str:
 
 
 HELP_ARGS = ("--help", "-h", "-?", "--helpshort")
+HELPFULL_ARG = "--helpfull"  # every flag, absl's and the libraries' too
 # Flags that libraries define when imported; under `python -m`, absl names our own by the script's path.
 LIBRARY_FLAG_MODULES = ("absl", "tensorflow", "tf_keras", "keras", "jax", "apache_beam")
 
@@ -232,9 +233,11 @@ def run_cli(
     verbosity = verbosity_from_argv(sys.argv)
     quiet_libraries(verbosity)
     define_flags()
-    if any(arg in HELP_ARGS for arg in sys.argv[1:]):
+    asked_for_help = [arg for arg in sys.argv[1:] if arg in HELP_ARGS or arg == HELPFULL_ARG]
+    if asked_for_help:
+        full = HELPFULL_ARG in asked_for_help  # absl's own --helpfull exits with status 1
         try:
-            print(help_text(sys.modules[main.__module__].__doc__), flush=True)
+            print(flags.FLAGS.get_help() if full else help_text(sys.modules[main.__module__].__doc__), flush=True)
         except BrokenPipeError:  # `--help | head`: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
