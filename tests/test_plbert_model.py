@@ -306,6 +306,8 @@ def test_a_broken_directory_is_one_line_naming_the_file(tmp_path):
     (directory / "step_9.t7").write_bytes(b"")
     with pytest.raises(formats.ModelFileError, match="has step_<N>.t7 but no config.yml"):
         formats.load(str(directory))
+    with pytest.raises(formats.CheckpointError, match="has step_<N>.t7 but no config.yml"):  # a warm start's read
+        formats.load_weights(tiny_model(), str(directory))
 
 
 def test_the_shipped_config_is_the_references():

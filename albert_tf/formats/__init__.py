@@ -105,6 +105,12 @@ def detect(path: str) -> Optional[str]:
     return None if format is None else format.name
 
 
+def _near_miss(path: str) -> Optional[str]:
+    """Why `path`, which looks like one format's, is none (a missing file), or None."""
+    near_misses = (candidate.near_miss(path) for candidate in REGISTRY.values())
+    return next((problem for problem in near_misses if problem), None)
+
+
 def _exists(path: str) -> bool:
     return os.path.exists(path) or os.path.exists(path + ".index")
 
@@ -139,8 +145,7 @@ def load(
     path = run_dir.resolve(path)
     format = _format_at(path)
     if format is None:
-        near_misses = (candidate.near_miss(path) for candidate in REGISTRY.values())
-        near_miss = next((problem for problem in near_misses if problem), None)
+        near_miss = _near_miss(path)
         if near_miss:
             raise ModelFileError(f"{near_miss}; so {path} holds no model")
         raise ModelFileError(
@@ -199,7 +204,10 @@ def load_weights(model, path: str, from_group0: bool = False) -> LoadReport:
     path = run_dir.resolve(path)
     format = _format_at(path)
     backbone = backbone_of(model)
-    if format is None:  # the TF1 reader says best what is missing
+    if format is None:  # a format's directory missing a file says so; otherwise the TF1 reader says what is missing
+        near_miss = _near_miss(path)
+        if near_miss:
+            raise CheckpointError(near_miss)
         source, values = original.read_original_checkpoint(path)
     else:
         report = None if from_group0 else format.fill(model, path)
