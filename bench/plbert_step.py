@@ -15,7 +15,11 @@ Each case runs in a fresh process, cases interleaved over rounds (`--smoke`: all
 model on CPU; the suite runs it). Prints JSON: per case step time, real phonemes/s, and the ratios.
 
     python bench/plbert_step.py [--batch 192] [--seq 512] [--rounds 2] [--steps 10] [--lines 3000]
-        [--torch_python /path/to/python]
+        [--torch_python /path/to/python] [--batches DIR]
+
+`--batches DIR` keeps the masked batches in DIR: made there when it has none (this needs TensorFlow and
+espeak-ng), read from there when it has them. Make them on a machine with TensorFlow (`--rounds 0`: only
+that), carry DIR to a GPU machine without it, and run the same command there.
 """
 
 import argparse
@@ -37,7 +41,11 @@ CASES = ("ours_padded", "ours_packed", "reference")
 
 
 def make_rows(args, work: str) -> dict:
-    """{padded, packed}: numpy rows of PL-BERT data made from the first `--lines` lines of WikiText-2."""
+    """{padded, packed}: numpy rows of PL-BERT data made from the first `--lines` lines of WikiText-2.
+
+    Each line (a paragraph) is a document, as each article is the reference's: its windows are rows, the
+    last one short and padded (`padded`) unless packing fills it with others (`packed`).
+    """
     data = os.environ.get("ALBERT_TF_DATA", os.path.join(REPO, "..", "shared", "data"))
     text = os.path.join(work, "corpus.txt")
     lines = []
@@ -45,7 +53,7 @@ def make_rows(args, work: str) -> dict:
         with open(os.path.join(data, "wikitext2", split), encoding="utf-8") as source:
             lines += [line for line in source.read().splitlines() if line.strip() and not line.startswith(" =")]
     with open(text, "w", encoding="utf-8") as corpus:
-        corpus.write("\n".join(lines[: args.lines]) + "\n")
+        corpus.write("\n\n".join(lines[: args.lines]) + "\n")  # blank-line separated: one document a paragraph
     rows = {}
     for layout, per_row in (("padded", 1), ("packed", 8)):
         out = os.path.join(work, layout)
@@ -220,6 +228,38 @@ def run_worker(args, work: str) -> dict:
     return run_reference(args, batches) if args.case == "reference" else run_ours(args, batches)
 
 
+def shape_of(args) -> dict:
+    return {"batch": args.batch, "seq": args.seq, "lines": args.lines, "words": args.cfg["words"]}
+
+
+def kept_batches(args, work: str) -> None:
+    """`padded.npz` and `packed.npz` in `work`: made unless `work` holds them for this shape already."""
+    import numpy as np
+
+    shape = shape_of(args)
+    record = os.path.join(work, "batches.json")
+    if os.path.isfile(record):
+        with open(record, encoding="utf-8") as f:
+            kept = json.load(f)
+        if kept != shape:
+            sys.exit(f"--batches {work}: holds batches of {kept}, this run asks for {shape}; give another directory")
+        return
+    os.makedirs(work, exist_ok=True)
+    with tempfile.TemporaryDirectory() as data_dir:  # the corpus and its shards: not kept
+        made = make_rows(args, data_dir)
+    for layout, rows in made.items():
+        batches = masked_batches(rows, args.batch, max(1, min(8, args.warmup + args.steps)))
+        arrays = {
+            f"{i}/{part}/{name}": value
+            for i, pair in enumerate(batches)
+            for part, tree in zip(("x", "y"), pair)
+            for name, value in tree.items()
+        }
+        np.savez_compressed(os.path.join(work, f"{layout}.npz"), **arrays)
+    with open(record, "w", encoding="utf-8") as f:
+        json.dump(shape, f)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=",".join(CASES))
@@ -231,6 +271,7 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--torch_python", default=sys.executable)
     parser.add_argument("--smoke", action="store_true", help="a tiny model on CPU, one process: checks the script")
+    parser.add_argument("--batches", help="directory of the masked batches: made when absent, read when present")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--work", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -241,18 +282,12 @@ def main():
     if args.case:  # worker
         print("RESULT " + json.dumps(run_worker(args, args.work)), flush=True)
         return
-    import numpy as np
-
-    with tempfile.TemporaryDirectory() as work:
-        for layout, rows in make_rows(args, work).items():
-            batches = masked_batches(rows, args.batch, max(1, min(8, args.warmup + args.steps)))
-            arrays = {
-                f"{i}/{part}/{name}": value
-                for i, pair in enumerate(batches)
-                for part, tree in zip(("x", "y"), pair)
-                for name, value in tree.items()
-            }
-            np.savez(os.path.join(work, f"{layout}.npz"), **arrays)
+    with tempfile.TemporaryDirectory() as scratch:
+        work = args.batches or scratch
+        kept_batches(args, work)
+        if args.rounds == 0:  # `--batches DIR --rounds 0`: make the batches only (on a machine with TensorFlow)
+            print(json.dumps({"batches": work, "shape": shape_of(args)}))
+            return
         cases = args.cases.split(",")
         runs = {case: [] for case in cases}
         for round_index in range(args.rounds):

@@ -191,11 +191,11 @@ def test_masks_are_deterministic_and_a_resume_that_skips_batches_gets_the_same_o
 
 @pytest.mark.realdata
 @pytest.mark.slow
-def test_the_plbert_benchmark_smoke_runs_ours_and_the_reference_on_real_phonemes(real_data):
+def test_the_plbert_benchmark_smoke_runs_ours_and_the_reference_on_real_phonemes(real_data, tmp_path):
     """`bench/plbert_step.py --smoke`: WikiText-2 phonemized, ours (JAX, padded and packed) and the
     reference's torch model each take steps on the same masked rows; the report has the ratios."""
     result = subprocess.run(
-        [sys.executable, "bench/plbert_step.py", "--smoke"],
+        [sys.executable, "bench/plbert_step.py", "--smoke", "--batches", str(tmp_path / "batches")],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -207,6 +207,8 @@ def test_the_plbert_benchmark_smoke_runs_ours_and_the_reference_on_real_phonemes
     for case in report["summary"].values():
         assert case["real_phonemes_per_step"] > 0 and case["step_s"] > 0
     assert set(report["ratios"]) == {"ours_padded/reference", "ours_packed/reference"}
+    kept = sorted(p.name for p in (tmp_path / "batches").iterdir())  # what a GPU machine without TF reads
+    assert kept == ["batches.json", "packed.npz", "padded.npz"]
 
 
 def plbert_dir(directory, word_vocab_size, seed):
