@@ -193,6 +193,8 @@ class Predictor:
     ) -> "Predictor":
         """The model at `path` (anything `albert_tf.formats.load` reads) with its own tokenizer or `tokenizer`."""
         loaded = formats.load(path, albert_config_file, tokenizer, do_lower_case)
+        if loaded.tokenizer is None and loaded.no_tokenizer_hint:
+            raise TokenizerError(f"{path}: holds no text tokenizer ({loaded.no_tokenizer_hint})")
         if loaded.tokenizer is None:
             raise TokenizerError(
                 f"{path}: no vocabulary beside the model (spm.model, spiece.model, "

@@ -15,6 +15,7 @@ import tensorflow as tf
 from plbert_helpers import load_the_way_styletts2_does
 
 from albert_tf import formats
+from albert_tf.config import AlbertConfig
 from albert_tf.convert_checkpoint import convert
 from albert_tf.formats import plbert as plbert_format
 from albert_tf.models import plbert as plbert_model
@@ -462,7 +463,7 @@ def test_fine_tuning_commands_say_a_plbert_directory_reads_phonemes_not_text(tmp
     os.makedirs(tmp_path / "plbert")
     plbert_format.save_plbert_dir(tiny_model(), str(tmp_path / "plbert"), step=1)
     settings = FineTuneSettings(output_dir=str(tmp_path / "out"), init_checkpoint=str(tmp_path / "plbert"))
-    with pytest.raises(FineTuneError, match=r"plbert: no text tokenizer: PL-BERT reads phoneme ids .* from Python$"):
+    with pytest.raises(FineTuneError, match=r"plbert: holds no text tokenizer \(PL-BERT reads phoneme ids .*\.md\)$"):
         start.for_training(settings)
 
 
@@ -488,3 +489,32 @@ def test_the_export_is_what_kokoro_holds_as_its_bert(tmp_path):
     row = np.array([ids], "int32")
     ours = model.backbone({"input_ids": row, "input_mask": np.ones_like(row), "segment_ids": 0 * row})
     np.testing.assert_allclose(theirs.numpy(), ours["sequence_output"].numpy(), atol=1e-5, rtol=0)
+
+
+def test_a_warm_start_keeps_a_word_head_of_other_words_grows_groups_and_refuses_a_broken_head(tmp_path):
+    torch = pytest.importorskip("torch")
+    source = randomized(tiny_model(), seed=13)  # 1 group, WORD_VOCAB words
+    os.makedirs(tmp_path / "plbert")
+    plbert_format.save_plbert_dir(source, str(tmp_path / "plbert"), step=2)
+    config = dict(source.backbone.albert_config.to_dict(), num_hidden_groups=2)
+    grown = PlbertPretrainer(AlbertBackbone.from_albert_config(AlbertConfig(**config)), word_vocab_size=9)
+    initial = [w.numpy() for w in grown.word_head.weights]
+    with pytest.raises(formats.CheckpointError, match="albert_layer_groups.1"):  # all or nothing: untouched
+        formats.load_weights(grown, str(tmp_path / "plbert"))
+    np.testing.assert_array_equal(grown.word_head.kernel.numpy(), initial[0])
+    report = formats.load_weights(grown, str(tmp_path / "plbert"), from_group0=True)
+    assert report.fresh_heads == [
+        f"the word head starts fresh: {tmp_path / 'plbert'} has {WORD_VOCAB} words, this model 9"
+    ]
+    for kept, now in zip(initial, grown.word_head.weights):
+        np.testing.assert_array_equal(kept, now.numpy())
+    np.testing.assert_array_equal(grown.phoneme_head.kernel.numpy(), source.phoneme_head.kernel.numpy())
+    groups = {w.path: w.numpy() for w in grown.backbone.weights if "group" in w.path}
+    for path, value in groups.items():  # group 1 starts as the directory's group 0
+        if "group_1" in path:
+            np.testing.assert_array_equal(value, groups[path.replace("group_1", "group_0")], err_msg=path)
+    state = torch.load(str(tmp_path / "plbert" / "step_2.t7"))
+    state["net"]["module.word_predictor.weight"] = torch.tensor(1.0)  # a 0-D head: refused, not skipped
+    torch.save(state, str(tmp_path / "plbert" / "step_2.t7"))
+    with pytest.raises(formats.CheckpointError, match=r"word_predictor.weight has shape \[\]"):
+        formats.load_weights(grown, str(tmp_path / "plbert"), from_group0=True)

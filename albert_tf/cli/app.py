@@ -105,7 +105,7 @@ def error_line(error: BaseException) -> str:
 
 
 HELP_ARGS = ("--help", "-h", "-?", "--helpshort")
-HELPFULL_ARG = "--helpfull"  # every flag, absl's and the libraries' too
+HELPFULL_ARGS = ("--helpfull", "-helpfull", "--helpfull=true", "-helpfull=true")  # every flag defined so far
 # Flags that libraries define when imported; under `python -m`, absl names our own by the script's path.
 LIBRARY_FLAG_MODULES = ("absl", "tensorflow", "tf_keras", "keras", "jax", "apache_beam")
 
@@ -233,9 +233,9 @@ def run_cli(
     verbosity = verbosity_from_argv(sys.argv)
     quiet_libraries(verbosity)
     define_flags()
-    asked_for_help = [arg for arg in sys.argv[1:] if arg in HELP_ARGS or arg == HELPFULL_ARG]
+    asked_for_help = [arg for arg in sys.argv[1:] if arg in HELP_ARGS or arg.lower() in HELPFULL_ARGS]
     if asked_for_help:
-        full = HELPFULL_ARG in asked_for_help  # absl's own --helpfull exits with status 1
+        full = any(arg.lower() in HELPFULL_ARGS for arg in asked_for_help)  # absl's own --helpfull exits 1
         try:
             print(flags.FLAGS.get_help() if full else help_text(sys.modules[main.__module__].__doc__), flush=True)
         except BrokenPipeError:  # `--help | head`: the reader has what it wanted

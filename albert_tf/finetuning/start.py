@@ -151,8 +151,6 @@ def _load(path: str, settings: FineTuneSettings, albert_config_file: Optional[st
     loaded = formats.load(path, albert_config_file, settings.tokenizer, settings.do_lower_case)
     if loaded.tokenizer is None:
         if loaded.no_tokenizer_hint:
-            raise FineTuneError(
-                f"{path}: no text tokenizer: {loaded.no_tokenizer_hint}; fine-tune it on phoneme ids from Python"
-            )
+            raise FineTuneError(f"{path}: holds no text tokenizer ({loaded.no_tokenizer_hint})")
         raise FineTuneError(f"no vocabulary: give {vocabulary_flags()} and {formats.model_directory(path)} holds none")
     return loaded

@@ -210,7 +210,7 @@ def load_weights(model, path: str, from_group0: bool = False) -> LoadReport:
             raise CheckpointError(near_miss)
         source, values = original.read_original_checkpoint(path)
     else:
-        report = None if from_group0 else format.fill(model, path)
+        report = format.fill(model, path, from_group0)
         if report is not None:
             return report
         variables = format.tf1_variables(path)

@@ -71,9 +71,12 @@ class Format:
         del model
         return []
 
-    def fill(self, model, path: str) -> Optional[LoadReport]:
-        """Loads `path` straight into the existing `model`, or None to go through Google's name table."""
-        del model, path
+    def fill(self, model, path: str, from_group0: bool = False) -> Optional[LoadReport]:
+        """Loads `path` straight into the existing `model`, or None to go through Google's name table.
+
+        `from_group0`: every group `path` lacks starts as its group 0 (a format may leave that to the table).
+        """
+        del model, path, from_group0
         return None
 
     def tf1_variables(self, path: str) -> Optional[Tuple[str, Dict[str, np.ndarray]]]:

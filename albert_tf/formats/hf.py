@@ -510,9 +510,12 @@ class HfFormat(PeerDirectoryFormat):
     def unwritten(self, model) -> List[str]:
         """Tensors of `model` the HF architecture lacks."""
         architecture = architecture_of(model)
-        notes = unwritten_notes(f"HF's {architecture}", name_table(backbone_of(model).albert_config, architecture))
-        if architecture == "AlbertModel" and model is not backbone_of(model):
-            notes.append(f"HF's AlbertModel is the encoder alone: the {type(model).__name__}'s heads are not written")
+        table = name_table(backbone_of(model).albert_config, architecture)
+        notes = unwritten_notes(f"HF's {architecture}", table)
+        if model is not backbone_of(model) and not any(m.scope == MODEL for m in table):  # heads with no place
+            notes.append(
+                f"HF's {architecture} is the encoder alone: the {type(model).__name__}'s heads are not written"
+            )
         return notes
 
 

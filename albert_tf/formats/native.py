@@ -176,7 +176,9 @@ class NativeFormat(Format):
         if tokenizer is not None:
             tokenizer.save(directory)
 
-    def fill(self, model, path) -> Optional[LoadReport]:
+    def fill(self, model, path, from_group0=False) -> Optional[LoadReport]:
+        if from_group0:  # Google's name table grows the groups
+            return None
         weights_file, holds_heads = find_weights(path)
         return None if weights_file is None else load_weights_file(model, weights_file, holds_heads)
 

@@ -59,6 +59,8 @@ ENCODER_PREFIX = "encoder."
 POSITION_IDS = "encoder.embeddings.position_ids"
 WORD_EMBEDDINGS = "encoder.embeddings.word_embeddings.weight"
 HEADS = (("mask_predictor", "phoneme_head"), ("word_predictor", "word_head"))
+WORD_HEAD_WEIGHT, WORD_HEAD_BIAS = "word_predictor.weight", "word_predictor.bias"
+WORD_HEAD = (WORD_HEAD_WEIGHT, WORD_HEAD_BIAS)
 NO_TOKENIZER = "PL-BERT reads phoneme ids of StyleTTS 2's symbol table, not text; see docs/plbert.md"
 
 
@@ -183,7 +185,7 @@ def read_plbert_dir(directory: str, backbone_only: bool = False) -> Tuple[object
     path = latest_step_file(directory)
     values = read_step_file(path)
     backbone = AlbertBackbone.from_albert_config(config)
-    word_weight = values.get("word_predictor.weight")
+    word_weight = values.get(WORD_HEAD_WEIGHT)
     if backbone_only or word_weight is None or word_weight.ndim != 2:
         model = backbone
     else:
@@ -191,12 +193,34 @@ def read_plbert_dir(directory: str, backbone_only: bool = False) -> Tuple[object
     return model, load_table(model, name_table(config), values, path, hf.IGNORED), path
 
 
-def fill_from_plbert_dir(model, directory: str) -> LoadReport:
+def _of_other_words(values: Dict[str, np.ndarray], model) -> Optional[int]:
+    """The word count of a well-formed word head in `values` that is not `model`'s, else None."""
+    weight, bias = values.get(WORD_HEAD_WEIGHT), values.get(WORD_HEAD_BIAS)
+    hidden = model.backbone.albert_config.hidden_size
+    if weight is None or bias is None or weight.ndim != 2 or weight.shape[1] != hidden:
+        return None
+    words = int(weight.shape[0])
+    return words if bias.shape == (words,) and words != model.word_vocab_size else None
+
+
+def _groups_from_group0(values: Dict[str, np.ndarray], config: AlbertConfig) -> Dict[str, np.ndarray]:
+    """`values` with every layer group `config` has and they lack copied from their group 0."""
+    group0 = f"{ENCODER_PREFIX}encoder.albert_layer_groups.0."
+    grown = dict(values)
+    for group in range(1, config.num_hidden_groups):
+        prefix = f"{ENCODER_PREFIX}encoder.albert_layer_groups.{group}."
+        if not any(name.startswith(prefix) for name in values):
+            grown.update({prefix + n[len(group0) :]: v for n, v in values.items() if n.startswith(group0)})
+    return grown
+
+
+def fill_from_plbert_dir(model, directory: str, from_group0: bool = False) -> LoadReport:
     """Loads the highest step of `directory` into an existing backbone or `PlbertPretrainer` (a warm start).
 
     The model's config must fit the directory's tensors (`load_table` checks every shape).
     A word head of another vocabulary (continued pretraining on a new corpus, whose words
-    are its own) is not loaded: it keeps its initial values and is named in `skipped_heads`.
+    are its own) is not loaded: it keeps its initial values, said in `fresh_heads`.
+    `from_group0`: groups the directory lacks start as its group 0 (growing `num_hidden_groups`).
 
     Raises:
         NoHeadsError: a `PlbertPretrainer` asked to fill from an encoder-only directory.
@@ -205,20 +229,22 @@ def fill_from_plbert_dir(model, directory: str) -> LoadReport:
     path = latest_step_file(directory)
     values = read_step_file(path)
     config = backbone_of(model).albert_config
+    if from_group0:
+        values = _groups_from_group0(values, config)
     table = name_table(config)
-    if isinstance(model, PlbertPretrainer):
-        theirs = values.get("word_predictor.weight")
-        if theirs is None:
-            raise NoHeadsError(f"{path}: holds the encoder only; PL-BERT's heads cannot be filled from it")
-        skipped = []
-        if theirs.shape[0] != model.word_vocab_size:  # the word head keeps what it has (all or nothing still holds)
-            own = export_table(model, [m for m in table if m.name.startswith("word_predictor.")])
-            skipped = sorted(own)
-            values = {**values, **own}
-        report = load_table(model, table, values, path, hf.IGNORED)
-        report.skipped_heads += skipped
-        return report
-    return load_table(model, table, values, path, hf.IGNORED)
+    if not isinstance(model, PlbertPretrainer):
+        return load_table(model, table, values, path, hf.IGNORED)
+    if WORD_HEAD_WEIGHT not in values:
+        raise NoHeadsError(f"{path}: holds the encoder only; PL-BERT's heads cannot be filled from it")
+    other_words = _of_other_words(values, model)
+    if other_words is not None:  # the word head keeps what it has (all or nothing still holds for the rest)
+        values = {**values, **export_table(model, [m for m in table if m.name in WORD_HEAD])}
+    report = load_table(model, table, values, path, hf.IGNORED)
+    if other_words is not None:
+        report.fresh_heads.append(
+            f"the word head starts fresh: {directory} has {other_words} words, this model {model.word_vocab_size}"
+        )
+    return report
 
 
 def save_plbert_dir(model, directory: str, step: int = 0) -> List[str]:
@@ -258,10 +284,10 @@ class PlbertFormat(Format):
         notes = [f"{source}: has no {name}: set to zeros" for name in report.zero_filled]
         return LoadedModel(model, source, tokenizer, tuple(report.zero_filled), NAME, tuple(notes), NO_TOKENIZER)
 
-    def fill(self, model, path: str) -> Optional[LoadReport]:
+    def fill(self, model, path: str, from_group0: bool = False) -> Optional[LoadReport]:
         """Straight into a backbone or a `PlbertPretrainer`; other models go through Google's names."""
         if isinstance(model, (AlbertBackbone, PlbertPretrainer)):
-            return fill_from_plbert_dir(model, path)
+            return fill_from_plbert_dir(model, path, from_group0)
         return None
 
     def save(self, model, directory, tokenizer=None) -> None:

@@ -107,6 +107,7 @@ class LoadReport:
     zero_filled: List[str] = dataclasses.field(default_factory=list)  # optional tensors the source lacked
     ignored: List[str] = dataclasses.field(default_factory=list)  # non-weights (optimizer slots, buffers)
     skipped_heads: List[str] = dataclasses.field(default_factory=list)  # head tensors a backbone has no place for
+    fresh_heads: List[str] = dataclasses.field(default_factory=list)  # heads of ours kept as they were, and why
 
 
 # How notes name the layers that a format may lack.

@@ -163,18 +163,17 @@ class CheckpointPolicy:
         model = self.loop.model
         # --init_from_group0: every group starts from the checkpoint's group 0 (the paper's way to grow G).
         from_group0 = self.settings.init_from_group0
-        fresh = ""
+        fresh = []
         try:
             try:
                 report = formats.load_weights(model, self.init_checkpoint, from_group0)
             except formats.NoHeadsError:  # an encoder alone: the heads start fresh, as the original
                 report = formats.load_weights(model.backbone, self.init_checkpoint, from_group0)
-                fresh = "; the heads start fresh (it holds the encoder only)"
+                fresh = ["the heads start fresh (it holds the encoder only)"]
         except formats.CheckpointError as error:
             raise PretrainingError(f"--init_checkpoint {error}") from None
-        if report.skipped_heads and not fresh:  # e.g. PL-BERT's word head of another corpus's words
-            fresh = f"; {', '.join(report.skipped_heads)} do not fit this model and start fresh"
-        return f"initialized from {self.init_checkpoint} (weights only, as the original){fresh}"
+        said = "".join(f"; {line}" for line in fresh + report.fresh_heads)  # e.g. PL-BERT's word head of other words
+        return f"initialized from {self.init_checkpoint} (weights only, as the original){said}"
 
     def save(self, step: int, evaluate: bool = True) -> None:
         """Writes the checkpoint of `step` (unconfirmed until a finite loss follows); with `do_eval`, keeps the best.
