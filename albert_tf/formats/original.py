@@ -38,6 +38,7 @@ from albert_tf.formats.table import (
     TensorMapping,
     backbone_of,
     export_table,
+    fill_missing_groups,
     load_table,
 )
 from albert_tf.models.backbone import AlbertBackbone, block_name, block_slot, group_index
@@ -336,9 +337,4 @@ def fill_missing_groups_from_group0(config: AlbertConfig, values: Dict[str, np.n
     which also maps `attention_k`/`ffn_k`, is not in the released code's configs;
     not supported.)
     """
-    values = dict(values)
-    for mapping in name_table(config):
-        group_0 = _GROUP.sub("/group_0/", mapping.name)
-        if mapping.name not in values and group_0 != mapping.name and group_0 in values:
-            values[mapping.name] = values[group_0]
-    return values
+    return fill_missing_groups(name_table(config), values, _GROUP, "/group_0/")

@@ -45,6 +45,7 @@ from albert_tf.formats.table import (
     TensorMapping,
     backbone_of,
     export_table,
+    fill_missing_groups,
     load_table,
 )
 from albert_tf.models import plbert as plbert_model
@@ -59,6 +60,7 @@ ENCODER_PREFIX = "encoder."
 POSITION_IDS = "encoder.embeddings.position_ids"
 WORD_EMBEDDINGS = "encoder.embeddings.word_embeddings.weight"
 HEADS = (("mask_predictor", "phoneme_head"), ("word_predictor", "word_head"))
+LAYER_GROUP = re.compile(r"albert_layer_groups\.\d+\.")  # HF's name of a layer group
 WORD_HEAD_WEIGHT, WORD_HEAD_BIAS = "word_predictor.weight", "word_predictor.bias"
 WORD_HEAD = (WORD_HEAD_WEIGHT, WORD_HEAD_BIAS)
 NO_TOKENIZER = "PL-BERT reads phoneme ids of StyleTTS 2's symbol table, not text; see docs/plbert.md"
@@ -203,17 +205,6 @@ def _of_other_words(values: Dict[str, np.ndarray], model) -> Optional[int]:
     return words if bias.shape == (words,) and words != model.word_vocab_size else None
 
 
-def _groups_from_group0(values: Dict[str, np.ndarray], config: AlbertConfig) -> Dict[str, np.ndarray]:
-    """`values` with every layer group `config` has and they lack copied from their group 0."""
-    group0 = f"{ENCODER_PREFIX}encoder.albert_layer_groups.0."
-    grown = dict(values)
-    for group in range(1, config.num_hidden_groups):
-        prefix = f"{ENCODER_PREFIX}encoder.albert_layer_groups.{group}."
-        if not any(name.startswith(prefix) for name in values):
-            grown.update({prefix + n[len(group0) :]: v for n, v in values.items() if n.startswith(group0)})
-    return grown
-
-
 def fill_from_plbert_dir(model, directory: str, from_group0: bool = False) -> LoadReport:
     """Loads the highest step of `directory` into an existing backbone or `PlbertPretrainer` (a warm start).
 
@@ -228,10 +219,9 @@ def fill_from_plbert_dir(model, directory: str, from_group0: bool = False) -> Lo
     """
     path = latest_step_file(directory)
     values = read_step_file(path)
-    config = backbone_of(model).albert_config
+    table = name_table(backbone_of(model).albert_config)
     if from_group0:
-        values = _groups_from_group0(values, config)
-    table = name_table(config)
+        values = fill_missing_groups(table, values, LAYER_GROUP, "albert_layer_groups.0.")
     if not isinstance(model, PlbertPretrainer):
         return load_table(model, table, values, path, hf.IGNORED)
     if WORD_HEAD_WEIGHT not in values:

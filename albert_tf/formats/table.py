@@ -287,6 +287,22 @@ def load_table(
     return LoadReport(len(assignments), filled, skipped, skipped_heads)
 
 
+def fill_missing_groups(
+    table: List[TensorMapping], values: Dict[str, np.ndarray], group: "re.Pattern", group_0: str
+) -> Dict[str, np.ndarray]:
+    """`values` where every tensor of `table` it lacks is its layer group 0's (`--init_from_group0`).
+
+    `group` matches a format's group part of a name (`/group_3/`), `group_0` is group 0's; groups
+    `values` holds load as themselves.
+    """
+    values = dict(values)
+    for mapping in table:
+        name_0 = group.sub(group_0, mapping.name)
+        if mapping.name not in values and name_0 != mapping.name and name_0 in values:
+            values[mapping.name] = values[name_0]
+    return values
+
+
 def export_table(model, table: List[TensorMapping]) -> Dict[str, np.ndarray]:
     """{tensor name: float32 array} of `model` through `table` (model-scope rows only if `model` has heads)."""
     backbone = backbone_of(model)
